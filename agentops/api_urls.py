@@ -1,0 +1,6 @@
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("runs.api_urls")),
+    path("", include("capabilities.api_urls")),
+]

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Set up and run AgentOps from a fresh clone with nothing but Python 3.11.
+
+    python3 agentops/dev.py up     # install, migrate, demo data, web + worker
+    python3 agentops/dev.py test   # install test tools, run the whole suite
+
+Standard library only: it runs before any dependency is installed.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+PY = VENV / "bin" / "python"
+
+
+def find_python311() -> str:
+    if sys.version_info[:2] == (3, 11):
+        return sys.executable
+    found = shutil.which("python3.11")
+    if not found:
+        sys.exit("AgentOps needs Python 3.11 (python3.11 was not found on PATH).")
+    return found
+
+
+def run(*cmd: str, **kw) -> None:
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT, **kw)
+
+
+def ensure_venv(extras: str) -> None:
+    if not PY.exists():
+        run(find_python311(), "-m", "venv", str(VENV))
+        run(str(PY), "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    # Reinstall only when pyproject.toml or the extras changed.
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+    stamp = VENV / f".installed-{extras or 'base'}"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    target = f".[{extras}]" if extras else "."
+    run(str(PY), "-m", "pip", "install", "--quiet", "-e", target)
+    stamp.write_text(digest)
+
+
+def ensure_chromium() -> None:
+    """Browser tests drive Debian's Chromium; install it when we may."""
+    if Path("/usr/bin/chromium").exists():
+        return
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        run("apt-get", "update", "-qq")
+        run("apt-get", "install", "-y", "-qq", "chromium", env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    else:
+        print("Chromium is missing: browser tests will be skipped (apt-get install chromium).", flush=True)
+
+
+def manage(*args: str) -> None:
+    run(str(PY), "manage.py", *args)
+
+
+def up(args: list[str]) -> int:
+    ensure_venv("")
+    manage("migrate", "--noinput")
+    manage("collectstatic", "--noinput", "--verbosity", "0")
+    manage("seed_demo")
+    os.execv(str(PY), [str(PY), "manage.py", "serve", *args])
+    return 0
+
+
+def test(args: list[str]) -> int:
+    ensure_venv("test")
+    ensure_chromium()
+    manage("collectstatic", "--noinput", "--verbosity", "0")
+    return subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT).returncode
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in ("up", "test"):
+        print(__doc__)
+        return 2
+    command, rest = sys.argv[1], sys.argv[2:]
+    os.chdir(ROOT)
+    return up(rest) if command == "up" else test(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Cross-cutting records: the audit trail and worker heartbeats."""
+from django.conf import settings
+from django.db import models
+
+
+class AuditAction(models.TextChoices):
+    CAPABILITY_CREATED = "capability.created"
+    CAPABILITY_UPDATED = "capability.updated"
+    CAPABILITY_DISABLED = "capability.disabled"
+    CAPABILITY_ENABLED = "capability.enabled"
+    MCP_SERVER_ADDED = "mcp_server.added"
+    RUN_STARTED = "run.started"
+    RUN_CANCELLED = "run.cancelled"
+    RUN_STOPPED = "run.stopped"
+    STEP_APPROVED = "step.approved"
+    STEP_REJECTED = "step.rejected"
+    PLAN_APPROVED = "plan.approved"
+    PLAN_REJECTED = "plan.rejected"
+    PLAN_SUBMITTED = "plan.submitted"
+
+
+
+class AuditEvent(models.Model):
+    Action = AuditAction
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="audit_events")
+    action = models.CharField(max_length=40, choices=Action.choices)
+    target_type = models.CharField(max_length=40)
+    target_id = models.CharField(max_length=64)
+    summary = models.CharField(max_length=300)
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["target_type", "target_id", "-created_at"], name="audit_target_idx")]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(action__in=[a.value for a in AuditAction]), name="audit_action_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.action} {self.target_type}:{self.target_id}"
+
+
+class WorkerHeartbeat(models.Model):
+    """The last time each Celery worker proved it can take and finish a task."""
+
+    worker = models.CharField(max_length=200, unique=True)
+    seen_at = models.DateTimeField()
+    tasks_seen = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self):
+        return f"{self.worker} @ {self.seen_at:%H:%M:%S}"

@@ -1,0 +1,44 @@
+"""The three roles and what each may do. A data migration creates the groups."""
+
+VIEWER = "viewer"
+OPERATOR = "operator"
+REGISTRY_ADMIN = "registry admin"
+
+_VIEW = [
+    "runs.view_run", "runs.view_planrevision", "runs.view_step", "runs.view_attempt", "runs.view_decision",
+    "runs.view_approval", "capabilities.view_capability", "capabilities.view_capabilityversion",
+    "capabilities.view_mcpserver", "capabilities.view_storedoutput", "capabilities.view_ticket",
+    "capabilities.view_outboxmessage", "agentops.view_auditevent", "agentops.view_workerheartbeat",
+]
+
+ROLE_PERMISSIONS = {
+    VIEWER: _VIEW,
+    OPERATOR: _VIEW + [
+        "runs.start_run", "runs.cancel_run", "runs.decide_approval",
+        # What the demo capabilities require of a run's owner.
+        "capabilities.create_ticket", "capabilities.send_notification",
+    ],
+    REGISTRY_ADMIN: _VIEW + [
+        "capabilities.add_capability", "capabilities.change_capability", "capabilities.add_mcpserver",
+        "capabilities.change_mcpserver",
+    ],
+}
+
+
+def sync_role_groups(apps, schema_editor=None):
+    """Create or update the role groups (usable from migrations: takes `apps`)."""
+    from django.contrib.auth.management import create_permissions
+
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    for role, names in ROLE_PERMISSIONS.items():
+        group, _ = Group.objects.get_or_create(name=role)
+        perms = []
+        for name in names:
+            app_label, codename = name.split(".")
+            perms.append(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+        group.permissions.set(perms)

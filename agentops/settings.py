@@ -1,0 +1,292 @@
+"""AgentOps settings: one module, driven by the environment, failing loudly.
+
+The embedded default (no environment at all) runs on a SQLite file and a
+filesystem broker under var/, so a newcomer needs no server. Production sets
+DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL (Redis or RabbitMQ).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false, 1/0, yes/no, on/off), got {raw!r}")
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+VAR_DIR = Path(env_str("AGENTOPS_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+# The embedded default is a local install for one person: DEBUG is on unless the
+# environment turns it off, and production must turn it off (README).
+DEBUG = env_bool("DEBUG", True)
+
+
+def _secret_key() -> str:
+    key = env_str("SECRET_KEY")
+    if key:
+        return key
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. With DEBUG off AgentOps refuses to start without an explicit "
+            "SECRET_KEY; generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+    # Generated once for this installation and kept out of git (var/ is ignored).
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+for origin in CSRF_TRUSTED_ORIGINS:
+    if urlsplit(origin).scheme not in ("http", "https"):
+        raise ImproperlyConfigured(f"CSRF_TRUSTED_ORIGINS entries need a scheme (https://...), got {origin!r}")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "django_htmx",
+    "template_partials",
+    "agentops",
+    "capabilities",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "agentops.middleware.RequestSizeLimitMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "agentops.urls"
+WSGI_APPLICATION = "agentops.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "agentops.context_processors.navigation",
+            ],
+        },
+    },
+]
+
+
+def database_config(url: str) -> dict:
+    if not url:
+        return _sqlite(VAR_DIR / "agentops.sqlite3")
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        path = url.removeprefix("sqlite://").removeprefix("/") if url != "sqlite://" else ""
+        if not path:
+            raise ImproperlyConfigured("DATABASE_URL sqlite:// needs a file path, e.g. sqlite:////srv/agentops.db")
+        return _sqlite(Path("/" + path) if url.startswith("sqlite:////") else BASE_DIR / path)
+    if scheme in ("postgres", "postgresql", "pgsql"):
+        import dj_database_url
+
+        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+        config["ENGINE"] = "django.db.backends.postgresql"
+        return config
+    raise ImproperlyConfigured(
+        f"DATABASE_URL must start with postgres:// or sqlite://, got scheme {scheme!r}"
+    )
+
+
+def _sqlite(path: Path) -> dict:
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(path),
+        # WAL lets the web read while the worker writes; IMMEDIATE takes the write
+        # lock at BEGIN so two writers queue on busy_timeout instead of failing
+        # with "database is locked" halfway through a transaction.
+        "OPTIONS": {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+        },
+        # A file, not :memory:, so a real worker process sees the test database.
+        "TEST": {"NAME": str(path.with_name(path.stem + "-test.sqlite3"))},
+    }
+
+
+DATABASES = {"default": database_config(env_str("DATABASE_URL"))}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+# --- Security: secure by default whenever DEBUG is off -------------------------
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SILENCED_SYSTEM_CHECKS = env_list("SILENCED_SYSTEM_CHECKS")
+
+# --- API ----------------------------------------------------------------------
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 1_048_576, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON only: a multipart body on a JSONField was a 500 elsewhere (pitfalls).
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "agentops.api.Pagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "agentops.api.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_RATES": {},
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "AgentOps API",
+    "DESCRIPTION": "Operate and review AI agent runs: capabilities, runs, plans, approvals.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Celery -------------------------------------------------------------------
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or "embedded://localhost/"
+if urlsplit(CELERY_BROKER_URL).scheme not in ("embedded", "redis", "rediss", "amqp", "amqps", "pyamqp"):
+    raise ImproperlyConfigured(
+        f"CELERY_BROKER_URL must be redis://, amqp:// or empty for the embedded broker, got {CELERY_BROKER_URL!r}"
+    )
+if CELERY_BROKER_URL.startswith("embedded://"):
+    for sub in ("queue", "control"):
+        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "polling_interval": 0.02,
+    }
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    "sweep-overdue-runs": {"task": "runs.sweep_overdue_runs", "schedule": 5.0},
+    "worker-heartbeat": {"task": "agentops.heartbeat", "schedule": 15.0},
+    "resolve-demo-tickets": {"task": "capabilities.resolve_demo_tickets", "schedule": 10.0},
+}
+
+# --- AgentOps -----------------------------------------------------------------
+# Four-eyes: an operator may not approve steps of a run they own.
+AGENTOPS_FOUR_EYES = env_bool("AGENTOPS_FOUR_EYES", False)
+# Outbound HTTP capabilities may reach only these hosts (comma separated; *.example.com).
+AGENTOPS_HTTP_ALLOWED_HOSTS = env_list("AGENTOPS_HTTP_ALLOWED_HOSTS")
+# Loopback/private addresses are refused unless explicitly allowed (tests, on-prem).
+AGENTOPS_HTTP_ALLOW_PRIVATE = env_bool("AGENTOPS_HTTP_ALLOW_PRIVATE", False)
+# Outputs larger than this are stored by reference, not inline.
+AGENTOPS_INLINE_OUTPUT_BYTES = env_int("AGENTOPS_INLINE_OUTPUT_BYTES", 16_384, minimum=256)
+# How long a worker holds a run before another may take it over.
+AGENTOPS_RUN_LEASE_SECONDS = env_int("AGENTOPS_RUN_LEASE_SECONDS", 120, minimum=5)
+# How long an approval request stays open before it expires.
+AGENTOPS_APPROVAL_TTL_SECONDS = env_int("AGENTOPS_APPROVAL_TTL_SECONDS", 86_400, minimum=60)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,94 @@
+"""Closed sets stored in the database, generated from the runtime's own enums.
+
+The runtime (pure Python) owns the vocabulary; the database stores it with CHECK
+constraints. Building the TextChoices from the runtime enums keeps one list.
+"""
+from django.db import models
+
+from runs.runtime.capability import SideEffect as _SideEffect
+from runs.runtime.observation import ErrorCategory as _ErrorCategory
+from runs.runtime.observation import ErrorCode as _ErrorCode
+from runs.runtime.observation import SideEffectStatus as _SideEffectStatus
+from runs.runtime.observation import Status as _Status
+
+
+def _choices(name: str, values) -> type[models.TextChoices]:
+    return models.TextChoices(name, [(str(v).upper().replace(":", "_").replace("-", "_"), (str(v), str(v).replace("_", " ")))
+                                     for v in values])
+
+
+def values_of(choices: type[models.TextChoices]) -> list[str]:
+    return [c.value for c in choices]
+
+
+ObservationStatus = _choices("ObservationStatus", [s.value for s in _Status])
+ErrorCode = _choices("ErrorCode", [c.value for c in _ErrorCode])
+ErrorCategory = _choices("ErrorCategory", [c.value for c in _ErrorCategory])
+SideEffectStatus = _choices("SideEffectStatus", [s.value for s in _SideEffectStatus])
+SideEffect = _choices("SideEffect", [s.value for s in _SideEffect])
+
+BUDGET_NAMES = ("iterations", "revisions", "tool_calls", "capability_calls", "deadline", "tokens",
+                "cost", "retries", "side_effect_rate")
+STOP_REASON_VALUES = (
+    ["completed"]
+    + [f"budget_exhausted:{b}" for b in BUDGET_NAMES]
+    + [f"terminal_failure:{c.value}" for c in _ErrorCode]
+    + ["stalled", "plan_rejected", "approval_rejected", "cancelled", "internal_error"]
+)
+StopReason = _choices("StopReason", STOP_REASON_VALUES)
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval", "awaiting approval"
+    COMPLETED = "completed"
+    STOPPED = "stopped"
+    CANCELLED = "cancelled"
+
+
+FINISHED_STATUSES = (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.CANCELLED)
+
+ReplanReason = _choices("ReplanReason", ["initial", "dependency_failed", "new_information", "result_not_found",
+                                         "step_unnecessary", "path_blocked", "plan_rejected"])
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval", "awaiting approval"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class ApprovalState(models.TextChoices):
+    NOT_REQUIRED = "not_required", "not required"
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+
+
+class AttemptKind(models.TextChoices):
+    CALL = "call"
+    RETRY = "retry"
+    POLL = "poll"
+    RESOLVE = "resolve"
+
+
+class DecisionKind(models.TextChoices):
+    COMPLETE = "complete"
+    STOP_BUDGET = "stop_budget", "stop: budget exhausted"
+    STOP_TERMINAL_FAILURE = "stop_terminal_failure", "stop: terminal failure"
+    STOP_STALLED = "stop_stalled", "stop: stalled"
+    RETRY = "retry"
+    REPLAN = "replan"
+    CONTINUE = "continue"
+    POLL = "poll"
+    STOP = "stop"
+
+
+class ApprovalKind(models.TextChoices):
+    STEP = "step"
+    PLAN = "plan"

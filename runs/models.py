@@ -1,0 +1,276 @@
+"""Durable records of agent runs: what was planned, tried, observed and decided.
+
+Every row here is written by runs.services / runs.persistence as it happens, so
+the trace of a run can be reviewed after an incident exactly as it unfolded.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from runs.choices import (FINISHED_STATUSES, ApprovalKind, ApprovalState, AttemptKind, DecisionKind, ErrorCategory,
+                          ErrorCode, ObservationStatus, ReplanReason, RunStatus, SideEffectStatus, StepStatus,
+                          StopReason, values_of)
+
+
+class Planner(models.TextChoices):
+    SCRIPTED = "scripted"
+    RULES = "rules"
+    LLM = "llm", "LLM (OpenAI-compatible)"
+    EXTERNAL = "external", "external agent (API)"
+
+
+class Run(models.Model):
+    goal = models.TextField()
+    completion = models.JSONField(help_text="Application-owned completion criteria.")
+    budgets = models.JSONField()
+    planner = models.CharField(max_length=20, choices=Planner.choices)
+    planner_config = models.JSONField(default=dict, blank=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
+    require_plan_approval = models.BooleanField(default=False)
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    stop_reason = models.CharField(max_length=40, choices=StopReason.choices, blank=True)
+    stop_detail = models.TextField(blank=True)
+    stop_attempt = models.ForeignKey("Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Usage counters, updated with every step so dashboards never scan attempts.
+    iterations = models.PositiveIntegerField(default=0)
+    revisions = models.PositiveIntegerField(default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+    retries = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+    side_effects_committed = models.PositiveIntegerField(default=0)
+    approvals_requested = models.PositiveIntegerField(default=0)
+    repeated_attempts = models.PositiveIntegerField(default=0)
+    trace_id = models.CharField(max_length=32, unique=True)
+    # The runtime's checkpoint (runs.runtime.state.RunState.to_dict()).
+    state = models.JSONField(default=dict, blank=True)
+    # Which worker advances the run, until when: only one worker at a time.
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    next_action_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        permissions = [
+            ("start_run", "Can start runs"),
+            ("cancel_run", "Can cancel runs"),
+        ]
+        indexes = [
+            models.Index(fields=["status", "-created_at"], name="run_status_created_idx"),
+            models.Index(fields=["stop_reason", "-finished_at"], name="run_stop_finished_idx"),
+            models.Index(fields=["owner", "-created_at"], name="run_owner_created_idx"),
+            models.Index(fields=["planner", "-created_at"], name="run_planner_created_idx"),
+            models.Index(fields=["-created_at"], name="run_created_idx"),
+            models.Index(fields=["finished_at"], name="run_finished_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=values_of(RunStatus)), name="run_status_valid"),
+            models.CheckConstraint(condition=Q(planner__in=values_of(Planner)), name="run_planner_valid"),
+            models.CheckConstraint(condition=Q(stop_reason="") | Q(stop_reason__in=values_of(StopReason)),
+                                   name="run_stop_reason_valid"),
+            # A finished run always says why; a live one never claims a stop reason.
+            models.CheckConstraint(
+                condition=(Q(status__in=list(FINISHED_STATUSES)) & ~Q(stop_reason=""))
+                | (~Q(status__in=list(FINISHED_STATUSES)) & Q(stop_reason="")),
+                name="run_stop_reason_iff_finished",
+            ),
+            models.CheckConstraint(condition=Q(cost__gte=0), name="run_cost_nonnegative"),
+        ]
+
+    def __str__(self):
+        return f"Run {self.pk}: {self.goal[:60]}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+
+class PlanRevision(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="plan_revisions")
+    number = models.PositiveIntegerField()
+    accepted = models.BooleanField()
+    steps = models.JSONField(default=list)
+    reason_code = models.CharField(max_length=30, choices=ReplanReason.choices)
+    reason = models.TextField(blank=True)
+    triggering_attempt = models.ForeignKey("Attempt", null=True, blank=True, on_delete=models.SET_NULL,
+                                           related_name="triggered_revisions")
+    changes = models.JSONField(default=dict, blank=True)
+    validation_errors = models.JSONField(default=list, blank=True)
+    tokens = models.PositiveIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+    planner_output = models.TextField(blank=True)
+    capabilities_seen = models.JSONField(default=list, blank=True)
+    needs_approval = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "number"], name="revision_number_unique_per_run"),
+            models.CheckConstraint(condition=Q(number__gte=1), name="revision_number_positive"),
+            models.CheckConstraint(condition=Q(reason_code__in=values_of(ReplanReason)), name="revision_reason_valid"),
+        ]
+
+    def __str__(self):
+        return f"run {self.run_id} rev {self.number}"
+
+
+class Step(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    revision = models.ForeignKey(PlanRevision, on_delete=models.CASCADE, related_name="plan_steps")
+    index = models.PositiveIntegerField()
+    key = models.CharField(max_length=64, help_text="The step id within its plan (s1, s2, ...).")
+    capability_name = models.CharField(max_length=80)
+    capability_version = models.ForeignKey("capabilities.CapabilityVersion", null=True, blank=True,
+                                           on_delete=models.PROTECT, related_name="steps")
+    arguments = models.JSONField(default=dict)
+    arguments_hash = models.CharField(max_length=64)
+    expected_outcome = models.TextField(blank=True)
+    depends_on = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=20, choices=StepStatus.choices, default=StepStatus.PENDING)
+    approval_state = models.CharField(max_length=20, choices=ApprovalState.choices, default=ApprovalState.NOT_REQUIRED)
+
+    class Meta:
+        ordering = ["revision", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["revision", "index"], name="step_index_unique_per_revision"),
+            models.UniqueConstraint(fields=["revision", "key"], name="step_key_unique_per_revision"),
+            models.CheckConstraint(condition=Q(status__in=values_of(StepStatus)), name="step_status_valid"),
+            models.CheckConstraint(condition=Q(approval_state__in=values_of(ApprovalState)),
+                                   name="step_approval_state_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.key} {self.capability_name}"
+
+
+class Attempt(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempts")
+    uid = models.CharField(max_length=32, unique=True, help_text="The runtime's attempt id.")
+    number = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=AttemptKind.choices, default=AttemptKind.CALL)
+    capability_name = models.CharField(max_length=80)
+    capability_version = models.ForeignKey("capabilities.CapabilityVersion", null=True, blank=True,
+                                           on_delete=models.PROTECT, related_name="attempts")
+    signature = models.TextField()
+    signature_hash = models.CharField(max_length=64)
+    idempotency_key = models.CharField(max_length=128, blank=True)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField()
+    latency_s = models.FloatField()
+    status = models.CharField(max_length=10, choices=ObservationStatus.choices)
+    state_changed = models.BooleanField(default=False)
+    output = models.JSONField(null=True, blank=True)
+    output_ref = models.ForeignKey("capabilities.StoredOutput", null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    error_code = models.CharField(max_length=20, choices=ErrorCode.choices, blank=True)
+    error_category = models.CharField(max_length=20, choices=ErrorCategory.choices, blank=True)
+    error_message = models.TextField(blank=True)
+    retry_guidance = models.CharField(max_length=300, blank=True)
+    retry_after_s = models.FloatField(null=True, blank=True)
+    side_effect_status = models.CharField(max_length=15, choices=SideEffectStatus.choices,
+                                          default="not_committed")
+    repeated_without_progress = models.BooleanField(default=False)
+    trace_id = models.CharField(max_length=32)
+    span_id = models.CharField(max_length=16)
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        indexes = [
+            models.Index(fields=["capability_name", "-started_at"], name="attempt_capability_time_idx"),
+            models.Index(fields=["run", "started_at"], name="attempt_run_time_idx"),
+            models.Index(fields=["-started_at"], name="attempt_time_idx"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["step", "number"], name="attempt_number_unique_per_step"),
+            models.CheckConstraint(condition=Q(number__gte=1), name="attempt_number_positive"),
+            models.CheckConstraint(condition=Q(status__in=values_of(ObservationStatus)), name="attempt_status_valid"),
+            models.CheckConstraint(condition=Q(error_code="") | Q(error_code__in=values_of(ErrorCode)),
+                                   name="attempt_error_code_valid"),
+            # An ok observation has no error code; a failure always names one.
+            models.CheckConstraint(condition=(Q(status="ok") & Q(error_code="")) | (~Q(status="ok") & ~Q(error_code="")),
+                                   name="attempt_error_code_iff_failed"),
+            models.CheckConstraint(condition=Q(side_effect_status__in=values_of(SideEffectStatus)),
+                                   name="attempt_side_effect_status_valid"),
+            models.CheckConstraint(condition=Q(latency_s__gte=0), name="attempt_latency_nonnegative"),
+        ]
+
+    def __str__(self):
+        return f"{self.capability_name} #{self.number} ({self.status})"
+
+
+class Decision(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="decisions")
+    attempt = models.OneToOneField(Attempt, null=True, blank=True, on_delete=models.CASCADE, related_name="decision")
+    decision = models.CharField(max_length=30, choices=DecisionKind.choices)
+    reason = models.TextField()
+    usage = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(decision__in=values_of(DecisionKind)), name="decision_kind_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.decision}: {self.reason[:60]}"
+
+
+class Approval(models.Model):
+    """One approval request and, once, its decision. Never edited after that.
+
+    It binds to the exact arguments (hash) and plan revision shown to the
+    operator: changed arguments or a new revision need a new approval.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    kind = models.CharField(max_length=10, choices=ApprovalKind.choices)
+    revision = models.ForeignKey(PlanRevision, on_delete=models.CASCADE, related_name="approvals")
+    step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.CASCADE, related_name="approvals")
+    capability_name = models.CharField(max_length=80, blank=True)
+    arguments = models.JSONField(default=dict, blank=True)
+    arguments_hash = models.CharField(max_length=64, blank=True)
+    plan_hash = models.CharField(max_length=64, blank=True)
+    requested_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    state = models.CharField(max_length=20, choices=ApprovalState.choices, default=ApprovalState.PENDING)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="approval_decisions")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    comment = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["requested_at", "id"]
+        permissions = [("decide_approval", "Can approve or reject steps and plans")]
+        indexes = [
+            models.Index(fields=["state", "requested_at"], name="approval_state_requested_idx"),
+            models.Index(fields=["run", "state"], name="approval_run_state_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=values_of(ApprovalKind)), name="approval_kind_valid"),
+            models.CheckConstraint(condition=Q(state__in=["pending", "approved", "rejected", "expired"]),
+                                   name="approval_state_valid"),
+            models.CheckConstraint(condition=~Q(kind="step") | Q(step__isnull=False), name="approval_step_has_step"),
+            # A decided approval records who and when; a pending one neither.
+            models.CheckConstraint(
+                condition=(Q(state="pending") & Q(decided_at__isnull=True))
+                | (Q(state="expired") & Q(decided_at__isnull=False))
+                | (Q(state__in=["approved", "rejected"]) & Q(decided_at__isnull=False) & Q(decided_by__isnull=False)),
+                name="approval_decision_complete",
+            ),
+            # At most one open request per run at a time.
+            models.UniqueConstraint(fields=["run"], condition=Q(state="pending"), name="approval_one_pending_per_run"),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} approval for run {self.run_id} ({self.state})"

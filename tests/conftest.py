@@ -1,0 +1,141 @@
+"""Fixtures shared by the Django tests: users per role, API clients, a real worker."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def roles(db):
+    """The role groups. Data-migration rows vanish after transactional tests, so re-sync."""
+    from django.apps import apps
+
+    from agentops.roles import sync_role_groups
+
+    sync_role_groups(apps)
+
+
+def _make_user(username, group=None, **extra):
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user(username=username, password="pw-" + username, **extra)
+    if group:
+        user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+@pytest.fixture
+def viewer(roles):
+    return _make_user("vera", "viewer")
+
+
+@pytest.fixture
+def operator(roles):
+    return _make_user("otto", "operator")
+
+
+@pytest.fixture
+def second_operator(roles):
+    return _make_user("olga", "operator")
+
+
+@pytest.fixture
+def registry_admin(roles):
+    return _make_user("rita", "registry admin")
+
+
+@pytest.fixture
+def nobody(roles):
+    return _make_user("nora")
+
+
+@pytest.fixture
+def client_for(client):
+    def login(user):
+        client.force_login(user)
+        return client
+
+    return login
+
+
+@pytest.fixture
+def api_for():
+    from rest_framework.test import APIClient
+
+    def make(user):
+        api = APIClient()
+        api.force_authenticate(user)
+        return api
+
+    return make
+
+
+def worker_env() -> dict[str, str]:
+    """Environment for a subprocess that must use the test database and broker."""
+    from django.conf import settings
+    from django.db import connection
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        env["DATABASE_URL"] = "sqlite:///" + str(Path(db["NAME"]).resolve())
+    else:
+        env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    return env
+
+
+def _purge_broker():
+    from agentops.celery import app
+
+    with app.connection_for_write() as conn:
+        app.control.purge(connection=conn)
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker):
+    """A real Celery worker process on the configured broker and the test database."""
+    with django_db_blocker.unblock():
+        env = worker_env()
+        _purge_broker()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency", "4",
+         "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"test-{os.getpid()}@%h"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def wait_until(predicate, timeout=30.0, interval=0.05, message="condition"):
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {message}")
+
+
+@pytest.fixture(name="wait_until")
+def wait_until_fixture():
+    return wait_until
+
+
+@pytest.fixture(name="worker_env")
+def worker_env_fixture(django_db_blocker):
+    with django_db_blocker.unblock():
+        return worker_env()
