@@ -8,6 +8,8 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from agentops.services import ServiceError
+
 
 class Pagination(PageNumberPagination):
     page_size_query_param = "page_size"
@@ -33,6 +35,11 @@ def _code_for(exc: Exception) -> str:
 
 def exception_handler(exc, context):
     """Every error is {"error": {"code", "message", "fields"?}}."""
+    if isinstance(exc, ServiceError):
+        body = {"code": exc.code, "message": exc.message}
+        if exc.fields:
+            body["fields"] = exc.fields
+        return Response({"error": body}, status=exc.status)
     if isinstance(exc, RequestDataTooBig):
         return Response({"error": {"code": "request_too_large", "message": str(exc)}},
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)

@@ -1,4 +1,8 @@
 from django.urls import path
 
+from capabilities import views
+
 app_name = "capabilities"
-urlpatterns = []
+urlpatterns = [
+    path("", views.capability_list, name="list"),
+]

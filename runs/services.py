@@ -1,0 +1,109 @@
+"""Every change to a run goes through these functions (pages, API and tasks alike).
+
+Each is one atomic transaction that writes its audit row with the change and
+queues background work only once the transaction has committed.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agentops.models import AuditAction
+from agentops.services import Conflict, InvalidInput, NotAllowed, audit
+from runs.choices import ApprovalState, RunStatus
+from runs.models import Approval, Run, Step
+
+
+def _enqueue_advance(run_id: int, countdown: float | None = None) -> None:
+    from runs.tasks import advance_run
+
+    transaction.on_commit(lambda: advance_run.apply_async((run_id,), countdown=countdown))
+
+
+def _require(user, perm: str, action: str) -> None:
+    if not user.has_perm(perm):
+        raise NotAllowed(f"You do not have permission to {action}.")
+
+
+@transaction.atomic
+def run_cancel(*, run_id: int, user) -> Run:
+    """Cancel a run: at once when no worker holds it, else at the next step boundary."""
+    _require(user, "runs.cancel_run", "cancel runs")
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if run.is_finished:
+        raise Conflict(f"Run {run.pk} has already finished ({run.get_status_display()}).")
+    now = timezone.now()
+    run.cancel_requested_at = now
+    detail = f"Cancelled by {user.get_username()}."
+    held = run.status == RunStatus.RUNNING and run.lease_expires_at and run.lease_expires_at > now
+    if held:
+        run.save(update_fields=["cancel_requested_at", "updated_at"])
+        _enqueue_advance(run.pk)
+    else:
+        run_finish(run=run, status=RunStatus.CANCELLED, stop_reason="cancelled", detail=detail, now=now)
+    audit(actor=user, action=AuditAction.RUN_CANCELLED, target=run, summary=f"Run {run.pk} cancelled",
+          details={"while": "running" if held else run.status})
+    return run
+
+
+def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None, attempt=None) -> None:
+    """Record why a run stopped and close what it left open. Call inside a transaction."""
+    now = now or timezone.now()
+    run.status = status
+    run.stop_reason = stop_reason
+    run.stop_detail = detail
+    run.stop_attempt = attempt
+    run.finished_at = now
+    run.lease_owner = ""
+    run.lease_expires_at = None
+    run.next_action_at = None
+    if run.state:
+        run.state = {**run.state, "status": status, "stop_reason": stop_reason, "stop_detail": detail}
+    run.save()
+    # Nobody may approve a step of a finished run.
+    Approval.objects.filter(run=run, state=ApprovalState.PENDING).update(state=ApprovalState.EXPIRED, decided_at=now)
+    Step.objects.filter(run=run, approval_state=ApprovalState.PENDING).update(approval_state=ApprovalState.EXPIRED)
+
+
+@transaction.atomic
+def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
+                    expected_hash: str | None = None) -> Approval:
+    """Approve or reject one request. Of two concurrent decisions exactly one wins.
+
+    expected_hash is the arguments (or plan) hash the operator saw; if the request
+    now binds to something else, the decision is refused.
+    """
+    _require(user, "runs.decide_approval", "approve or reject steps")
+    try:
+        approval = Approval.objects.select_related("run", "decided_by").get(pk=approval_id)
+    except Approval.DoesNotExist:
+        raise InvalidInput(f"Approval {approval_id} does not exist.") from None
+    if settings.AGENTOPS_FOUR_EYES and approval.run.owner_id == user.pk:
+        raise NotAllowed("Four-eyes rule: you cannot approve or reject steps of your own run.")
+    bound_hash = approval.arguments_hash or approval.plan_hash
+    if expected_hash is not None and expected_hash != bound_hash:
+        raise Conflict("The request changed since you opened it: review the new arguments and decide again.")
+    now = timezone.now()
+    new_state = ApprovalState.APPROVED if approve else ApprovalState.REJECTED
+    # The conditional UPDATE is the arbiter: only a still-pending, unexpired row changes.
+    won = Approval.objects.filter(pk=approval.pk, state=ApprovalState.PENDING, expires_at__gt=now).update(
+        state=new_state, decided_by=user, decided_at=now, comment=comment[:5000])
+    if not won:
+        approval.refresh_from_db()
+        if approval.state == ApprovalState.PENDING:
+            raise Conflict("This approval request has expired.")
+        who = approval.decided_by.get_username() if approval.decided_by else "the system"
+        raise Conflict(f"Already {approval.state} by {who} at {approval.decided_at:%Y-%m-%d %H:%M:%S} UTC.")
+    approval.refresh_from_db()
+    if approval.step_id:
+        Step.objects.filter(pk=approval.step_id).update(approval_state=new_state)
+    verb = "approved" if approve else "rejected"
+    action = {("step", True): AuditAction.STEP_APPROVED, ("step", False): AuditAction.STEP_REJECTED,
+              ("plan", True): AuditAction.PLAN_APPROVED, ("plan", False): AuditAction.PLAN_REJECTED}[
+        (approval.kind, approve)]
+    audit(actor=user, action=action, target=approval,
+          summary=f"{approval.kind.title()} {verb} for run {approval.run_id}",
+          details={"comment": comment, "hash": bound_hash, "run": approval.run_id})
+    _enqueue_advance(approval.run_id)
+    return approval
