@@ -1,0 +1,186 @@
+"""Budgets the runtime enforces outside the model, and the usage counted against them.
+
+A budget is exhausted when the NEXT action would exceed it: reaching a limit
+exactly on a completing step still completes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
+from typing import Any
+
+SIDE_EFFECT_WINDOW_S = 60.0
+
+
+class BudgetName(StrEnum):
+    ITERATIONS = "iterations"
+    REVISIONS = "revisions"
+    TOOL_CALLS = "tool_calls"
+    CAPABILITY_CALLS = "capability_calls"
+    DEADLINE = "deadline"
+    TOKENS = "tokens"
+    COST = "cost"
+    RETRIES = "retries"
+    SIDE_EFFECT_RATE = "side_effect_rate"
+
+
+@dataclass(frozen=True)
+class Budgets:
+    max_iterations: int = 50
+    max_revisions: int = 5
+    max_plan_steps: int = 20
+    max_plan_depth: int = 5
+    max_tool_calls: int = 100
+    max_calls_per_capability: dict[str, int] = field(default_factory=dict)
+    deadline_s: float = 600.0
+    per_call_timeout_s: float = 60.0
+    max_tokens: int = 200_000
+    max_cost: float = 10.0
+    max_retries: int = 10
+    max_side_effects_per_minute: int = 30
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["max_calls_per_capability"] = dict(self.max_calls_per_capability)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Budgets:
+        data = dict(data or {})
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown budgets: {', '.join(sorted(unknown))}")
+        if "max_calls_per_capability" in data:
+            data["max_calls_per_capability"] = {str(k): int(v) for k, v in data["max_calls_per_capability"].items()}
+        for f in fields(cls):
+            if f.name in data and f.type in ("int", "float"):
+                data[f.name] = (int if f.type == "int" else float)(data[f.name])
+        return cls(**data)
+
+    def deadline_at(self, started_at: float) -> float:
+        return started_at + self.deadline_s
+
+
+@dataclass(frozen=True)
+class Usage:
+    iterations: int = 0
+    plans: int = 0          # plans received from the planner, rejected ones included
+    revisions: int = 0      # plans received after the first
+    tool_calls: int = 0
+    calls_per_capability: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0
+    cost: float = 0.0
+    retries: int = 0
+    polls: int = 0
+    side_effects: int = 0
+    # Only the commits inside the rate window are kept, so the state stays bounded.
+    side_effect_times: tuple[float, ...] = ()
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["calls_per_capability"] = dict(self.calls_per_capability)
+        data["side_effect_times"] = list(self.side_effect_times)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Usage:
+        data = dict(data or {})
+        data["calls_per_capability"] = dict(data.get("calls_per_capability") or {})
+        data["side_effect_times"] = tuple(data.get("side_effect_times") or ())
+        return cls(**data)
+
+    def counted_call(self, capability: str, *, retry: bool, poll: bool, iteration: bool = True) -> Usage:
+        per = dict(self.calls_per_capability)
+        per[capability] = per.get(capability, 0) + 1
+        return replace(self, iterations=self.iterations + int(iteration), tool_calls=self.tool_calls + 1,
+                       calls_per_capability=per, retries=self.retries + int(retry), polls=self.polls + int(poll))
+
+    def counted_plan(self, *, tokens: int, cost: float, received: bool) -> Usage:
+        return replace(self, iterations=self.iterations + 1, tokens=self.tokens + tokens, cost=self.cost + cost,
+                       plans=self.plans + int(received),
+                       revisions=self.revisions + int(received and self.plans > 0))
+
+    def counted_side_effect(self, now: float) -> Usage:
+        return replace(self, side_effects=self.side_effects + 1,
+                       side_effect_times=_recent(self.side_effect_times, now) + (now,))
+
+    def at(self, now: float, started_at: float) -> Usage:
+        return replace(self, elapsed_s=max(0.0, now - started_at),
+                       side_effect_times=_recent(self.side_effect_times, now))
+
+
+def _recent(times: tuple[float, ...], now: float) -> tuple[float, ...]:
+    return tuple(t for t in times if now - t < SIDE_EFFECT_WINDOW_S)
+
+
+def deadline_reached(budgets: Budgets, started_at: float, now: float) -> bool:
+    """No time is left for another action."""
+    return now >= budgets.deadline_at(started_at)
+
+
+def deadline_passed(budgets: Budgets, started_at: float, now: float) -> bool:
+    """A call that ended exactly on the deadline may still be verified; one after it may not."""
+    return now > budgets.deadline_at(started_at)
+
+
+def exhausted_for_any_action(budgets: Budgets, usage: Usage, *, started_at: float, now: float) -> BudgetName | None:
+    """Budgets that block every way forward: each further action is an iteration,
+    and without a tool call nothing can change the completion check."""
+    if deadline_reached(budgets, started_at, now):
+        return BudgetName.DEADLINE
+    if usage.iterations + 1 > budgets.max_iterations:
+        return BudgetName.ITERATIONS
+    if usage.tool_calls + 1 > budgets.max_tool_calls:
+        return BudgetName.TOOL_CALLS
+    return None
+
+
+def exhausted_before_planning(budgets: Budgets, usage: Usage, *, started_at: float, now: float,
+                              revision: bool) -> BudgetName | None:
+    if deadline_reached(budgets, started_at, now):
+        return BudgetName.DEADLINE
+    if usage.iterations + 1 > budgets.max_iterations:
+        return BudgetName.ITERATIONS
+    if revision and usage.revisions + 1 > budgets.max_revisions:
+        return BudgetName.REVISIONS
+    # A planner call always spends something: with nothing left it would exceed.
+    if usage.tokens >= budgets.max_tokens:
+        return BudgetName.TOKENS
+    if usage.cost >= budgets.max_cost:
+        return BudgetName.COST
+    return None
+
+
+def exceeded_after_planning(budgets: Budgets, usage: Usage) -> BudgetName | None:
+    if usage.tokens > budgets.max_tokens:
+        return BudgetName.TOKENS
+    if usage.cost > budgets.max_cost:
+        return BudgetName.COST
+    return None
+
+
+def exhausted_before_call(budgets: Budgets, usage: Usage, *, capability: str, side_effecting: bool,
+                          retry: bool, started_at: float, now: float) -> BudgetName | None:
+    if deadline_reached(budgets, started_at, now):
+        return BudgetName.DEADLINE
+    if usage.iterations + 1 > budgets.max_iterations:
+        return BudgetName.ITERATIONS
+    if usage.tool_calls + 1 > budgets.max_tool_calls:
+        return BudgetName.TOOL_CALLS
+    limit = budgets.max_calls_per_capability.get(capability)
+    if limit is not None and usage.calls_per_capability.get(capability, 0) + 1 > limit:
+        return BudgetName.CAPABILITY_CALLS
+    if retry and usage.retries + 1 > budgets.max_retries:
+        return BudgetName.RETRIES
+    if side_effecting and len(_recent(usage.side_effect_times, now)) + 1 > budgets.max_side_effects_per_minute:
+        return BudgetName.SIDE_EFFECT_RATE
+    return None
+
+
+def retry_budget_left(budgets: Budgets, usage: Usage) -> bool:
+    return usage.retries + 1 <= budgets.max_retries
+
+
+def remaining_time(budgets: Budgets, started_at: float, now: float) -> float:
+    return max(0.0, budgets.deadline_at(started_at) - now)

@@ -1,0 +1,131 @@
+"""Application-owned completion criteria, checked against capability output.
+
+Model confidence is never proof: a run completes only when the latest ok output
+of the named capability passes the check at the given path.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+_MISSING = object()
+Check = Callable[[Any, dict[str, Any]], bool]
+_CHECKS: dict[str, Check] = {}
+BUILTIN_CHECKS = ("equals", "exists", "not_empty")
+
+
+def register_check(name: str) -> Callable[[Check], Check]:
+    """Register a named check: fn(value_at_path, params) -> bool. Checks live in code, not in data."""
+    if name in BUILTIN_CHECKS:
+        raise ValueError(f"{name!r} is a built-in check")
+
+    def decorator(fn: Check) -> Check:
+        _CHECKS[name] = fn
+        return fn
+    return decorator
+
+
+def registered_checks() -> tuple[str, ...]:
+    return tuple(sorted(_CHECKS))
+
+
+def is_empty(value: Any) -> bool:
+    """None, "", [], {} or a dict whose every value is empty."""
+    if value is None or value == "" or value == [] or value == {}:
+        return True
+    if isinstance(value, dict):
+        return all(is_empty(v) for v in value.values())
+    return False
+
+
+def resolve_path(value: Any, path: str) -> tuple[bool, Any]:
+    """Follow "documents.0.id"; numeric parts index lists. Returns (found, value)."""
+    if not path:
+        return True, value
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and _is_index(part) and -len(value) <= int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return False, None
+    return True, value
+
+
+def _is_index(part: str) -> bool:
+    return part.lstrip("-").isdigit()
+
+
+@dataclass(frozen=True)
+class CompletionCriteria:
+    capability: str
+    path: str = ""
+    check: str = "not_empty"   # equals | exists | not_empty | a registered check name
+    expected: Any = None       # the value for equals
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"capability": self.capability, "path": self.path}
+        if self.check == "equals":
+            data["equals"] = self.expected
+        elif self.check in ("exists", "not_empty"):
+            data[self.check] = True
+        else:
+            data["check"] = self.check
+            if self.params:
+                data["params"] = self.params
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompletionCriteria:
+        errors = completion_errors(data)
+        if errors:
+            raise ValueError("; ".join(errors))
+        common = {"capability": data["capability"], "path": data.get("path", "")}
+        if "equals" in data:
+            return cls(**common, check="equals", expected=data["equals"])
+        for name in ("exists", "not_empty"):
+            if data.get(name) is True:
+                return cls(**common, check=name)
+        return cls(**common, check=data["check"], params=dict(data.get("params") or {}))
+
+    def is_met_by(self, output: Any) -> bool:
+        found, value = resolve_path(output, self.path)
+        if self.check == "exists":
+            return found
+        if not found:
+            return False
+        if self.check == "equals":
+            return value == self.expected
+        if self.check == "not_empty":
+            return not is_empty(value)
+        return bool(_CHECKS[self.check](value, self.params))
+
+
+def completion_errors(data: Any) -> list[str]:
+    """Every problem with a completion criteria dict (empty list when valid)."""
+    if not isinstance(data, dict):
+        return ["completion must be an object"]
+    errors = []
+    if not isinstance(data.get("capability"), str) or not data.get("capability"):
+        errors.append("completion.capability must be a non-empty string")
+    if not isinstance(data.get("path", ""), str):
+        errors.append("completion.path must be a string")
+    given = [k for k in ("equals", "exists", "not_empty", "check") if k in data]
+    if len(given) != 1:
+        errors.append("completion needs exactly one of equals, exists: true, not_empty: true, check")
+    elif given[0] in ("exists", "not_empty") and data[given[0]] is not True:
+        errors.append(f"completion.{given[0]} must be true")
+    elif given[0] == "check" and data["check"] not in _CHECKS:
+        errors.append(f"completion.check {data['check']!r} is not a registered check")
+    unknown = set(data) - {"capability", "path", "equals", "exists", "not_empty", "check", "params"}
+    if unknown:
+        errors.append(f"unknown completion fields: {', '.join(sorted(unknown))}")
+    return errors
+
+
+def completion_met(criteria: CompletionCriteria, latest_ok_outputs: dict[str, Any]) -> bool:
+    if criteria.capability not in latest_ok_outputs:
+        return False
+    return criteria.is_met_by(latest_ok_outputs[criteria.capability])

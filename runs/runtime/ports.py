@@ -1,0 +1,55 @@
+"""The collaborators the controller takes as arguments, so it runs the same under a
+unit test, a scenario file, an in-process run or a Celery task."""
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from .approvals import ApprovalDecision, ApprovalRequest
+from .capability import CapabilitySpec
+from .observation import Observation
+from .planning import PlanningRequest, PlanProposal
+
+
+@runtime_checkable
+class Authorizer(Protocol):
+    def permits(self, permission: str) -> bool:
+        """Does the run's owner hold this permission now? Asked at validation and
+        again immediately before every execution."""
+
+
+@runtime_checkable
+class CapabilityRegistry(Protocol):
+    def get(self, name: str) -> CapabilitySpec | None: ...
+
+    def visible(self, authorizer: Authorizer) -> list[CapabilitySpec]:
+        """Enabled capabilities the planner may see."""
+
+
+@runtime_checkable
+class Executor(Protocol):
+    def execute(self, spec: CapabilitySpec, arguments: dict[str, Any], *, idempotency_key: str | None,
+                timeout_s: float, trace_id: str, span_id: str) -> Observation:
+        """Run the capability within timeout_s; classify every failure into an Observation, never raise."""
+
+    def lookup_status(self, spec: CapabilitySpec, arguments: dict[str, Any], *, idempotency_key: str | None,
+                      timeout_s: float) -> Observation | None:
+        """Did the operation with this key commit? OK + committed + result, OK + not_committed, or None."""
+
+
+@runtime_checkable
+class Planner(Protocol):
+    def propose(self, request: PlanningRequest) -> PlanProposal | None:
+        """None: the planner has no (further) plan."""
+
+
+@runtime_checkable
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+@runtime_checkable
+class ApprovalBook(Protocol):
+    def decision_for(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        """The decision for exactly this request, or None while undecided."""
