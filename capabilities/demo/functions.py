@@ -1,0 +1,100 @@
+"""The demo capabilities, registered with `@capability`.
+
+search_documents and get_document are pure. The ticket and notification
+capabilities write rows through the Django models in `capabilities.models`;
+they import them inside the function so this module imports without Django.
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+from capabilities.pyregistry import CallContext, capability
+
+from . import search
+
+
+@capability(timeout_s=5, retry={"max_attempts": 3, "backoff_s": 0.5})
+def search_documents(q: Annotated[str, "words to look for"],
+                     limit: Annotated[int, {"minimum": 1, "maximum": search.MAX_LIMIT}] = 5) -> dict[str, Any]:
+    """Search the internal policy documents; ranked best first."""
+    return search.search_documents(q, limit)
+
+
+@capability(timeout_s=5)
+def get_document(id: str) -> dict[str, str]:  # noqa: A002 - the argument name is the public schema
+    """Fetch one policy document by id (for example POL-7)."""
+    return search.get_document(id)
+
+
+# -- tickets --------------------------------------------------------------------------------
+
+def _ticket_result(ticket: Any) -> dict[str, Any]:
+    return {"ticket_id": ticket.pk, "title": ticket.title, "status": ticket.status,
+            "resolved_at": ticket.resolved_at.isoformat() if ticket.resolved_at else None}
+
+
+def create_ticket_status(arguments: dict, idempotency_key: str | None) -> tuple[bool, Any]:
+    """Did the create_ticket call with this key commit? (the ticket, if so)"""
+    from capabilities.models import Ticket
+
+    ticket = Ticket.objects.filter(idempotency_key=idempotency_key).first() if idempotency_key else None
+    return (True, _ticket_result(ticket)) if ticket else (False, None)
+
+
+@capability(side_effect="write", requires_approval=True, idempotent=True, permission="capabilities.create_ticket",
+            timeout_s=5,
+            status_lookup=create_ticket_status)
+def create_ticket(title: str, body: str = "", *, context: CallContext) -> dict[str, Any]:
+    """Open a support ticket; calling again with the same idempotency key returns the same ticket."""
+    from capabilities.models import Ticket
+
+    title = title.strip()
+    if not title:
+        raise ValueError("title must not be empty")
+    # Without a key there is nothing to deduplicate on: every call is a new ticket.
+    key = context.idempotency_key or f"adhoc-{uuid.uuid4()}"
+    ticket, _created = Ticket.objects.get_or_create(idempotency_key=key,
+                                                    defaults={"title": title, "body": body, "status": "open"})
+    return _ticket_result(ticket)
+
+
+@capability(side_effect="read", timeout_s=5, polling={"max_attempts": 10, "interval_s": 5})
+def get_ticket_status(ticket_id: int) -> dict[str, Any]:
+    """Current status of a support ticket (open or resolved); poll until it is resolved."""
+    from capabilities.models import Ticket
+
+    ticket = Ticket.objects.filter(pk=ticket_id).first()
+    if ticket is None:
+        raise LookupError(f"no ticket {ticket_id}")
+    return _ticket_result(ticket)
+
+
+# -- notifications ----------------------------------------------------------------------------
+
+def _message_result(message: Any) -> dict[str, Any]:
+    return {"message_id": message.pk, "channel": message.channel, "recipient": message.recipient,
+            "queued_at": message.created_at.isoformat() if message.created_at else None}
+
+
+def send_notification_status(arguments: dict, idempotency_key: str | None) -> tuple[bool, Any]:
+    """Did the send_notification call with this key commit? (the outbox message, if so)"""
+    from capabilities.models import OutboxMessage
+
+    message = OutboxMessage.objects.filter(idempotency_key=idempotency_key).first() if idempotency_key else None
+    return (True, _message_result(message)) if message else (False, None)
+
+
+@capability(side_effect="external", requires_approval=True, idempotent=True, permission="capabilities.send_notification",
+            timeout_s=5, status_lookup=send_notification_status)
+def send_notification(channel: Literal["email", "slack"], recipient: str, message: str, *,
+                      context: CallContext) -> dict[str, Any]:
+    """Send a notification (queued in the outbox); the same idempotency key never sends twice."""
+    from capabilities.models import OutboxMessage
+
+    if not recipient.strip() or not message.strip():
+        raise ValueError("recipient and message must not be empty")
+    key = context.idempotency_key or f"adhoc-{uuid.uuid4()}"
+    outbox, _created = OutboxMessage.objects.get_or_create(
+        idempotency_key=key, defaults={"channel": channel, "recipient": recipient.strip(), "message": message})
+    return _message_result(outbox)

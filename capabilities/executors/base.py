@@ -1,0 +1,274 @@
+"""What every executor shares: timing, span ids, argument checks, large outputs.
+
+An executor turns one capability call into exactly one `Observation`. Each kind
+(python, http, mcp) implements `_run()`; `BaseExecutor.execute()` wraps it so
+that nothing a capability does (return, raise, hang, answer too much) escapes as
+an exception: classification happens here, at the edge, once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import jsonschema
+
+from runs.runtime.capability import CapabilitySpec
+from runs.runtime.observation import ErrorCode, Observation, OutputRef, SideEffectStatus
+
+PREVIEW_CHARS = 500
+
+
+class CapabilityError(Exception):
+    """Raised by a capability (or an executor internally) to classify a failure itself.
+
+    `side_effect` defaults to None, meaning "the executor's default for this
+    error" (not_committed); a capability that knows better says so.
+    """
+
+    def __init__(self, code: ErrorCode | str, message: str = "", *, retry_after_s: float | None = None,
+                 side_effect: SideEffectStatus | str | None = None) -> None:
+        super().__init__(message or str(code))
+        self.code = ErrorCode(code)
+        self.message = message or self.code.value
+        self.retry_after_s = retry_after_s
+        self.side_effect = SideEffectStatus(side_effect) if side_effect is not None else None
+
+    def to_observation(self, default_side_effect: SideEffectStatus = SideEffectStatus.NOT_COMMITTED) -> Observation:
+        return Observation.failure(self.code, self.message, retry_after_s=self.retry_after_s,
+                                   side_effect=self.side_effect or default_side_effect)
+
+
+# -- large outputs -----------------------------------------------------------------
+
+class OutputStore(Protocol):
+    """Keeps outputs too large to store inline; content-addressed, so writes are idempotent."""
+
+    def save(self, content: bytes, sha256: str) -> str:
+        """Store canonical JSON bytes; return the URI to read them back."""
+        ...
+
+    def read(self, uri: str) -> Any:
+        """Return the parsed JSON stored under `uri`; LookupError if unknown."""
+        ...
+
+
+_URI = re.compile(r"^output:([0-9a-f]{64})$")
+
+
+class FileOutputStore:
+    """Outputs as `<sha256>.json` files in one directory; URIs look like `output:<sha256>`.
+
+    The URI carries only the hash, never a path, so a tampered URI cannot read
+    outside the directory.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def save(self, content: bytes, sha256: str) -> str:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"{sha256}.json"
+        if not path.exists():
+            # Write then rename, so a concurrent reader never sees half a file.
+            fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(content)
+            os.replace(tmp, path)
+        return f"output:{sha256}"
+
+    def read(self, uri: str) -> Any:
+        match = _URI.match(uri)
+        if not match:
+            raise LookupError(f"not an output URI: {uri!r}")
+        path = self.directory / f"{match.group(1)}.json"
+        try:
+            return json.loads(path.read_bytes())
+        except FileNotFoundError:
+            raise LookupError(f"no stored output {uri}") from None
+
+
+def default_output_store() -> FileOutputStore:
+    return FileOutputStore(Path(tempfile.gettempdir()) / "agentops-outputs")
+
+
+def canonical_json(value: Any) -> bytes:
+    """The canonical JSON form used for size limits and hashes.
+
+    Values JSON cannot hold (datetimes, decimals, objects) become their str():
+    an output must be storable in a JSON column whatever a function returned.
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str).encode("utf-8")
+
+
+# -- tracing -----------------------------------------------------------------------
+
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_HEX16 = re.compile(r"^[0-9a-f]{16}$")
+
+
+def new_trace_id() -> str:
+    return secrets.token_hex(16)
+
+
+def new_span_id() -> str:
+    return secrets.token_hex(8)
+
+
+def traceparent(trace_id: str, span_id: str) -> str:
+    """W3C traceparent; ids that are not already W3C-shaped are hashed into shape."""
+    trace = trace_id.lower() if _HEX32.match(trace_id.lower()) else hashlib.sha256(trace_id.encode()).hexdigest()[:32]
+    span = span_id.lower() if _HEX16.match(span_id.lower()) else hashlib.sha256(span_id.encode()).hexdigest()[:16]
+    return f"00-{trace}-{span}-01"
+
+
+# -- the base class ----------------------------------------------------------------
+
+class BaseExecutor:
+    """Template for one executor kind: subclasses implement `_run` (and maybe `_lookup`).
+
+    `_run` returns an Observation or raises CapabilityError; any other exception
+    is an executor bug and becomes a server_error observation rather than
+    escaping into the controller.
+    """
+
+    def __init__(self, *, output_store: OutputStore | None = None) -> None:
+        self.output_store = output_store or default_output_store()
+
+    # The Executor protocol ----------------------------------------------------
+
+    def execute(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None = None,
+                timeout_s: float | None = None, trace_id: str = "", span_id: str = "") -> Observation:
+        started = time.monotonic()
+        trace_id = trace_id or new_trace_id()
+        span_id = span_id or new_span_id()
+        timeout = spec.timeout_s if timeout_s is None else timeout_s
+        observation = self._refusal(spec, arguments, timeout)
+        if observation is None:
+            try:
+                observation = self._run(spec, arguments, idempotency_key=idempotency_key, timeout_s=timeout,
+                                        trace_id=trace_id, span_id=span_id)
+            except CapabilityError as exc:
+                observation = exc.to_observation()
+            except Exception as exc:  # an executor bug must still come back as one observation
+                observation = Observation.failure(ErrorCode.SERVER_ERROR, f"executor error: {type(exc).__name__}: {exc}")
+        observation = self._store_large_output(spec, observation)
+        return replace(observation, latency_s=round(time.monotonic() - started, 6),
+                       trace_id=trace_id, span_id=span_id)
+
+    def lookup_status(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None = None,
+                      timeout_s: float | None = None) -> Observation | None:
+        """Ask whether the operation with this idempotency key committed; None if we cannot tell."""
+        # Allowed for a disabled capability too: reconciling an unknown outcome reads, never writes.
+        if not spec.status_lookup:
+            return None
+        timeout = spec.timeout_s if timeout_s is None else timeout_s
+        try:
+            answer = self._lookup(spec, arguments, idempotency_key=idempotency_key, timeout_s=timeout)
+        except Exception:  # a lookup that fails tells us nothing; the caller falls back
+            return None
+        if answer is None:
+            return None
+        committed, result = answer
+        if committed:
+            observation = Observation.success(result, state_changed=spec.changes_state,
+                                              side_effect=SideEffectStatus.COMMITTED)
+        else:
+            observation = Observation.success(None, side_effect=SideEffectStatus.NOT_COMMITTED)
+        return self._store_large_output(spec, observation)
+
+    # For subclasses -------------------------------------------------------------
+
+    def _run(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None, timeout_s: float,
+             trace_id: str, span_id: str) -> Observation:
+        raise NotImplementedError
+
+    def _lookup(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None,
+                timeout_s: float) -> tuple[bool, Any] | None:
+        return None
+
+    # Helpers for subclasses -------------------------------------------------------
+
+    @staticmethod
+    def ok(spec: CapabilitySpec, output: Any, **kw: Any) -> Observation:
+        """Success: a state-changing capability that answered ok has committed its effect."""
+        if spec.changes_state:
+            return Observation.success(output, state_changed=True, side_effect=SideEffectStatus.COMMITTED, **kw)
+        return Observation.success(output, **kw)
+
+    @staticmethod
+    def fail(spec: CapabilitySpec, code: ErrorCode | str, message: str, *, sent: bool = True,
+             side_effect: SideEffectStatus | None = None, **kw: Any) -> Observation:
+        """Failure with the side-effect status the edge can vouch for.
+
+        Only a timeout after the request left us is `unknown`: the callee may
+        have committed and we did not hear back. Anything the callee answered
+        with an error (or that never left) did not commit, unless the callee
+        itself says otherwise (`side_effect`).
+        """
+        code = ErrorCode(code)
+        if side_effect is None:
+            side_effect = SideEffectStatus.NOT_COMMITTED
+            if spec.changes_state and sent and code == ErrorCode.TIMEOUT:
+                side_effect = SideEffectStatus.UNKNOWN
+        if not spec.changes_state:
+            side_effect = SideEffectStatus.NOT_COMMITTED
+        return Observation.failure(code, message, side_effect=side_effect, **kw)
+
+    # Internals ------------------------------------------------------------------
+
+    def _refusal(self, spec: CapabilitySpec, arguments: Any, timeout_s: float) -> Observation | None:
+        """Checks made before anything is sent; a refusal never commits anything."""
+        if not spec.enabled:
+            # Terminal and not retryable: the operator switched it off, so the
+            # planner must choose an authorized alternative or stop.
+            return Observation.failure(ErrorCode.PERMISSION_DENIED, f"capability {spec.name} is disabled")
+        if not isinstance(arguments, dict):
+            return Observation.failure(ErrorCode.INVALID_ARGUMENTS, "arguments must be a JSON object")
+        size = len(canonical_json(arguments))
+        if size > spec.max_argument_bytes:
+            return Observation.failure(ErrorCode.INVALID_ARGUMENTS,
+                                       f"arguments are {size} bytes, over the limit of {spec.max_argument_bytes}")
+        errors = schema_errors(spec.schema, arguments)
+        if errors:
+            return Observation.failure(ErrorCode.INVALID_ARGUMENTS, "; ".join(errors))
+        if timeout_s <= 0:
+            return Observation.failure(ErrorCode.TIMEOUT, "no time left for the call")
+        return None
+
+    def _store_large_output(self, spec: CapabilitySpec, observation: Observation) -> Observation:
+        if observation.output is None:
+            return observation
+        content = canonical_json(observation.output)
+        if len(content) <= spec.max_output_bytes:
+            # Normalise to plain JSON so what is stored equals what was observed.
+            return replace(observation, output=json.loads(content))
+        digest = hashlib.sha256(content).hexdigest()
+        uri = self.output_store.save(content, digest)
+        preview = content[: PREVIEW_CHARS * 4].decode("utf-8", errors="ignore")[:PREVIEW_CHARS]
+        ref = OutputRef(uri=uri, size_bytes=len(content), sha256=digest, preview=preview)
+        return replace(observation, output=None, output_ref=ref)
+
+
+def schema_errors(schema: dict | None, arguments: Any) -> list[str]:
+    """Every way the arguments fail the schema, as readable strings (empty when valid)."""
+    if not schema:
+        return []
+    validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return [f"the capability's schema is invalid: {exc.message}"]
+    errors = []
+    for error in sorted(validator_class(schema).iter_errors(arguments), key=lambda e: list(e.path)):
+        where = "/".join(str(p) for p in error.path) or "arguments"
+        errors.append(f"{where}: {error.message}")
+    return errors

@@ -1,0 +1,72 @@
+"""One Executor for the runtime: picks the executor for the spec's kind."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from runs.runtime.capability import CapabilitySpec, Kind
+from runs.runtime.observation import ErrorCode, Observation
+
+from .base import OutputStore, default_output_store
+from .http import HttpExecutor
+from .mcp import McpExecutor
+from .netguard import NetGuard
+from .python import PythonExecutor
+
+
+class Executor(Protocol):
+    def execute(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None,
+                timeout_s: float, trace_id: str, span_id: str) -> Observation: ...
+
+    def lookup_status(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None,
+                      timeout_s: float) -> Observation | None: ...
+
+
+class CapabilityExecutor:
+    """Implements the Executor protocol by `spec.kind`.
+
+    Executors not given are built with the shared output store; the http and
+    mcp ones get a guard that allows no host at all until one is configured
+    (fail closed). `others` plugs in more kinds (e.g. "simulated").
+    """
+
+    def __init__(self, *, python: Executor | None = None, http: Executor | None = None, mcp: Executor | None = None,
+                 output_store: OutputStore | None = None, guard: NetGuard | None = None,
+                 others: Mapping[str, Executor] | None = None) -> None:
+        store = output_store or default_output_store()
+        guard = guard or NetGuard([])
+        self.executors: dict[str, Executor] = {
+            Kind.PYTHON.value: python or PythonExecutor(output_store=store),
+            Kind.HTTP.value: http or HttpExecutor(guard, output_store=store),
+            Kind.MCP.value: mcp or McpExecutor(guard=guard, output_store=store),
+            **{str(kind): executor for kind, executor in (others or {}).items()},
+        }
+
+    def execute(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None = None,
+                timeout_s: float | None = None, trace_id: str = "", span_id: str = "") -> Observation:
+        executor = self.executors.get(str(spec.kind))
+        if executor is None:
+            # A configuration error no retry can fix: terminal.
+            return Observation.failure(ErrorCode.INVALID_ARGUMENTS, f"no executor for capability kind {spec.kind}",
+                                       trace_id=trace_id, span_id=span_id)
+        return executor.execute(spec, arguments, idempotency_key=idempotency_key,
+                                timeout_s=spec.timeout_s if timeout_s is None else timeout_s,
+                                trace_id=trace_id, span_id=span_id)
+
+    def lookup_status(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None = None,
+                      timeout_s: float | None = None) -> Observation | None:
+        executor = self.executors.get(str(spec.kind))
+        if executor is None:
+            return None
+        return executor.lookup_status(spec, arguments, idempotency_key=idempotency_key,
+                                      timeout_s=spec.timeout_s if timeout_s is None else timeout_s)
+
+
+def build_executor(*, allowed_hosts: list[str] | None = None, allow_private: bool = False,
+                   output_dir: str | None = None, **kw: Any) -> CapabilityExecutor:
+    """Convenience for settings-driven wiring: `build_executor(allowed_hosts=[...], output_dir=...)`."""
+    from .base import FileOutputStore
+
+    store = FileOutputStore(output_dir) if output_dir else None
+    return CapabilityExecutor(guard=NetGuard(allowed_hosts or [], allow_private=allow_private),
+                              output_store=store, **kw)

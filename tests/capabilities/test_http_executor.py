@@ -1,0 +1,262 @@
+"""The http executor against a real HTTP server on loopback."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from capabilities.executors.base import FileOutputStore
+from capabilities.executors.http import HttpExecutor, retry_after_seconds
+from capabilities.executors.netguard import NetGuard
+from runs.runtime.capability import CapabilitySpec, Kind, SideEffect
+from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
+
+SECRET = "s3cr3t-value-never-logged"
+
+
+def http_spec(url, *, method="GET", side_effect=SideEffect.NONE, timeout_s=2.0, **config):
+    return CapabilitySpec(name="remote", kind=Kind.HTTP, side_effect=side_effect, timeout_s=timeout_s,
+                          config={"url": url, "method": method, **config})
+
+
+@pytest.fixture
+def executor(tmp_path):
+    guard = NetGuard(["127.0.0.1"])
+    return HttpExecutor(guard, environ={"DEMO_TOKEN": SECRET}, output_store=FileOutputStore(tmp_path))
+
+
+def run(executor, spec, arguments=None, *, key=None, timeout_s=None):
+    return executor.execute(spec, arguments or {}, idempotency_key=key, timeout_s=timeout_s or spec.timeout_s,
+                            trace_id="0af7651916cd43dd8448eb211c80319c", span_id="b7ad6b7169203331")
+
+
+class TestRequests:
+    def test_it_sends_get_arguments_as_query_parameters(self, executor, http_server):
+        observation = run(executor, http_spec(f"{http_server}/echo"), {"q": "travel", "limit": 3, "exact": True,
+                                                                       "tags": ["a", "b"]})
+        assert observation.status == Status.OK
+        assert observation.output["method"] == "GET"
+        assert observation.output["query"] == {"q": ["travel"], "limit": ["3"], "exact": ["true"], "tags": ["a", "b"]}
+        assert observation.extra["http_status"] == 200
+        assert observation.side_effect == SideEffectStatus.NOT_COMMITTED
+
+    def test_it_sends_other_methods_as_a_json_body(self, executor, http_server):
+        observation = run(executor, http_spec(f"{http_server}/echo", method="PUT"), {"title": "x", "n": [1, 2]})
+        assert observation.output["method"] == "PUT"
+        assert observation.output["body"] == {"title": "x", "n": [1, 2]}
+
+    def test_it_sends_traceparent_and_plain_headers(self, executor, http_server):
+        spec = http_spec(f"{http_server}/echo", headers={"X-Team": "ops"})
+        headers = run(executor, spec).output["headers"]
+        assert headers["traceparent"] == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        assert headers["x-team"] == "ops"
+        assert "idempotency-key" not in headers
+
+    def test_it_sends_the_idempotency_key_on_side_effecting_calls(self, executor, http_server):
+        spec = http_spec(f"{http_server}/echo", method="POST", side_effect=SideEffect.WRITE)
+        observation = run(executor, spec, {"a": 1}, key="run-1-step-2")
+        assert observation.output["headers"]["idempotency-key"] == "run-1-step-2"
+        assert observation.side_effect == SideEffectStatus.COMMITTED
+        assert observation.state_changed
+
+    def test_the_same_idempotency_key_is_deduplicated_by_the_callee(self, executor, http_server):
+        spec = http_spec(f"{http_server}/orders", method="POST", side_effect=SideEffect.WRITE)
+        first = run(executor, spec, {"item": "chair"}, key="order-key-1")
+        again = run(executor, spec, {"item": "chair"}, key="order-key-1")
+        assert first.output["order_id"] == again.output["order_id"]
+        assert (first.output["replayed"], again.output["replayed"]) == (False, True)
+
+    def test_it_resolves_secret_headers_from_the_environment_at_call_time(self, executor, http_server):
+        spec = http_spec(f"{http_server}/echo", secret_headers={"X-Api-Key": "DEMO_TOKEN"})
+        observation = run(executor, spec)
+        assert observation.output["headers"]["x-api-key"] == SECRET
+        assert SECRET not in str(spec.to_dict())
+
+    def test_a_missing_secret_is_a_terminal_permission_error_naming_the_variable(self, executor, http_server):
+        spec = http_spec(f"{http_server}/echo", secret_headers={"Authorization": "NOT_SET_ANYWHERE"})
+        observation = run(executor, spec)
+        assert observation.error_code == ErrorCode.PERMISSION_DENIED
+        assert observation.status == Status.TERMINAL
+        assert "NOT_SET_ANYWHERE" in observation.error_message
+
+    def test_a_non_json_body_becomes_text(self, executor, http_server):
+        assert run(executor, http_spec(f"{http_server}/text")).output == "plain words"
+
+    def test_a_large_body_is_stored_by_reference(self, executor, http_server):
+        spec = CapabilitySpec(name="big", kind=Kind.HTTP, max_output_bytes=2000, config={"url": f"{http_server}/big"})
+        observation = run(executor, spec)
+        assert observation.output is None
+        assert observation.output_ref.size_bytes > 2000
+        assert executor.output_store.read(observation.output_ref.uri) == {"rows": ["x" * 100] * 200}
+
+
+class TestStatusCodes:
+    @pytest.mark.parametrize("code, error, status", [
+        (400, ErrorCode.INVALID_ARGUMENTS, Status.TERMINAL),
+        (401, ErrorCode.PERMISSION_DENIED, Status.TERMINAL),
+        (403, ErrorCode.PERMISSION_DENIED, Status.TERMINAL),
+        (404, ErrorCode.NOT_FOUND, Status.TERMINAL),
+        (409, ErrorCode.CONFLICT, Status.TERMINAL),
+        (422, ErrorCode.INVALID_ARGUMENTS, Status.TERMINAL),
+        (500, ErrorCode.SERVER_ERROR, Status.RETRYABLE),
+        (502, ErrorCode.SERVER_ERROR, Status.RETRYABLE),
+        (408, ErrorCode.TIMEOUT, Status.RETRYABLE),
+    ])
+    def test_it_maps_http_statuses(self, executor, http_server, code, error, status):
+        spec = http_spec(f"{http_server}/status/{code}", method="POST", side_effect=SideEffect.WRITE)
+        observation = run(executor, spec, {"a": 1}, key="k")
+        assert (observation.error_code, observation.status) == (error, status)
+        assert observation.extra["http_status"] == code
+        assert observation.output == {"error": f"status {code}"}
+        assert f"HTTP {code}" in observation.error_message
+        # The callee answered with an error: nothing committed.
+        assert observation.side_effect == SideEffectStatus.NOT_COMMITTED
+
+    def test_a_gateway_timeout_on_a_write_has_an_unknown_outcome(self, executor, http_server):
+        spec = http_spec(f"{http_server}/status/504", method="POST", side_effect=SideEffect.WRITE)
+        observation = run(executor, spec, {}, key="k")
+        assert observation.error_code == ErrorCode.TIMEOUT
+        assert observation.side_effect == SideEffectStatus.UNKNOWN
+
+    def test_it_honours_retry_after_seconds_on_429(self, executor, http_server):
+        spec = http_spec(f"{http_server}/rate-limited", method="POST", side_effect=SideEffect.WRITE)
+        observation = run(executor, spec, {}, key="k")
+        assert observation.error_code == ErrorCode.RATE_LIMITED
+        assert observation.retry_after_s == 7
+        assert observation.side_effect == SideEffectStatus.NOT_COMMITTED
+
+    def test_it_honours_a_retry_after_date_on_503(self, executor, http_server):
+        observation = run(executor, http_spec(f"{http_server}/unavailable"))
+        assert observation.error_code == ErrorCode.SERVER_ERROR
+        assert observation.status == Status.RETRYABLE
+        assert 100 < observation.retry_after_s <= 120
+
+    def test_retry_after_parsing(self):
+        assert retry_after_seconds("0") == 0
+        assert retry_after_seconds("2.5") == 2.5
+        assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0  # in the past
+        assert retry_after_seconds("soon") is None
+        assert retry_after_seconds(None) is None
+
+
+class TestFailuresOnTheWire:
+    def test_a_slow_answer_times_out_with_an_unknown_outcome_for_a_write(self, executor, http_server):
+        spec = http_spec(f"{http_server}/slow?s=2", method="POST", side_effect=SideEffect.WRITE, timeout_s=0.3)
+        started = time.monotonic()
+        observation = run(executor, spec, {"a": 1}, key="k")
+        assert time.monotonic() - started < 1.5
+        assert observation.error_code == ErrorCode.TIMEOUT
+        assert observation.status == Status.RETRYABLE
+        assert observation.side_effect == SideEffectStatus.UNKNOWN
+        assert 0.25 < observation.latency_s < 1.5
+
+    def test_a_slow_read_times_out_without_side_effect(self, executor, http_server):
+        observation = run(executor, http_spec(f"{http_server}/slow?s=2", timeout_s=0.3))
+        assert observation.error_code == ErrorCode.TIMEOUT
+        assert observation.side_effect == SideEffectStatus.NOT_COMMITTED
+
+    def test_a_refused_connection_never_committed(self, executor):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        spec = http_spec(f"http://127.0.0.1:{port}/orders", method="POST", side_effect=SideEffect.WRITE)
+        observation = run(executor, spec, {"a": 1}, key="k")
+        assert observation.error_code == ErrorCode.CONNECTION_ERROR
+        assert observation.status == Status.RETRYABLE
+        assert observation.side_effect == SideEffectStatus.NOT_COMMITTED
+
+    def test_a_connection_dropped_after_sending_has_an_unknown_outcome(self, executor, http_server):
+        spec = http_spec(f"{http_server}/drop", method="POST", side_effect=SideEffect.WRITE)
+        observation = run(executor, spec, {"a": 1}, key="k")
+        assert observation.error_code == ErrorCode.CONNECTION_ERROR
+        assert observation.side_effect == SideEffectStatus.UNKNOWN
+
+
+class TestRedirects:
+    def test_it_follows_a_redirect_on_the_allowlist(self, executor, http_server):
+        observation = run(executor, http_spec(f"{http_server}/redirect?to=/echo%3Fhop%3D1"))
+        assert observation.status == Status.OK
+        assert observation.output["query"] == {"hop": ["1"]}
+
+    def test_it_refuses_a_redirect_to_the_metadata_address(self, executor, http_server):
+        spec = http_spec(f"{http_server}/redirect?to=http://169.254.169.254/latest/meta-data/")
+        observation = run(executor, spec)
+        assert observation.error_code == ErrorCode.PERMISSION_DENIED
+        assert observation.status == Status.TERMINAL
+        assert "169.254.169.254" in observation.error_message
+
+    def test_it_refuses_a_redirect_to_a_host_off_the_allowlist(self, executor, http_server):
+        observation = run(executor, http_spec(f"{http_server}/redirect?to=http://evil.example.net/steal"))
+        assert observation.error_code == ErrorCode.PERMISSION_DENIED
+        assert "evil.example.net" in observation.error_message
+        assert "allowlist" in observation.error_message
+
+    def test_it_refuses_a_redirect_even_when_the_metadata_host_is_listed_by_name(self, http_server, tmp_path):
+        guard = NetGuard(["127.0.0.1", "metadata.internal"], resolver=lambda host, port: ["169.254.169.254"])
+        executor = HttpExecutor(guard, output_store=FileOutputStore(tmp_path))
+        observation = run(executor, http_spec(f"{http_server}/redirect?to=http://metadata.internal/"))
+        assert observation.error_code == ErrorCode.PERMISSION_DENIED
+        assert "metadata" in observation.error_message
+
+    def test_it_stops_after_five_redirects(self, executor, http_server):
+        observation = run(executor, http_spec(f"{http_server}/loop"))
+        assert observation.status == Status.TERMINAL
+        assert "redirects" in observation.error_message
+
+    def test_it_does_not_follow_redirects_when_told_not_to(self, executor, http_server):
+        observation = run(executor, http_spec(f"{http_server}/redirect?to=/echo", allow_redirects=False))
+        assert observation.extra == {"http_status": 302, "location": "/echo"}
+
+    def test_it_drops_secret_headers_when_a_redirect_leaves_the_origin(self, http_server, tmp_path):
+        port = http_server.rsplit(":", 1)[1]
+        guard = NetGuard(["127.0.0.1", "localhost"], allow_private=True)
+        executor = HttpExecutor(guard, environ={"DEMO_TOKEN": SECRET}, output_store=FileOutputStore(tmp_path))
+        spec = http_spec(f"{http_server}/redirect?to=http://localhost:{port}/echo",
+                         secret_headers={"X-Api-Key": "DEMO_TOKEN"})
+        observation = run(executor, spec)
+        assert observation.status == Status.OK
+        assert "x-api-key" not in observation.output["headers"]
+        assert observation.output["headers"]["host"] == f"localhost:{port}"
+
+    def test_a_see_other_redirect_turns_a_post_into_a_get(self, executor, http_server):
+        spec = http_spec(f"{http_server}/redirect?to=/echo&code=303", method="POST")
+        assert run(executor, spec, {"a": 1}).output["method"] == "GET"
+
+    def test_a_307_redirect_keeps_the_method_and_body(self, executor, http_server):
+        spec = http_spec(f"{http_server}/redirect?to=/echo&code=307", method="POST")
+        output = run(executor, spec, {"a": 1}).output
+        assert (output["method"], output["body"]) == ("POST", {"a": 1})
+
+
+class TestTheGuardOnTheFirstHop:
+    def test_it_refuses_loopback_unless_allowlisted(self, http_server, tmp_path):
+        executor = HttpExecutor(NetGuard(["api.example.com"]), output_store=FileOutputStore(tmp_path))
+        observation = run(executor, http_spec(f"{http_server}/echo"))
+        assert observation.error_code == ErrorCode.PERMISSION_DENIED
+        assert "127.0.0.1" in observation.error_message
+
+    def test_it_refuses_a_listed_name_that_resolves_to_loopback(self, http_server, tmp_path):
+        port = http_server.rsplit(":", 1)[1]
+        executor = HttpExecutor(NetGuard(["localhost"]), output_store=FileOutputStore(tmp_path))
+        observation = run(executor, http_spec(f"http://localhost:{port}/echo"))
+        assert observation.error_code == ErrorCode.PERMISSION_DENIED
+        assert "loopback" in observation.error_message
+
+
+class TestStatusLookup:
+    def test_it_finds_a_committed_operation_by_its_key(self, executor, http_server):
+        spec = http_spec(f"{http_server}/orders", method="POST", side_effect=SideEffect.WRITE)
+        spec = CapabilitySpec(**{**vars(spec), "status_lookup": True,
+                                 "config": {**spec.config, "status_url": f"{http_server}/orders/status/{{idempotency_key}}"}})
+        run(executor, spec, {"item": "lamp"}, key="lookup-key-1")
+        found = executor.lookup_status(spec, {"item": "lamp"}, idempotency_key="lookup-key-1", timeout_s=2)
+        assert found.status == Status.OK
+        assert found.side_effect == SideEffectStatus.COMMITTED
+        assert found.output["item"] == "lamp"
+        missing = executor.lookup_status(spec, {"item": "lamp"}, idempotency_key="never-sent", timeout_s=2)
+        assert missing.side_effect == SideEffectStatus.NOT_COMMITTED
+
+    def test_it_cannot_tell_without_a_status_url(self, executor, http_server):
+        spec = http_spec(f"{http_server}/orders", method="POST", side_effect=SideEffect.WRITE)
+        assert executor.lookup_status(spec, {}, idempotency_key="k", timeout_s=2) is None
