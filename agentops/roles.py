@@ -6,7 +6,8 @@ REGISTRY_ADMIN = "registry admin"
 
 _VIEW = [
     "runs.view_run", "runs.view_planrevision", "runs.view_step", "runs.view_attempt", "runs.view_decision",
-    "runs.view_approval", "capabilities.view_capability", "capabilities.view_capabilityversion",
+    "runs.view_approval", "runs.view_plansubmission", "runs.view_evaluationsuite", "runs.view_evaluation",
+    "runs.view_evaluationresult", "capabilities.view_capability", "capabilities.view_capabilityversion",
     "capabilities.view_mcpserver", "capabilities.view_storedoutput", "capabilities.view_ticket",
     "capabilities.view_outboxmessage", "agentops.view_auditevent", "agentops.view_workerheartbeat",
 ]
@@ -14,7 +15,7 @@ _VIEW = [
 ROLE_PERMISSIONS = {
     VIEWER: _VIEW,
     OPERATOR: _VIEW + [
-        "runs.start_run", "runs.cancel_run", "runs.decide_approval",
+        "runs.start_run", "runs.cancel_run", "runs.decide_approval", "runs.run_evaluation",
         # What the demo capabilities require of a run's owner.
         "capabilities.create_ticket", "capabilities.send_notification",
     ],

@@ -5,11 +5,14 @@ constraints. Building the TextChoices from the runtime enums keeps one list.
 """
 from django.db import models
 
+from runs.runtime.budgets import BudgetName as _BudgetName
 from runs.runtime.capability import SideEffect as _SideEffect
+from runs.runtime.decide import Decision as _Decision
 from runs.runtime.observation import ErrorCategory as _ErrorCategory
 from runs.runtime.observation import ErrorCode as _ErrorCode
 from runs.runtime.observation import SideEffectStatus as _SideEffectStatus
 from runs.runtime.observation import Status as _Status
+from runs.runtime.stop import ReplanReason as _ReplanReason
 
 
 def _choices(name: str, values) -> type[models.TextChoices]:
@@ -27,8 +30,7 @@ ErrorCategory = _choices("ErrorCategory", [c.value for c in _ErrorCategory])
 SideEffectStatus = _choices("SideEffectStatus", [s.value for s in _SideEffectStatus])
 SideEffect = _choices("SideEffect", [s.value for s in _SideEffect])
 
-BUDGET_NAMES = ("iterations", "revisions", "tool_calls", "capability_calls", "deadline", "tokens",
-                "cost", "retries", "side_effect_rate")
+BUDGET_NAMES = tuple(b.value for b in _BudgetName)
 STOP_REASON_VALUES = (
     ["completed"]
     + [f"budget_exhausted:{b}" for b in BUDGET_NAMES]
@@ -49,8 +51,8 @@ class RunStatus(models.TextChoices):
 
 FINISHED_STATUSES = (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.CANCELLED)
 
-ReplanReason = _choices("ReplanReason", ["initial", "dependency_failed", "new_information", "result_not_found",
-                                         "step_unnecessary", "path_blocked", "plan_rejected"])
+# "initial" marks the first plan, which answers no observation.
+ReplanReason = _choices("ReplanReason", ["initial"] + [r.value for r in _ReplanReason])
 
 
 class StepStatus(models.TextChoices):
@@ -77,16 +79,7 @@ class AttemptKind(models.TextChoices):
     RESOLVE = "resolve"
 
 
-class DecisionKind(models.TextChoices):
-    COMPLETE = "complete"
-    STOP_BUDGET = "stop_budget", "stop: budget exhausted"
-    STOP_TERMINAL_FAILURE = "stop_terminal_failure", "stop: terminal failure"
-    STOP_STALLED = "stop_stalled", "stop: stalled"
-    RETRY = "retry"
-    REPLAN = "replan"
-    CONTINUE = "continue"
-    POLL = "poll"
-    STOP = "stop"
+DecisionKind = _choices("DecisionKind", [d.value for d in _Decision])
 
 
 class ApprovalKind(models.TextChoices):

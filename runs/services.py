@@ -107,3 +107,74 @@ def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
           details={"comment": comment, "hash": bound_hash, "run": approval.run_id})
     _enqueue_advance(approval.run_id)
     return approval
+
+
+def _budget_errors(budgets: dict) -> dict[str, str]:
+    from runs.runtime.budgets import Budgets
+
+    if not isinstance(budgets, dict):
+        return {"budgets": "budgets must be an object"}
+    try:
+        parsed = Budgets.from_dict(budgets)
+    except (TypeError, ValueError) as exc:
+        return {"budgets": str(exc)}
+    errors = {}
+    for name, value in parsed.to_dict().items():
+        if name == "max_calls_per_capability":
+            if any(v < 0 for v in value.values()):
+                errors["budgets." + name] = "limits must be zero or more"
+        elif value is None or value < 0 or value != value:
+            errors["budgets." + name] = "must be zero or more"
+    if parsed.deadline_s <= 0:
+        errors["budgets.deadline_s"] = "the deadline must be more than 0 seconds"
+    if parsed.deadline_s > 7 * 86_400:
+        errors["budgets.deadline_s"] = "the deadline may be at most 7 days"
+    return errors
+
+
+@transaction.atomic
+def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None, planner: str = "rules",
+              planner_config: dict | None = None, require_plan_approval: bool = False) -> Run:
+    """Validate and queue a run; a worker picks it up once this commits."""
+    import uuid
+
+    from runs.planners import validate_planner_config
+    from runs.runtime.budgets import Budgets
+    from runs.runtime.completion import completion_errors
+    from runs.runtime.state import RunState
+
+    _require(owner, "runs.start_run", "start runs")
+    budgets = {} if budgets is None else budgets
+    planner_config = planner_config or {}
+    errors: dict[str, str] = {}
+    if not isinstance(goal, str) or not goal.strip():
+        errors["goal"] = "Describe the goal of the run."
+    elif len(goal) > 10_000:
+        errors["goal"] = "The goal may be at most 10,000 characters."
+    completion_problems = completion_errors(completion)
+    if completion_problems:
+        errors["completion"] = "; ".join(completion_problems)
+    errors.update(_budget_errors(budgets))
+    if not isinstance(planner_config, dict):
+        errors["planner_config"] = "planner_config must be an object"
+    else:
+        errors.update(validate_planner_config(planner, planner_config))
+    if errors:
+        raise InvalidInput("The run could not be started: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
+                           fields=errors)
+    parsed_budgets = Budgets.from_dict(budgets)
+    now = timezone.now()
+    trace_id = uuid.uuid4().hex
+    run = Run.objects.create(
+        goal=goal.strip(), completion=completion, budgets=parsed_budgets.to_dict(), planner=planner,
+        planner_config=planner_config, owner=owner, require_plan_approval=require_plan_approval,
+        trace_id=trace_id, deadline_at=now + timezone.timedelta(seconds=parsed_budgets.deadline_s),
+    )
+    state = RunState.new(run_id=str(run.pk), goal=run.goal, completion=completion, budgets=parsed_budgets,
+                         started_at=now.timestamp(), trace_id=trace_id, require_plan_approval=require_plan_approval)
+    Run.objects.filter(pk=run.pk).update(state=state.to_dict())
+    run.state = state.to_dict()
+    audit(actor=owner, action=AuditAction.RUN_STARTED, target=run, summary=f"Run {run.pk} started: {run.goal[:120]}",
+          details={"planner": planner, "require_plan_approval": require_plan_approval})
+    _enqueue_advance(run.pk)
+    return run

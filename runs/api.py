@@ -1,0 +1,201 @@
+"""The runs API: one view per operation, calling the same services as the pages."""
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentops.api import Pagination
+from agentops.permissions import require_perm
+from runs import services
+from runs.budget_usage import run_budget_usage
+from runs.choices import RunStatus
+from runs.models import Approval, Attempt, Planner, PlanRevision, Run
+
+
+class RunOutput(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username")
+    budget_usage = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = ["id", "goal", "completion", "budgets", "planner", "owner", "require_plan_approval", "status",
+                  "stop_reason", "stop_detail", "iterations", "revisions", "tool_calls", "retries", "tokens", "cost",
+                  "side_effects_committed", "approvals_requested", "repeated_attempts", "trace_id", "created_at",
+                  "started_at", "finished_at", "deadline_at", "cancel_requested_at", "budget_usage"]
+
+    def get_budget_usage(self, run) -> list[dict]:
+        return run_budget_usage(run)
+
+
+class RevisionOutput(serializers.ModelSerializer):
+    triggering_attempt = serializers.CharField(source="triggering_attempt.uid", default=None)
+
+    class Meta:
+        model = PlanRevision
+        fields = ["number", "accepted", "steps", "reason_code", "reason", "triggering_attempt", "changes",
+                  "validation_errors", "tokens", "cost", "planner_output", "capabilities_seen", "needs_approval",
+                  "created_at"]
+
+
+class AttemptOutput(serializers.ModelSerializer):
+    step = serializers.CharField(source="step.key")
+    revision = serializers.IntegerField(source="step.revision.number")
+    capability_version = serializers.IntegerField(source="capability_version.number", default=None)
+    decision = serializers.SerializerMethodField()
+    arguments = serializers.JSONField(source="step.arguments")
+    output_ref = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Attempt
+        fields = ["uid", "revision", "step", "number", "kind", "capability_name", "capability_version", "arguments",
+                  "signature", "idempotency_key", "started_at", "ended_at", "latency_s", "status", "state_changed",
+                  "output", "output_ref", "error_code", "error_category", "error_message", "retry_guidance",
+                  "retry_after_s", "side_effect_status", "repeated_without_progress", "trace_id", "span_id",
+                  "decision"]
+
+    def get_decision(self, attempt) -> dict | None:
+        decision = getattr(attempt, "decision", None)
+        return {"decision": decision.decision, "reason": decision.reason, "usage": decision.usage} if decision else None
+
+    def get_output_ref(self, attempt) -> dict | None:
+        ref = attempt.output_ref
+        return {"sha256": ref.sha256, "size_bytes": ref.size_bytes} if ref else None
+
+
+class ApprovalOutput(serializers.ModelSerializer):
+    revision = serializers.IntegerField(source="revision.number")
+    step = serializers.CharField(source="step.key", default=None)
+    decided_by = serializers.CharField(source="decided_by.username", default=None)
+    run_goal = serializers.CharField(source="run.goal")
+
+    class Meta:
+        model = Approval
+        fields = ["id", "run", "run_goal", "kind", "revision", "step", "capability_name", "arguments",
+                  "arguments_hash", "plan_hash", "state", "requested_at", "expires_at", "decided_by", "decided_at",
+                  "comment"]
+
+
+class RunListApi(APIView):
+    permission_classes = [require_perm("runs.view_run")]
+
+    class FilterInput(serializers.Serializer):
+        status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+        stop_reason = serializers.CharField(required=False)
+        planner = serializers.ChoiceField(choices=Planner.choices, required=False)
+        owner = serializers.CharField(required=False)
+
+    @extend_schema(parameters=[FilterInput], responses=RunOutput(many=True))
+    def get(self, request):
+        filters = self.FilterInput(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        paginator = Pagination()
+        runs = Run.objects.select_related("owner").order_by("-created_at", "-id")
+        for field, value in filters.validated_data.items():
+            runs = runs.filter(**({"owner__username": value} if field == "owner" else {field: value}))
+        page = paginator.paginate_queryset(runs, request, view=self)
+        return paginator.get_paginated_response(RunOutput(page, many=True).data)
+
+
+class RunStartApi(APIView):
+    permission_classes = [require_perm("runs.start_run")]
+
+    class Input(serializers.Serializer):
+        goal = serializers.CharField(max_length=10_000)
+        completion = serializers.JSONField(help_text='e.g. {"capability": "search_documents", '
+                                                     '"path": "documents.0.id", "exists": true}')
+        budgets = serializers.JSONField(required=False, default=dict)
+        planner = serializers.ChoiceField(choices=Planner.choices, default="rules")
+        planner_config = serializers.JSONField(required=False, default=dict)
+        require_plan_approval = serializers.BooleanField(default=False)
+
+    @extend_schema(request=Input, responses={201: RunOutput})
+    def post(self, request):
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        run = services.run_start(owner=request.user, **data.validated_data)
+        return Response(RunOutput(run).data, status=201)
+
+
+class RunDetailApi(APIView):
+    permission_classes = [require_perm("runs.view_run")]
+
+    @extend_schema(responses=RunOutput)
+    def get(self, request, run_id: int):
+        return Response(RunOutput(get_object_or_404(Run.objects.select_related("owner"), pk=run_id)).data)
+
+
+class RunCancelApi(APIView):
+    permission_classes = [require_perm("runs.cancel_run")]
+
+    @extend_schema(request=None, responses=RunOutput)
+    def post(self, request, run_id: int):
+        get_object_or_404(Run, pk=run_id)
+        return Response(RunOutput(services.run_cancel(run_id=run_id, user=request.user)).data)
+
+
+class RunRevisionsApi(APIView):
+    permission_classes = [require_perm("runs.view_run")]
+
+    @extend_schema(responses=RevisionOutput(many=True))
+    def get(self, request, run_id: int):
+        run = get_object_or_404(Run, pk=run_id)
+        revisions = run.plan_revisions.select_related("triggering_attempt").order_by("number")
+        return Response(RevisionOutput(revisions, many=True).data)
+
+
+class RunAttemptsApi(APIView):
+    permission_classes = [require_perm("runs.view_run")]
+
+    @extend_schema(responses=AttemptOutput(many=True))
+    def get(self, request, run_id: int):
+        run = get_object_or_404(Run, pk=run_id)
+        attempts = (Attempt.objects.filter(run=run)
+                    .select_related("step__revision", "capability_version", "decision", "output_ref")
+                    .order_by("started_at", "id"))
+        paginator = Pagination()
+        page = paginator.paginate_queryset(attempts, request, view=self)
+        return paginator.get_paginated_response(AttemptOutput(page, many=True).data)
+
+
+class ApprovalListApi(APIView):
+    permission_classes = [require_perm("runs.view_approval")]
+
+    class FilterInput(serializers.Serializer):
+        state = serializers.ChoiceField(choices=["pending", "approved", "rejected", "expired"], default="pending")
+        run = serializers.IntegerField(required=False)
+
+    @extend_schema(parameters=[FilterInput], responses=ApprovalOutput(many=True))
+    def get(self, request):
+        filters = self.FilterInput(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        approvals = Approval.objects.filter(state=filters.validated_data["state"]).select_related(
+            "run", "revision", "step", "decided_by").order_by("requested_at", "id")
+        if "run" in filters.validated_data:
+            approvals = approvals.filter(run_id=filters.validated_data["run"])
+        paginator = Pagination()
+        page = paginator.paginate_queryset(approvals, request, view=self)
+        return paginator.get_paginated_response(ApprovalOutput(page, many=True).data)
+
+
+class ApprovalDecideApi(APIView):
+    permission_classes = [require_perm("runs.decide_approval")]
+
+    class Input(serializers.Serializer):
+        decision = serializers.ChoiceField(choices=["approve", "reject"])
+        comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+        expected_hash = serializers.CharField(required=False, allow_null=True, default=None,
+                                              help_text="The arguments (or plan) hash you reviewed.")
+
+    @extend_schema(request=Input, responses=ApprovalOutput)
+    def post(self, request, approval_id: int):
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        get_object_or_404(Approval, pk=approval_id)
+        approval = services.approval_decide(approval_id=approval_id, user=request.user,
+                                            approve=data.validated_data["decision"] == "approve",
+                                            comment=data.validated_data["comment"],
+                                            expected_hash=data.validated_data["expected_hash"])
+        return Response(ApprovalOutput(approval).data)

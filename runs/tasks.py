@@ -1,0 +1,19 @@
+"""Celery tasks: thin interfaces to runs.engine. They take ids and are safe to repeat."""
+import socket
+
+from celery import shared_task
+
+from runs import engine
+
+
+@shared_task(name="runs.advance_run", bind=True, acks_late=True, ignore_result=True)
+def advance_run(self, run_id: int) -> None:
+    worker = f"{self.request.hostname or socket.gethostname()}:{self.request.id}"
+    countdown = engine.run_advance(run_id=run_id, worker=worker)
+    if countdown is not None:
+        advance_run.apply_async((run_id,), countdown=countdown)
+
+
+@shared_task(name="runs.sweep_overdue_runs", ignore_result=True)
+def sweep_overdue_runs() -> int:
+    return engine.sweep_overdue_runs()

@@ -1,0 +1,43 @@
+"""`manage.py run_scenario`: the public scenario contract from the command line."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = sorted((ROOT / "tests" / "scenarios").glob("*.json"))
+FIELDS = {"name", "passed", "failures", "status", "stop_reason", "tool_calls", "revisions", "retries",
+          "approvals_requested", "side_effects_committed", "tokens", "elapsed_s"}
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "manage.py", "run_scenario", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+class TestRunScenarioCommand:
+    def test_it_passes_every_bundled_scenario_and_prints_one_json_array(self):
+        assert len(SCENARIOS) >= 30
+        result = run("--json", *map(str, SCENARIOS))
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        report = json.loads(result.stdout)
+        assert len(report) == len(SCENARIOS)
+        assert all(set(item) >= FIELDS and item["passed"] for item in report)
+
+    def test_it_exits_non_zero_when_an_expectation_fails(self, tmp_path):
+        scenario = json.loads((ROOT / "tests" / "scenarios" / "timeout_loop_stalls.json").read_text())
+        scenario["expect"]["stop_reason"] = "completed"
+        path = tmp_path / "wrong.json"
+        path.write_text(json.dumps(scenario))
+        result = run("--json", str(path))
+        assert result.returncode == 1
+        [item] = json.loads(result.stdout)
+        assert item["passed"] is False and item["stop_reason"] == "stalled"
+        assert any("stop_reason" in failure for failure in item["failures"])
+
+    def test_it_reports_an_invalid_file_clearly(self, tmp_path):
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps({"name": "bad", "capabilities": "nope"}))
+        result = run(str(path))
+        assert result.returncode == 1
+        assert "invalid scenario" in result.stdout

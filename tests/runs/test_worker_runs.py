@@ -1,0 +1,58 @@
+"""Whole runs through a real Celery worker process on the configured database and broker."""
+import pytest
+
+from agentops.models import AuditEvent
+from capabilities.models import CapabilityVersion, Ticket
+from runs import services
+from runs.models import Approval, Run
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def registry(db):
+    from capabilities.services import python_capabilities_sync
+
+    python_capabilities_sync()
+    CapabilityVersion.objects.filter(capability__name="get_ticket_status").update(
+        polling_interval_s=0.2, polling_max_attempts=500)
+
+
+def status_of(run_id):
+    return Run.objects.values_list("status", flat=True).get(pk=run_id)
+
+
+class TestRunsOnAWorker:
+    def test_an_approved_step_resumes_and_completes(self, celery_worker, registry, operator, second_operator,
+                                                    wait_until):
+        run = services.run_start(
+            owner=operator, goal="Open a ticket", planner="scripted",
+            planner_config={"plans": [[{"capability": "create_ticket", "arguments": {"title": "Printer on fire"}}]]},
+            completion={"capability": "create_ticket", "path": "ticket_id", "exists": True},
+            budgets={"deadline_s": 120})
+        wait_until(lambda: status_of(run.pk) == "awaiting_approval", message="the approval request")
+        approval = Approval.objects.get(run=run, state="pending")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                 expected_hash=approval.arguments_hash)
+        wait_until(lambda: status_of(run.pk) == "completed", message="completion after approval")
+        assert Ticket.objects.filter(title="Printer on fire").count() == 1
+        run.refresh_from_db()
+        assert run.stop_reason == "completed" and run.tool_calls == 1 and run.lease_owner == ""
+
+    def test_a_cancelled_run_stops_at_the_next_step_boundary(self, celery_worker, registry, operator, wait_until):
+        ticket = Ticket.objects.create(idempotency_key="k-open", title="Never resolved")
+        run = services.run_start(
+            owner=operator, goal="Wait for a ticket", planner="scripted",
+            planner_config={"plans": [[{"capability": "get_ticket_status", "arguments": {"ticket_id": ticket.pk}}]]},
+            completion={"capability": "get_ticket_status", "path": "status", "equals": "resolved"},
+            budgets={"deadline_s": 120, "max_iterations": 1000, "max_tool_calls": 1000,
+                     "max_calls_per_capability": {"get_ticket_status": 1000}})
+        wait_until(lambda: Run.objects.get(pk=run.pk).tool_calls >= 2, message="polling to start")
+        services.run_cancel(run_id=run.pk, user=operator)
+        wait_until(lambda: status_of(run.pk) == "cancelled", message="the cancellation")
+        run.refresh_from_db()
+        assert run.stop_reason == "cancelled" and run.stop_detail
+        assert AuditEvent.objects.filter(action="run.cancelled", target_id=str(run.pk), actor=operator).exists()
+        calls = run.tool_calls
+        run.refresh_from_db()
+        assert run.tool_calls == calls
