@@ -31,11 +31,15 @@ def registered_checks() -> tuple[str, ...]:
 
 
 def is_empty(value: Any) -> bool:
-    """None, "", [], {} or a dict whose every value is empty."""
+    """None, "", [], {} or a dict whose every value is empty.
+
+    Inside a dict a zero counts as empty too: {"documents": [], "total": 0} is a
+    search that found nothing, while a bare 0 is a real answer.
+    """
     if value is None or value == "" or value == [] or value == {}:
         return True
     if isinstance(value, dict):
-        return all(is_empty(v) for v in value.values())
+        return all(is_empty(v) or (v == 0 and not isinstance(v, bool)) for v in value.values())
     return False
 
 

@@ -67,3 +67,12 @@ def test_empty_means_nothing_useful():
 def test_builtin_check_names_cannot_be_overridden():
     with pytest.raises(ValueError):
         register_check("equals")
+
+
+def test_a_dict_of_empty_collections_and_zero_counts_is_empty():
+    from runs.runtime.completion import is_empty
+
+    assert is_empty({"documents": [], "total": 0})
+    assert not is_empty({"documents": [{"id": "POL-1"}], "total": 1})
+    assert not is_empty(0)
+    assert not is_empty({"ok": False})

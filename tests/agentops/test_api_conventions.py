@@ -1,0 +1,66 @@
+"""Every API endpoint shares one error body, JSON-only parsing and size limits."""
+import json
+
+import pytest
+from rest_framework.test import APIClient
+
+
+@pytest.mark.django_db
+class TestApiConventions:
+    def test_it_refuses_anonymous_requests_with_the_error_body(self):
+        response = APIClient().get("/api/runs/")
+        assert response.status_code in (401, 403)
+        assert set(response.json()["error"]) >= {"code", "message"}
+
+    def test_it_accepts_token_authentication(self, operator):
+        from rest_framework.authtoken.models import Token
+
+        token = Token.objects.create(user=operator)
+        api = APIClient()
+        api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        assert api.get("/api/runs/").status_code == 200
+
+    def test_it_answers_malformed_json_with_400_and_a_clear_message(self, operator, api_for):
+        response = api_for(operator).post("/api/runs/start/", data="{not json", content_type="application/json")
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["code"] == "malformed_json" and "JSON" in error["message"]
+
+    def test_it_refuses_non_json_bodies(self, operator, api_for):
+        response = api_for(operator).post("/api/runs/start/", data={"goal": "x"}, format="multipart")
+        assert response.status_code == 415
+        assert "error" in response.json()
+
+    def test_it_answers_oversized_bodies_with_413(self, operator, api_for, settings):
+        body = json.dumps({"goal": "x" * (settings.API_MAX_BODY_BYTES + 10)})
+        response = api_for(operator).post("/api/runs/start/", data=body, content_type="application/json")
+        assert response.status_code == 413
+        assert response.json()["error"]["code"] == "request_too_large"
+
+    def test_it_lists_every_invalid_field(self, operator, api_for):
+        response = api_for(operator).post("/api/runs/start/", data={"goal": "", "completion": {"path": 1},
+                                                                    "budgets": {"max_bogus": 1}}, format="json")
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["code"] == "invalid" and "goal" in error["fields"]
+
+    def test_service_validation_errors_keep_their_fields(self, operator, api_for):
+        response = api_for(operator).post("/api/runs/start/", data={
+            "goal": "Find it", "completion": {"capability": "search_documents"}, "budgets": {"max_bogus": 1}},
+            format="json")
+        assert response.status_code == 400
+        fields = response.json()["error"]["fields"]
+        assert "completion" in fields and "budgets" in fields
+
+    def test_it_serves_a_valid_openapi_schema(self, viewer, client_for):
+        response = client_for(viewer).get("/api/schema/", HTTP_ACCEPT="application/json")
+        assert response.status_code == 200
+        schema = json.loads(response.content) if response["Content-Type"].startswith("application/json") else None
+        if schema is None:
+            import yaml
+
+            schema = yaml.safe_load(response.content)
+        assert "/api/runs/start/" in schema["paths"]
+
+    def test_it_serves_the_api_docs_page(self, viewer, client_for):
+        assert client_for(viewer).get("/api/docs/").status_code == 200
