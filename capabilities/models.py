@@ -10,7 +10,7 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from runs.choices import ErrorCode, SideEffect, values_of
+from runs.choices import SideEffect, values_of
 from runs.runtime.capability import (CapabilitySpec, Kind as RuntimeKind, PollingPolicy, RateLimit, RetryPolicy,
                                      SideEffect as RuntimeSideEffect)
 from runs.runtime.observation import ErrorCode as RuntimeErrorCode
@@ -133,12 +133,14 @@ class CapabilityVersion(models.Model):
                                    name="capability_sizes_positive"),
             models.CheckConstraint(
                 condition=(Q(rate_limit_calls__isnull=True) & Q(rate_limit_period_s__isnull=True))
-                | (Q(rate_limit_calls__gte=1) & Q(rate_limit_period_s__gt=0)),
+                | (Q(rate_limit_calls__isnull=False) & Q(rate_limit_period_s__isnull=False)
+                   & Q(rate_limit_calls__gte=1) & Q(rate_limit_period_s__gt=0)),
                 name="capability_rate_limit_complete",
             ),
             models.CheckConstraint(
                 condition=(Q(polling_max_attempts__isnull=True) & Q(polling_interval_s__isnull=True))
-                | (Q(polling_max_attempts__gte=1) & Q(polling_interval_s__gt=0)),
+                | (Q(polling_max_attempts__isnull=False) & Q(polling_interval_s__isnull=False)
+                   & Q(polling_max_attempts__gte=1) & Q(polling_interval_s__gt=0)),
                 name="capability_polling_complete",
             ),
         ]

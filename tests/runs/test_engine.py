@@ -94,3 +94,93 @@ class TestRunAdvance:
         assert not engine.claim(run.pk, "worker-b")
         assert engine.run_advance(run_id=run.pk, worker="worker-b") is None
         assert Run.objects.get(pk=run.pk).status == "queued"
+
+
+@pytest.mark.django_db(transaction=True)
+class TestPlanApprovalAndPolicy:
+    def test_a_plan_waits_for_approval_before_anything_runs(self, operator, second_operator, demo_capabilities):
+        run = start(operator, [[{"capability": "search_documents", "arguments": {"q": "travel"}}]],
+                    {"capability": "search_documents", "path": "documents.0.id", "exists": True},
+                    require_plan_approval=True)
+        run = advance(run)
+        assert run.status == "awaiting_approval" and run.tool_calls == 0
+        approval = Approval.objects.get(run=run, state="pending")
+        assert approval.kind == "plan" and approval.plan_hash and approval.step is None
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                 expected_hash=approval.plan_hash)
+        run = advance(run)
+        assert run.status == "completed" and run.tool_calls == 1
+
+    def test_a_rejected_plan_stops_the_run(self, operator, second_operator, demo_capabilities):
+        run = start(operator, [[{"capability": "search_documents", "arguments": {"q": "travel"}}]],
+                    {"capability": "search_documents", "path": "documents.0.id", "exists": True},
+                    require_plan_approval=True)
+        run = advance(run)
+        approval = Approval.objects.get(run=run, state="pending")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="too broad")
+        run = advance(run)
+        assert run.stop_reason == "approval_rejected" and run.tool_calls == 0
+
+    def test_permission_is_checked_again_at_the_point_of_action(self, operator, second_operator, demo_capabilities):
+        from django.contrib.auth.models import Permission
+
+        run = start(operator, [[{"capability": "create_ticket", "arguments": {"title": "Access request"}}]],
+                    {"capability": "create_ticket", "path": "ticket_id", "exists": True})
+        run = advance(run)
+        approval = Approval.objects.get(run=run, state="pending")
+        # The owner loses the permission while the step waits for approval.
+        operator.groups.clear()
+        operator.user_permissions.add(Permission.objects.get(codename="start_run"))
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+        run = advance(run)
+        assert run.stop_reason == "terminal_failure:permission_denied"
+        assert not Ticket.objects.exists()
+
+    def test_the_sweep_stops_a_run_whose_deadline_passed_while_waiting(self, operator, demo_capabilities):
+        from django.utils import timezone
+
+        run = start(operator, [[{"capability": "create_ticket", "arguments": {"title": "Late"}}]],
+                    {"capability": "create_ticket", "path": "ticket_id", "exists": True})
+        run = advance(run)
+        assert run.status == "awaiting_approval"
+        assert engine.sweep_overdue_runs(now=timezone.now()) == 0
+        assert engine.sweep_overdue_runs(now=timezone.now() + timezone.timedelta(seconds=61)) == 1
+        run.refresh_from_db()
+        assert run.stop_reason == "budget_exhausted:deadline" and "awaiting approval" in run.stop_detail
+        assert Approval.objects.get(run=run).state == "expired"
+
+    def test_an_approval_decided_twice_is_refused_the_second_time(self, operator, second_operator, viewer,
+                                                                  demo_capabilities):
+        from agentops.services import Conflict, NotAllowed
+
+        run = start(operator, [[{"capability": "create_ticket", "arguments": {"title": "Twice"}}]],
+                    {"capability": "create_ticket", "path": "ticket_id", "exists": True})
+        advance(run)
+        approval = Approval.objects.get(run=run)
+        with pytest.raises(NotAllowed):
+            services.approval_decide(approval_id=approval.pk, user=viewer, approve=True)
+        with pytest.raises(Conflict):
+            services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                     expected_hash="not-what-was-shown")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False)
+        with pytest.raises(Conflict, match="Already rejected by olga"):
+            services.approval_decide(approval_id=approval.pk, user=operator, approve=True)
+
+    def test_four_eyes_forbids_approving_ones_own_run(self, operator, settings, demo_capabilities):
+        from agentops.services import NotAllowed
+
+        settings.AGENTOPS_FOUR_EYES = True
+        run = start(operator, [[{"capability": "create_ticket", "arguments": {"title": "Mine"}}]],
+                    {"capability": "create_ticket", "path": "ticket_id", "exists": True})
+        advance(run)
+        with pytest.raises(NotAllowed, match="Four-eyes"):
+            services.approval_decide(approval_id=Approval.objects.get(run=run).pk, user=operator, approve=True)
+
+    def test_large_outputs_are_stored_by_reference(self, operator, demo_capabilities, settings):
+        settings.AGENTOPS_INLINE_OUTPUT_BYTES = 256
+        run = start(operator, [[{"capability": "search_documents", "arguments": {"q": "employees must", "limit": 10}}]],
+                    {"capability": "search_documents", "path": "documents.0.id", "exists": True})
+        run = advance(run)
+        attempt = Attempt.objects.get(run=run)
+        assert attempt.output_ref is not None and attempt.output_ref.size_bytes > 256
+        assert "preview" in attempt.output

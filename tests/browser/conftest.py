@@ -1,0 +1,66 @@
+"""Browser tests: Playwright driving Debian's Chromium against a live server and a real worker."""
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "tests/browser/" in str(item.fspath):
+            item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.slow)
+            if not CHROMIUM.exists():
+                item.add_marker(pytest.mark.skip(reason="Debian's chromium is not installed (apt-get install chromium)"))
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    # Never download a browser: drive the system Chromium.
+    return {
+        **browser_type_launch_args,
+        "executable_path": str(CHROMIUM),
+        "headless": True,
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"],
+    }
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "viewport": {"width": 1366, "height": 900}}
+
+
+@pytest.fixture
+def shot(page):
+    """Save a screenshot of the current page under test-artifacts/ (git-ignored)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    def take(name: str):
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+    return take
+
+
+@pytest.fixture
+def login(page, live_server):
+    def as_user(user):
+        page.goto(f"{live_server.url}/login/")
+        page.get_by_label("Username").fill(user.username)
+        page.get_by_label("Password").fill("pw-" + user.username)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(f"{live_server.url}/runs/**")
+        return page
+
+    return as_user
+
+
+@pytest.fixture
+def registry(transactional_db):
+    from capabilities.models import CapabilityVersion
+    from capabilities.services import python_capabilities_sync
+
+    python_capabilities_sync()
+    CapabilityVersion.objects.filter(capability__name="get_ticket_status").update(polling_interval_s=0.2)
