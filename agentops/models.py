@@ -8,6 +8,7 @@ class AuditAction(models.TextChoices):
     CAPABILITY_UPDATED = "capability.updated"
     CAPABILITY_DISABLED = "capability.disabled"
     CAPABILITY_ENABLED = "capability.enabled"
+    CAPABILITY_TRIED = "capability.tried"
     MCP_SERVER_ADDED = "mcp_server.added"
     RUN_STARTED = "run.started"
     RUN_CANCELLED = "run.cancelled"

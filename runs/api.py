@@ -81,15 +81,15 @@ class ApprovalOutput(serializers.ModelSerializer):
 class RunListApi(APIView):
     permission_classes = [require_perm("runs.view_run")]
 
-    class FilterInput(serializers.Serializer):
+    class RunFilterInput(serializers.Serializer):
         status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
         stop_reason = serializers.CharField(required=False)
         planner = serializers.ChoiceField(choices=Planner.choices, required=False)
         owner = serializers.CharField(required=False)
 
-    @extend_schema(parameters=[FilterInput], responses=RunOutput(many=True))
+    @extend_schema(parameters=[RunFilterInput], responses=RunOutput(many=True))
     def get(self, request):
-        filters = self.FilterInput(data=request.query_params)
+        filters = self.RunFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)
         paginator = Pagination()
         runs = Run.objects.select_related("owner").order_by("-created_at", "-id")
@@ -102,7 +102,7 @@ class RunListApi(APIView):
 class RunStartApi(APIView):
     permission_classes = [require_perm("runs.start_run")]
 
-    class Input(serializers.Serializer):
+    class RunStartInput(serializers.Serializer):
         goal = serializers.CharField(max_length=10_000)
         completion = serializers.JSONField(help_text='e.g. {"capability": "search_documents", '
                                                      '"path": "documents.0.id", "exists": true}')
@@ -111,9 +111,9 @@ class RunStartApi(APIView):
         planner_config = serializers.JSONField(required=False, default=dict)
         require_plan_approval = serializers.BooleanField(default=False)
 
-    @extend_schema(request=Input, responses={201: RunOutput})
+    @extend_schema(request=RunStartInput, responses={201: RunOutput})
     def post(self, request):
-        data = self.Input(data=request.data)
+        data = self.RunStartInput(data=request.data)
         data.is_valid(raise_exception=True)
         run = services.run_start(owner=request.user, **data.validated_data)
         return Response(RunOutput(run).data, status=201)
@@ -163,13 +163,13 @@ class RunAttemptsApi(APIView):
 class ApprovalListApi(APIView):
     permission_classes = [require_perm("runs.view_approval")]
 
-    class FilterInput(serializers.Serializer):
+    class ApprovalFilterInput(serializers.Serializer):
         state = serializers.ChoiceField(choices=["pending", "approved", "rejected", "expired"], default="pending")
         run = serializers.IntegerField(required=False)
 
-    @extend_schema(parameters=[FilterInput], responses=ApprovalOutput(many=True))
+    @extend_schema(parameters=[ApprovalFilterInput], responses=ApprovalOutput(many=True))
     def get(self, request):
-        filters = self.FilterInput(data=request.query_params)
+        filters = self.ApprovalFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)
         approvals = Approval.objects.filter(state=filters.validated_data["state"]).select_related(
             "run", "revision", "step", "decided_by").order_by("requested_at", "id")
@@ -183,15 +183,15 @@ class ApprovalListApi(APIView):
 class ApprovalDecideApi(APIView):
     permission_classes = [require_perm("runs.decide_approval")]
 
-    class Input(serializers.Serializer):
+    class ApprovalDecideInput(serializers.Serializer):
         decision = serializers.ChoiceField(choices=["approve", "reject"])
         comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
         expected_hash = serializers.CharField(required=False, allow_null=True, default=None,
                                               help_text="The arguments (or plan) hash you reviewed.")
 
-    @extend_schema(request=Input, responses=ApprovalOutput)
+    @extend_schema(request=ApprovalDecideInput, responses=ApprovalOutput)
     def post(self, request, approval_id: int):
-        data = self.Input(data=request.data)
+        data = self.ApprovalDecideInput(data=request.data)
         data.is_valid(raise_exception=True)
         get_object_or_404(Approval, pk=approval_id)
         approval = services.approval_decide(approval_id=approval_id, user=request.user,

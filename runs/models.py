@@ -75,6 +75,10 @@ class Run(models.Model):
             models.Index(fields=["planner", "-created_at"], name="run_planner_created_idx"),
             models.Index(fields=["-created_at"], name="run_created_idx"),
             models.Index(fields=["finished_at"], name="run_finished_idx"),
+            # The runs list sorts by these.
+            models.Index(fields=["-tool_calls"], name="run_tool_calls_idx"),
+            models.Index(fields=["-tokens"], name="run_tokens_idx"),
+            models.Index(fields=["-cost"], name="run_cost_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=values_of(RunStatus)), name="run_status_valid"),
@@ -194,6 +198,8 @@ class Attempt(models.Model):
             models.Index(fields=["capability_name", "-started_at"], name="attempt_capability_time_idx"),
             models.Index(fields=["run", "started_at"], name="attempt_run_time_idx"),
             models.Index(fields=["-started_at"], name="attempt_time_idx"),
+            # Repeated signatures within a run (stall highlighting).
+            models.Index(fields=["run", "signature_hash"], name="attempt_run_signature_idx"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["step", "number"], name="attempt_number_unique_per_step"),
@@ -260,6 +266,8 @@ class Approval(models.Model):
         indexes = [
             models.Index(fields=["state", "requested_at"], name="approval_state_requested_idx"),
             models.Index(fields=["run", "state"], name="approval_run_state_idx"),
+            # Time to decision on the dashboard.
+            models.Index(fields=["state", "decided_at"], name="approval_state_decided_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=values_of(ApprovalKind)), name="approval_kind_valid"),

@@ -1,6 +1,319 @@
-"""Reads for pages and the API. Writes live in runs.services."""
-from runs.models import Approval
+"""Reads for pages and the API. Writes live in runs.services.
+
+Every function here issues a fixed number of queries whatever the size of the
+run or the table: lists are paginated, counts are aggregated in the database.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterator
+
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+
+from runs.choices import ApprovalState
+from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
+
+ATTEMPTS_PER_PAGE = 100
+APPROVALS_PER_PAGE = 20
+
+# Sort keys the runs list accepts, mapped to indexed (or at least total) orderings.
+RUN_SORTS = {
+    "created": ("created_at", "id"),
+    "-created": ("-created_at", "-id"),
+    "finished": ("finished_at", "id"),
+    "-finished": ("-finished_at", "-id"),
+    "tool_calls": ("tool_calls", "id"),
+    "-tool_calls": ("-tool_calls", "-id"),
+    "tokens": ("tokens", "id"),
+    "-tokens": ("-tokens", "-id"),
+    "cost": ("cost", "id"),
+    "-cost": ("-cost", "-id"),
+}
+LIVE_STATUSES = ("queued", "running", "awaiting_approval")
 
 
 def pending_approval_count() -> int:
     return Approval.objects.filter(state="pending").count()
+
+
+# --- Runs list -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    status: str = ""
+    stop_reason: str = ""
+    capability: str = ""
+    owner: str = ""  # username
+    planner: str = ""
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    sort: str = "-created"
+
+
+def run_list(*, filters: RunFilters) -> QuerySet[Run]:
+    runs = Run.objects.select_related("owner").defer("state", "completion", "planner_config")
+    if filters.status:
+        runs = runs.filter(status=filters.status)
+    if filters.stop_reason:
+        runs = runs.filter(stop_reason=filters.stop_reason)
+    if filters.owner:
+        runs = runs.filter(owner__username=filters.owner)
+    if filters.planner:
+        runs = runs.filter(planner=filters.planner)
+    if filters.created_from:
+        runs = runs.filter(created_at__gte=filters.created_from)
+    if filters.created_to:
+        runs = runs.filter(created_at__lte=filters.created_to)
+    if filters.capability:
+        # EXISTS per run rides the (run, started_at) index instead of joining every attempt.
+        runs = runs.filter(Exists(Attempt.objects.filter(run=OuterRef("pk"), capability_name=filters.capability)))
+    return runs.order_by(*RUN_SORTS.get(filters.sort, RUN_SORTS["-created"]))
+
+
+# --- One run's trace -------------------------------------------------------------
+
+
+def run_get(*, run_id: int) -> Run:
+    return Run.objects.select_related("owner", "stop_attempt").get(pk=run_id)
+
+
+def run_revisions(*, run: Run) -> list[PlanRevision]:
+    revisions = list(PlanRevision.objects.filter(run=run).select_related("triggering_attempt")
+                     .defer("triggering_attempt__output").order_by("number"))
+    previous = None
+    for revision in revisions:
+        revision.diff = revision_diff(revision.changes, previous.steps if previous else None, revision.steps)
+        previous = revision
+    return revisions
+
+
+def run_steps(*, run: Run) -> list[Step]:
+    """All steps of a run (bounded by the plan-size budget) with their attempt counts."""
+    return list(Step.objects.filter(run=run).select_related("revision", "capability_version")
+                .annotate(attempt_count=Count("attempts")).order_by("revision__number", "index"))
+
+
+def run_attempts(*, run: Run) -> QuerySet[Attempt]:
+    """A run's attempts in order, light enough to page through thousands."""
+    return (Attempt.objects.filter(run=run).select_related("step", "decision", "output_ref")
+            .defer("output", "output_ref__content", "decision__usage").order_by("started_at", "id"))
+
+
+def attempt_position(*, run: Run, uid: str) -> int | None:
+    """The 0-based index of an attempt in run_attempts order, to find its page."""
+    attempt = Attempt.objects.filter(run=run, uid=uid).values("started_at", "id").first()
+    if attempt is None:
+        return None
+    return Attempt.objects.filter(run=run).filter(
+        Q(started_at__lt=attempt["started_at"]) | Q(started_at=attempt["started_at"], id__lt=attempt["id"])).count()
+
+
+def repeated_signatures(*, run: Run) -> dict[str, int]:
+    """Signature hashes that occur more than once in the run, with their counts."""
+    rows = (Attempt.objects.filter(run=run).values("signature_hash").annotate(n=Count("id")).filter(n__gt=1)
+            .order_by())
+    return {row["signature_hash"]: row["n"] for row in rows}
+
+
+def run_capability_calls(*, run: Run) -> dict[str, int]:
+    rows = Attempt.objects.filter(run=run).values("capability_name").annotate(n=Count("id")).order_by()
+    return {row["capability_name"]: row["n"] for row in rows}
+
+
+def run_approvals(*, run: Run) -> list[Approval]:
+    return list(Approval.objects.filter(run=run).select_related("decided_by", "step", "revision")
+                .order_by("requested_at", "id"))
+
+
+def attempt_get(*, run_id: int, uid: str) -> Attempt:
+    return (Attempt.objects.select_related("run", "step", "step__revision", "decision", "output_ref",
+                                           "capability_version__capability")
+            .defer("output_ref__content").get(run_id=run_id, uid=uid))
+
+
+BUDGET_LABELS = {"iterations": "Iterations", "revisions": "Plan revisions", "tool_calls": "Tool calls",
+                 "tokens": "Tokens", "cost": "Cost", "retries": "Retries", "deadline": "Time (deadline)",
+                 "capability_calls": "Calls to", "side_effect_rate": "Side effects per minute"}
+
+
+@dataclass(frozen=True)
+class Gauge:
+    name: str
+    label: str
+    used: float
+    limit: float | None
+    unit: str = ""
+    exhausted: bool = False
+
+    @property
+    def percent(self) -> int:
+        if not self.limit:
+            return 0
+        return max(0, min(100, round(100 * self.used / self.limit)))
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def budget_gauges(*, run: Run, capability_calls: dict[str, int] | None = None) -> list[Gauge]:
+    """One gauge per budget the run declares, the one that stopped it marked exhausted.
+
+    The common budgets come from runs.budget_usage (the API reports the same
+    numbers); per-capability calls and the side-effect rate are added here.
+    """
+    from runs.budget_usage import run_budget_usage
+
+    budgets = run.budgets if isinstance(run.budgets, dict) else {}
+    stopped_by = run.stop_reason.split(":", 1)[1] if run.stop_reason.startswith("budget_exhausted:") else None
+    gauges = [Gauge(row["name"], BUDGET_LABELS.get(row["name"], row["name"]), row["used"], _number(row["limit"]),
+                    unit="s" if row["name"] == "deadline" else "", exhausted=row["exhausted"])
+              for row in run_budget_usage(run) if row["limit"] is not None or row["exhausted"]]
+    calls = capability_calls or {}
+    per_capability = budgets.get("max_calls_per_capability") or {}
+    if isinstance(per_capability, dict):
+        for capability, limit in sorted(per_capability.items()):
+            used = calls.get(capability, 0)
+            gauges.append(Gauge("capability_calls", f"Calls to {capability}", used, _number(limit),
+                                exhausted=stopped_by == "capability_calls" and used >= (_number(limit) or 0)))
+    if "max_side_effects_per_minute" in budgets or stopped_by == "side_effect_rate":
+        gauges.append(Gauge("side_effect_rate", "Side effects committed", run.side_effects_committed, None,
+                            exhausted=stopped_by == "side_effect_rate"))
+    if stopped_by and not any(g.exhausted for g in gauges):
+        gauges.append(Gauge(stopped_by, BUDGET_LABELS.get(stopped_by, stopped_by), 0, None, exhausted=True))
+    return gauges
+
+
+def revision_diff(changes: Any, previous_steps: Any, steps: Any) -> list[tuple[str, str]]:
+    """What a revision changed as (kind, text) lines: kind is added, removed, changed or note.
+
+    The runtime records `changes` (its shape is the runtime's); render any dict of
+    lists or strings, and compare the step lists ourselves when it recorded nothing.
+    """
+    lines: list[tuple[str, str]] = []
+    if isinstance(changes, dict) and changes:
+        for key, value in changes.items():
+            if key == "summary":
+                continue
+            kind = key if key in ("added", "removed", "changed") else "note"
+            items = value if isinstance(value, list) else [value]
+            for item in items:
+                text = item if isinstance(item, str) else _describe(item)
+                lines.append((kind, text if kind != "note" else f"{key}: {text}"))
+        if not lines and changes.get("summary"):
+            lines.append(("note", str(changes["summary"])))
+        return lines
+    if isinstance(changes, (list, str)) and changes:
+        return [("note", c if isinstance(c, str) else _describe(c)) for c in (changes if isinstance(changes, list)
+                                                                               else [changes])]
+    if previous_steps is None:
+        return []
+    return _compare_steps(previous_steps, steps)
+
+
+def _describe(item: Any) -> str:
+    if isinstance(item, dict):
+        ident = item.get("id") or item.get("step_id") or item.get("key")
+        cap = item.get("capability")
+        if ident or cap:
+            return " ".join(str(x) for x in (ident, f"({cap})" if cap else None) if x)
+    import json
+
+    return json.dumps(item, sort_keys=True, default=str)
+
+
+def _steps_by_id(steps: Any) -> dict[str, dict]:
+    result = {}
+    for position, step in enumerate(steps if isinstance(steps, list) else []):
+        if isinstance(step, dict):
+            result[str(step.get("id") or step.get("key") or f"#{position + 1}")] = step
+    return result
+
+
+def _compare_steps(previous: Any, current: Any) -> list[tuple[str, str]]:
+    before, after = _steps_by_id(previous), _steps_by_id(current)
+    lines = [("added", f"{key} ({step.get('capability', '?')})") for key, step in after.items() if key not in before]
+    lines += [("removed", f"{key} ({step.get('capability', '?')})") for key, step in before.items()
+              if key not in after]
+    for key, step in after.items():
+        old = before.get(key)
+        if old is None or old == step:
+            continue
+        fields = [f for f in sorted(set(old) | set(step)) if old.get(f) != step.get(f)]
+        lines.append(("changed", f"{key}: {', '.join(fields)}"))
+    return lines or [("note", "no change to the steps")]
+
+
+# --- Approval inbox ---------------------------------------------------------------
+
+
+def pending_approvals() -> QuerySet[Approval]:
+    return _approval_cards_queryset().filter(state=ApprovalState.PENDING).order_by("requested_at", "id")
+
+
+def _approval_cards_queryset() -> QuerySet[Approval]:
+    return Approval.objects.select_related(
+        "run", "run__owner", "revision", "step", "step__capability_version", "decided_by",
+    ).defer("run__state", "run__completion", "revision__planner_output")
+
+
+def approval_card(*, approval_id: int) -> Approval:
+    approval = _approval_cards_queryset().get(pk=approval_id)
+    decorate_approvals([approval])
+    return approval
+
+
+def decorate_approvals(approvals: list[Approval]) -> list[Approval]:
+    """Attach what a card shows: steps before it, plan steps with side effects. Two queries."""
+    from capabilities.models import Capability
+
+    revision_ids = {a.revision_id for a in approvals if a.kind == "step"}
+    siblings: dict[int, list[Step]] = {}
+    if revision_ids:
+        for step in Step.objects.filter(revision_id__in=revision_ids).only(
+                "id", "revision_id", "index", "key", "capability_name", "status", "approval_state").order_by("index"):
+            siblings.setdefault(step.revision_id, []).append(step)
+    names = set()
+    for approval in approvals:
+        if approval.kind == "plan":
+            names |= {str(s.get("capability")) for s in approval.revision.steps if isinstance(s, dict)}
+    side_effects = dict(Capability.objects.filter(name__in=names).values_list("name", "current_version__side_effect")) \
+        if names else {}
+    for approval in approvals:
+        if approval.kind == "step" and approval.step is not None:
+            approval.prior_steps = [s for s in siblings.get(approval.revision_id, []) if s.index < approval.step.index]
+        else:
+            approval.prior_steps = []
+        approval.plan_steps = []
+        if approval.kind == "plan":
+            for step in approval.revision.steps if isinstance(approval.revision.steps, list) else []:
+                if not isinstance(step, dict):
+                    continue
+                side_effect = side_effects.get(str(step.get("capability")))
+                approval.plan_steps.append({
+                    "id": step.get("id", ""), "capability": step.get("capability", ""),
+                    "arguments": step.get("arguments", {}), "expected_outcome": step.get("expected_outcome", ""),
+                    "depends_on": step.get("depends_on", []), "side_effect": side_effect or "unknown",
+                    "side_effecting": side_effect in ("write", "external"),
+                })
+        approval.bound_hash = approval.arguments_hash or approval.plan_hash
+    return approvals
+
+
+# --- Trace download -----------------------------------------------------------------
+
+
+def trace_attempts(*, run: Run, chunk_size: int = 500) -> Iterator[Attempt]:
+    """Every attempt with its decision, fetched in chunks so 5,000 stay cheap in memory."""
+    return (Attempt.objects.filter(run=run).select_related("decision", "step").order_by("started_at", "id")
+            .iterator(chunk_size=chunk_size))
+
+
+def trace_decisions_without_attempt(*, run: Run) -> QuerySet[Decision]:
+    return Decision.objects.filter(run=run, attempt__isnull=True).order_by("created_at", "id")
+

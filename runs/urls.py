@@ -1,4 +1,18 @@
 from django.urls import path
 
+from runs import views
+
 app_name = "runs"
-urlpatterns = []
+urlpatterns = [
+    path("", views.run_list, name="list"),
+    path("start/", views.run_start_page, name="start"),
+    path("approvals/", views.approval_inbox, name="approvals"),
+    path("approvals/badge/", views.approval_badge, name="approval_badge"),
+    path("approvals/<int:approval_id>/decide/", views.approval_decide, name="approval_decide"),
+    path("dashboard/", views.run_dashboard, name="dashboard"),
+    path("<int:run_id>/", views.run_detail, name="detail"),
+    path("<int:run_id>/trace.json", views.trace_json, name="trace_json"),
+    path("<int:run_id>/cancel/", views.run_cancel, name="cancel"),
+    path("<int:run_id>/attempts/<str:uid>/", views.attempt_detail, name="attempt"),
+    path("<int:run_id>/attempts/<str:uid>/output.json", views.attempt_output, name="output"),
+]

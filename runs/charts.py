@@ -1,0 +1,120 @@
+"""Small server-side SVG charts: no JavaScript, no dependencies, readable without colour.
+
+Every label passes through escape(); the returned markup is marked safe only
+after that, so run data can never inject markup into a chart.
+"""
+from __future__ import annotations
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+PALETTE = ["#2457c5", "#1f7a3d", "#b42318", "#9a5b00", "#6941c6", "#0e7490", "#56607a", "#c11574", "#475467"]
+SERIES_COLOURS = {
+    "completed": "#1f7a3d", "stopped": "#b42318", "cancelled": "#56607a", "running": "#2457c5",
+    "queued": "#7aa2ff", "awaiting_approval": "#9a5b00", "budget_exhausted": "#9a5b00",
+    "terminal_failure": "#b42318", "stalled": "#c11574", "plan_rejected": "#6941c6",
+    "approval_rejected": "#0e7490", "internal_error": "#475467",
+}
+
+
+def colour_for(name: str, position: int) -> str:
+    return SERIES_COLOURS.get(name, PALETTE[position % len(PALETTE)])
+
+
+def _nice_max(value: float) -> float:
+    """The smallest 4 x (1, 2, 2.5 or 5 x 10^k) at or above value, so the 4 gridlines read well."""
+    if value <= 0:
+        return 4
+    magnitude = 10 ** max(0, len(str(int(value / 4))) - 1)
+    while True:
+        for step in (1, 2, 2.5, 5):
+            if step * magnitude * 4 >= value:
+                return step * magnitude * 4
+        magnitude *= 10
+
+
+def stacked_bars(*, title: str, labels: list[str], series: dict[str, list[float]], y_label: str,
+                 x_label: str, width: int = 720, height: int = 240) -> SafeString:
+    """Stacked vertical bars, one per label; series keeps its order in the legend."""
+    left, right, top, bottom = 44, 10, 12, 44
+    plot_w, plot_h = width - left - right, height - top - bottom
+    totals = [sum(values[i] for values in series.values()) for i in range(len(labels))]
+    y_max = _nice_max(max(totals, default=0))
+    n = max(len(labels), 1)
+    slot = plot_w / n
+    bar_w = max(2.0, slot * 0.75)
+    parts = [_open(title, width, height, _summary_stacked(labels, series, totals))]
+    parts += _y_axis(left, top, plot_w, plot_h, y_max, y_label)
+    label_every = max(1, n // 12)
+    for i, label in enumerate(labels):
+        x = left + i * slot + (slot - bar_w) / 2
+        y = top + plot_h
+        for position, (name, values) in enumerate(series.items()):
+            value = values[i]
+            if not value:
+                continue
+            h = plot_h * value / y_max
+            y -= h
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar_w:.1f}" height="{h:.1f}" fill="{colour_for(name, position)}">'
+                f"<title>{escape(label)}: {escape(name)} {value:g}</title></rect>")
+        if i % label_every == 0:
+            parts.append(f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h + 14}" text-anchor="middle">'
+                         f"{escape(label)}</text>")
+    parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle" class="axis-label">'
+                 f"{escape(x_label)}</text>")
+    parts.append("</svg>")
+    return mark_safe("".join(parts) + _legend(series.keys()))
+
+
+def bars(*, title: str, items: list[tuple[str, float]], x_label: str, width: int = 520,
+         row_height: int = 24) -> SafeString:
+    """Horizontal bars, one row per item, with the value printed beside each bar."""
+    left, right, top = 150, 50, 8
+    height = top * 2 + row_height * max(len(items), 1) + 18
+    plot_w = width - left - right
+    x_max = max((v for _, v in items), default=0) or 1
+    summary = "; ".join(f"{label}: {value:g}" for label, value in items) or "no data"
+    parts = [_open(title, width, height, summary)]
+    for i, (label, value) in enumerate(items):
+        y = top + i * row_height
+        w = plot_w * value / x_max
+        parts.append(f'<text x="{left - 6}" y="{y + row_height * 0.65:.1f}" text-anchor="end">{escape(label)}</text>')
+        parts.append(f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="{row_height - 8}" fill="{PALETTE[0]}">'
+                     f"<title>{escape(label)}: {value:g}</title></rect>")
+        parts.append(f'<text x="{left + w + 4:.1f}" y="{y + row_height * 0.65:.1f}">{value:g}</text>')
+    parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 4}" text-anchor="middle" class="axis-label">'
+                 f"{escape(x_label)}</text>")
+    parts.append("</svg>")
+    return mark_safe("".join(parts))
+
+
+def _open(title: str, width: int, height: int, summary: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
+            f'aria-label="{escape(title)}"><title>{escape(title)}</title><desc>{escape(summary)}</desc>')
+
+
+def _y_axis(left, top, plot_w, plot_h, y_max, y_label) -> list[str]:
+    parts = [f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#98a2b3"/>',
+             f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#98a2b3"/>']
+    for k in range(5):
+        value = y_max * k / 4
+        y = top + plot_h - plot_h * k / 4
+        parts.append(f'<text x="{left - 4}" y="{y + 3:.1f}" text-anchor="end">{value:g}</text>')
+        if k:
+            parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eef0f4"/>')
+    parts.append(f'<text transform="translate(11 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle" '
+                 f'class="axis-label">{escape(y_label)}</text>')
+    return parts
+
+
+def _summary_stacked(labels, series, totals) -> str:
+    grand = sum(totals)
+    per_series = ", ".join(f"{name} {sum(values):g}" for name, values in series.items() if sum(values))
+    return f"{grand:g} in total over {len(labels)} intervals" + (f": {per_series}" if per_series else "")
+
+
+def _legend(names) -> str:
+    items = "".join(f'<li><span class="swatch" style="background:{colour_for(name, i)}"></span>{escape(name)}</li>'
+                    for i, name in enumerate(names))
+    return f'<ul class="legend">{items}</ul>'

@@ -1,0 +1,101 @@
+"""The start-a-run form: typed fields that become run_start's arguments."""
+from __future__ import annotations
+
+import json
+from dataclasses import fields as dc_fields
+
+from django import forms
+
+from runs.models import Planner
+from runs.runtime.budgets import Budgets
+
+_DEFAULTS = Budgets()
+BUDGET_HELP = {
+    "max_iterations": "Passes of the loop: each planner call and each capability execution is one.",
+    "max_revisions": "Replans after the first plan.",
+    "max_plan_steps": "Steps one plan may have.",
+    "max_plan_depth": "Longest chain of dependencies in a plan.",
+    "max_tool_calls": "Capability executions in total, retries and polls included.",
+    "deadline_s": "Seconds from the start; no action runs after it.",
+    "per_call_timeout_s": "Upper bound for any single capability call.",
+    "max_tokens": "Planner tokens (planning and reflection).",
+    "max_cost": "Planner cost in your currency unit.",
+    "max_retries": "Retries across the whole run.",
+    "max_side_effects_per_minute": "Committed side effects per minute.",
+}
+
+
+class RunStartForm(forms.Form):
+    goal = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=10_000,
+                           help_text="What the run should achieve, in plain words.")
+    planner = forms.ChoiceField(choices=[c for c in Planner.choices if c[0] != "direct"], initial="rules")
+    planner_config = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Planner settings (JSON)",
+        help_text='scripted: {"plans": [[{"capability": ..., "arguments": {...}}]]}; '
+                  'llm: {"base_url", "model", "api_key_env", ...}; rules and external need none.')
+    completion_capability = forms.CharField(label="Completion: capability", max_length=80,
+                                            help_text="Whose latest ok output decides that the run is done.")
+    completion_path = forms.CharField(label="Completion: path", required=False, max_length=200,
+                                      help_text="Dotted path into that output, e.g. documents.0.id")
+    completion_check = forms.ChoiceField(label="Completion: check", choices=[
+        ("exists", "the path exists"), ("not_empty", "the value is not empty"), ("equals", "the value equals")])
+    completion_equals = forms.CharField(label="Completion: expected value", required=False,
+                                        help_text="For 'equals': JSON (\"resolved\", 3, true) or plain text.")
+    require_plan_approval = forms.BooleanField(required=False, label="Require approval of the plan before it runs")
+
+    def __init__(self, *args, capabilities=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        if capabilities:
+            self.fields["completion_capability"].widget = forms.Select(choices=[(c, c) for c in capabilities])
+        for field in dc_fields(Budgets):
+            if field.name == "max_calls_per_capability":
+                continue
+            default = getattr(_DEFAULTS, field.name)
+            cls = forms.FloatField if isinstance(default, float) else forms.IntegerField
+            self.fields[f"budget_{field.name}"] = cls(
+                label=field.name.replace("_", " ").replace("max ", "max. ").replace(" s", " (s)"),
+                initial=default, min_value=0, help_text=BUDGET_HELP.get(field.name, ""))
+
+    def budget_fields(self):
+        return [self[name] for name in self.fields if name.startswith("budget_")]
+
+    def main_fields(self):
+        return [self[name] for name in self.fields if not name.startswith("budget_")]
+
+    def clean_planner_config(self):
+        raw = self.cleaned_data["planner_config"].strip()
+        if not raw:
+            return {}
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).")
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Planner settings must be a JSON object.")
+        return value
+
+    def run_start_arguments(self) -> dict:
+        data = self.cleaned_data
+        completion = {"capability": data["completion_capability"], "path": data["completion_path"]}
+        if data["completion_check"] == "equals":
+            raw = data["completion_equals"]
+            try:
+                completion["equals"] = json.loads(raw)
+            except json.JSONDecodeError:
+                completion["equals"] = raw
+        else:
+            completion[data["completion_check"]] = True
+        budgets = {name.removeprefix("budget_"): value for name, value in data.items()
+                   if name.startswith("budget_") and value is not None}
+        return {"goal": data["goal"], "planner": data["planner"], "planner_config": data["planner_config"],
+                "completion": completion, "budgets": budgets,
+                "require_plan_approval": data["require_plan_approval"]}
+
+    def add_service_errors(self, fields: dict) -> None:
+        """Show run_start's field errors beside the fields they concern."""
+        for key, message in fields.items():
+            name = {"goal": "goal", "planner": "planner", "planner_config": "planner_config",
+                    "completion": "completion_capability"}.get(key)
+            if name is None and key.startswith("budgets."):
+                name = "budget_" + key.removeprefix("budgets.")
+            self.add_error(name if name in self.fields else None, message)

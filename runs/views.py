@@ -1,0 +1,426 @@
+"""Operator pages for runs: list, trace, approval inbox, dashboard.
+
+Views read through runs.selectors / runs.dashboard and change state only
+through runs.services. htmx requests get the page's partial ("page.html#name").
+"""
+from __future__ import annotations
+
+import json
+from functools import wraps
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.views import redirect_to_login
+from django.core.paginator import Paginator
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling, trigger_client_event
+
+from agentops.services import NotAllowed, ServiceError
+from runs import dashboard as dashboard_data
+from runs import selectors, services
+from runs.choices import RunStatus, StopReason
+from runs.models import Approval, Attempt, Planner, Run
+
+APPROVALS_CHANGED_EVENT = "approvals-changed"
+
+
+def permission_needed(perm: str, action: str):
+    """403 with a message saying what is missing, as a page or (htmx) a fragment."""
+
+    def decorator(view):
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not request.user.has_perm(perm):
+                return forbidden(request, f"You do not have permission to {action}.")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+def forbidden(request, message: str, status: int = 403):
+    template = "runs/forbidden.html#message" if request.htmx else "runs/forbidden.html"
+    return render(request, template, {"message": message}, status=status)
+
+
+def _page_number(request, name="page") -> str:
+    return request.GET.get(name) or "1"
+
+
+# --- Runs list -----------------------------------------------------------------------
+
+
+SORT_CHOICES = [("-created", "newest first"), ("created", "oldest first"), ("-finished", "finished, latest first"),
+                ("finished", "finished, earliest first"), ("-tool_calls", "most tool calls"),
+                ("tool_calls", "fewest tool calls"), ("-tokens", "most tokens"), ("tokens", "fewest tokens"),
+                ("-cost", "highest cost"), ("cost", "lowest cost")]
+
+
+class RunFilterForm(forms.Form):
+    status = forms.ChoiceField(choices=[("", "any")] + RunStatus.choices, required=False)
+    stop_reason = forms.ChoiceField(label="Stop reason", choices=[("", "any")] + StopReason.choices, required=False)
+    capability = forms.ChoiceField(label="Capability used", choices=[("", "any")], required=False)
+    owner = forms.ChoiceField(choices=[("", "anyone")], required=False)
+    planner = forms.ChoiceField(choices=[("", "any")] + Planner.choices, required=False)
+    created_from = forms.DateTimeField(label="Created from", required=False,
+                                       widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    created_to = forms.DateTimeField(label="Created to", required=False,
+                                     widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    sort = forms.ChoiceField(label="Sort by", choices=SORT_CHOICES, required=False)
+
+    def __init__(self, *args, **kwargs):
+        from capabilities.models import Capability
+
+        super().__init__(*args, **kwargs)
+        # Registries and teams are small; these stay one query each however many runs exist.
+        self.fields["capability"].choices += [(n, n) for n in Capability.objects.order_by("name")
+                                              .values_list("name", flat=True)]
+        self.fields["owner"].choices += [(n, n) for n in get_user_model().objects.filter(is_active=True)
+                                         .order_by("username").values_list("username", flat=True)]
+
+    def filters(self) -> selectors.RunFilters:
+        # An invalid field is left out of cleaned_data: the other filters still apply.
+        return selectors.RunFilters(**{k: v for k, v in self.cleaned_data.items() if v not in (None, "")})
+
+
+@permission_needed("runs.view_run", "view runs")
+@require_GET
+def run_list(request):
+    form = RunFilterForm(request.GET or None)
+    if form.is_bound:
+        form.is_valid()
+        filters = form.filters()
+    else:
+        filters = selectors.RunFilters()
+    page = Paginator(selectors.run_list(filters=filters), 50).get_page(_page_number(request))
+    live = any(run.status in selectors.LIVE_STATUSES for run in page.object_list)
+    context = {"form": form, "page": page, "live": live, "sort": filters.sort,
+               "filtered": any(v for k, v in vars(filters).items() if k != "sort")}
+    template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
+    return render(request, template, context)
+
+
+@permission_needed("runs.start_run", "start runs")
+def run_start_page(request):
+    from capabilities.models import Capability
+    from runs.forms import RunStartForm
+
+    capabilities = list(Capability.objects.filter(enabled=True).order_by("name").values_list("name", flat=True))
+    form = RunStartForm(request.POST or None, capabilities=capabilities)
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = services.run_start(owner=request.user, **form.run_start_arguments())
+        except ServiceError as exc:
+            form.add_service_errors(exc.fields or {"goal": exc.message})
+        else:
+            messages.success(request, f"Run {run.pk} started.")
+            return redirect("runs:detail", run_id=run.pk)
+    return render(request, "runs/start.html", {"form": form}, status=400 if form.errors else 200)
+
+
+# --- Run trace -------------------------------------------------------------------------
+
+
+def _get_run(run_id: int) -> Run:
+    try:
+        return selectors.run_get(run_id=run_id)
+    except Run.DoesNotExist:
+        raise Http404("No such run.") from None
+
+
+def _group_steps(revisions, steps, attempts):
+    """Revisions -> steps -> the attempts on this page, for the trace's nested tables."""
+    by_step: dict[int, list[Attempt]] = {}
+    for attempt in attempts:
+        by_step.setdefault(attempt.step_id, []).append(attempt)
+    steps_by_revision: dict[int, list] = {}
+    for step in steps:
+        step.page_attempts = by_step.get(step.pk, [])
+        steps_by_revision.setdefault(step.revision_id, []).append(step)
+    for revision in revisions:
+        revision.step_rows = steps_by_revision.get(revision.pk, [])
+    return revisions
+
+
+def _mark_attempts(attempts, repeated, run):
+    for attempt in attempts:
+        attempt.signature_count = repeated.get(attempt.signature_hash, 1)
+        attempt.is_repeated = attempt.repeated_without_progress or attempt.signature_count > 1
+        attempt.is_stop_trigger = attempt.pk == run.stop_attempt_id
+    return attempts
+
+
+@permission_needed("runs.view_run", "view runs")
+@require_GET
+def run_detail(request, run_id: int):
+    run = _get_run(run_id)
+    attempts_qs = selectors.run_attempts(run=run)
+    page_number = _page_number(request, "attempts_page")
+    if request.GET.get("attempt"):
+        position = selectors.attempt_position(run=run, uid=request.GET["attempt"])
+        if position is not None:
+            page_number = position // selectors.ATTEMPTS_PER_PAGE + 1
+    attempts_page = Paginator(attempts_qs, selectors.ATTEMPTS_PER_PAGE).get_page(page_number)
+    attempts = _mark_attempts(list(attempts_page.object_list), selectors.repeated_signatures(run=run), run)
+    revisions = selectors.run_revisions(run=run)
+    capability_calls = selectors.run_capability_calls(run=run)
+    context = {
+        "run": run,
+        "revisions": _group_steps(revisions, selectors.run_steps(run=run), attempts),
+        "attempts_page": attempts_page,
+        "gauges": selectors.budget_gauges(run=run, capability_calls=capability_calls),
+        "approvals": selectors.run_approvals(run=run),
+        "can_cancel": request.user.has_perm("runs.cancel_run") and not run.is_finished,
+    }
+    if request.htmx:
+        html = render_to_string("runs/detail.html#trace", context, request=request)
+        # A finished run will not change again: tell htmx to stop asking.
+        return HttpResponseStopPolling(html) if run.is_finished else HttpResponse(html)
+    return render(request, "runs/detail.html", context)
+
+
+@permission_needed("runs.view_run", "view runs")
+@require_GET
+def attempt_detail(request, run_id: int, uid: str):
+    try:
+        attempt = selectors.attempt_get(run_id=run_id, uid=uid)
+    except Attempt.DoesNotExist:
+        raise Http404("No such attempt in this run.") from None
+    run = attempt.run
+    repeated = selectors.repeated_signatures(run=run)
+    _mark_attempts([attempt], repeated, run)
+    position = selectors.attempt_position(run=run, uid=uid) or 0
+    context = {"run": run, "attempt": attempt,
+               "attempts_page_number": position // selectors.ATTEMPTS_PER_PAGE + 1}
+    template = "runs/attempt.html#attempt_detail" if request.htmx else "runs/attempt.html"
+    return render(request, template, context)
+
+
+@permission_needed("runs.view_run", "view runs")
+@require_GET
+def attempt_output(request, run_id: int, uid: str):
+    """The stored large output of one attempt, served as JSON (inline outputs too)."""
+    attempt = (Attempt.objects.select_related("output_ref").filter(run_id=run_id, uid=uid).first())
+    if attempt is None:
+        raise Http404("No such attempt in this run.")
+    if attempt.output_ref is None:
+        body = json.dumps(attempt.output, cls=DjangoJSONEncoder)
+    else:
+        body = attempt.output_ref.content
+        try:
+            json.loads(body)
+        except ValueError:
+            body = json.dumps(body)  # not JSON: serve it as one JSON string rather than guess
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    response["Content-Disposition"] = f'inline; filename="run-{run_id}-attempt-{uid}-output.json"'
+    return response
+
+
+@permission_needed("runs.view_run", "view runs")
+@require_GET
+def trace_json(request, run_id: int):
+    run = _get_run(run_id)
+    response = StreamingHttpResponse(_trace_chunks(run), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
+    return response
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
+
+
+def _trace_chunks(run: Run):
+    """The whole trace as one JSON document, written piece by piece as it is read."""
+    yield '{"run": ' + _dumps(_run_dict(run))
+    yield ', "revisions": ['
+    for i, rev in enumerate(run.plan_revisions.select_related("triggering_attempt").order_by("number")):
+        yield ("," if i else "") + _dumps({
+            "number": rev.number, "accepted": rev.accepted, "reason_code": rev.reason_code, "reason": rev.reason,
+            "triggering_attempt": rev.triggering_attempt.uid if rev.triggering_attempt else None,
+            "steps": rev.steps, "changes": rev.changes, "validation_errors": rev.validation_errors,
+            "tokens": rev.tokens, "cost": rev.cost, "planner_output": rev.planner_output,
+            "capabilities_seen": rev.capabilities_seen, "needs_approval": rev.needs_approval,
+            "created_at": rev.created_at})
+    yield '], "steps": ['
+    for i, step in enumerate(run.steps.select_related("revision").order_by("revision__number", "index")):
+        yield ("," if i else "") + _dumps({
+            "revision": step.revision.number, "index": step.index, "key": step.key,
+            "capability": step.capability_name, "capability_version_id": step.capability_version_id,
+            "arguments": step.arguments, "arguments_hash": step.arguments_hash,
+            "expected_outcome": step.expected_outcome, "depends_on": step.depends_on, "status": step.status,
+            "approval_state": step.approval_state})
+    yield '], "attempts": ['
+    buffer = []
+    for i, attempt in enumerate(selectors.trace_attempts(run=run)):
+        buffer.append(("," if i else "") + _dumps(_attempt_dict(attempt)))
+        if len(buffer) >= 200:
+            yield "".join(buffer)
+            buffer = []
+    yield "".join(buffer)
+    yield '], "decisions_without_attempt": ['
+    for i, decision in enumerate(selectors.trace_decisions_without_attempt(run=run)):
+        yield ("," if i else "") + _dumps(_decision_dict(decision))
+    yield '], "approvals": ['
+    for i, approval in enumerate(run.approvals.select_related("decided_by", "step", "revision")
+                                 .order_by("requested_at", "id")):
+        yield ("," if i else "") + _dumps({
+            "kind": approval.kind, "revision": approval.revision.number,
+            "step": approval.step.key if approval.step else None, "capability": approval.capability_name,
+            "arguments": approval.arguments, "arguments_hash": approval.arguments_hash,
+            "plan_hash": approval.plan_hash, "state": approval.state, "requested_at": approval.requested_at,
+            "expires_at": approval.expires_at, "decided_at": approval.decided_at,
+            "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
+            "comment": approval.comment})
+    yield "]}"
+
+
+def _run_dict(run: Run) -> dict:
+    return {
+        "id": run.pk, "goal": run.goal, "completion": run.completion, "budgets": run.budgets,
+        "planner": run.planner, "owner": run.owner.get_username(), "status": run.status,
+        "stop_reason": run.stop_reason or None, "stop_detail": run.stop_detail,
+        "stop_attempt": run.stop_attempt.uid if run.stop_attempt else None,
+        "usage": {name: getattr(run, name) for name in (
+            "iterations", "revisions", "tool_calls", "retries", "tokens", "cost", "side_effects_committed",
+            "approvals_requested", "repeated_attempts")},
+        "trace_id": run.trace_id, "created_at": run.created_at, "started_at": run.started_at,
+        "finished_at": run.finished_at, "cancel_requested_at": run.cancel_requested_at,
+    }
+
+
+def _decision_dict(decision) -> dict:
+    return {"decision": decision.decision, "reason": decision.reason, "usage": decision.usage,
+            "created_at": decision.created_at}
+
+
+def _attempt_dict(attempt: Attempt) -> dict:
+    try:
+        decision = _decision_dict(attempt.decision)
+    except Attempt.decision.RelatedObjectDoesNotExist:
+        decision = None
+    return {
+        "uid": attempt.uid, "step": attempt.step.key, "number": attempt.number, "kind": attempt.kind,
+        "capability": attempt.capability_name, "capability_version_id": attempt.capability_version_id,
+        "signature": attempt.signature, "signature_hash": attempt.signature_hash,
+        "idempotency_key": attempt.idempotency_key, "started_at": attempt.started_at, "ended_at": attempt.ended_at,
+        "latency_s": attempt.latency_s, "trace_id": attempt.trace_id, "span_id": attempt.span_id,
+        "repeated_without_progress": attempt.repeated_without_progress,
+        "observation": {
+            "status": attempt.status, "state_changed": attempt.state_changed, "output": attempt.output,
+            "output_ref": reverse("runs:output", args=[attempt.run_id, attempt.uid]) if attempt.output_ref_id else None,
+            "error_code": attempt.error_code or None, "error_category": attempt.error_category or None,
+            "error_message": attempt.error_message, "retry_guidance": attempt.retry_guidance,
+            "retry_after_s": attempt.retry_after_s, "side_effect": attempt.side_effect_status,
+        },
+        "decision": decision,
+    }
+
+
+@permission_needed("runs.cancel_run", "cancel runs")
+@require_POST
+def run_cancel(request, run_id: int):
+    try:
+        run = services.run_cancel(run_id=run_id, user=request.user)
+    except Run.DoesNotExist:
+        raise Http404("No such run.") from None
+    except NotAllowed as exc:
+        return forbidden(request, exc.message)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        if run.is_finished:
+            messages.success(request, f"Run {run.pk} was cancelled.")
+        else:
+            messages.success(request, f"Cancellation requested: run {run.pk} stops at its next step boundary.")
+    return redirect("runs:detail", run_id=run_id)
+
+
+# --- Approval inbox ------------------------------------------------------------------------
+
+
+@permission_needed("runs.view_run", "view approval requests")
+@require_GET
+def approval_inbox(request):
+    page = Paginator(selectors.pending_approvals(), selectors.APPROVALS_PER_PAGE).get_page(_page_number(request))
+    approvals = selectors.decorate_approvals(list(page.object_list))
+    context = {"page": page, "approvals": approvals, "can_decide": request.user.has_perm("runs.decide_approval")}
+    template = "runs/approvals.html#approval_list" if request.htmx else "runs/approvals.html"
+    return render(request, template, context)
+
+
+@permission_needed("runs.decide_approval", "approve or reject requests")
+@require_POST
+def approval_decide(request, approval_id: int):
+    decision = request.POST.get("decision")
+    if decision not in ("approve", "reject"):
+        return _card_response(request, approval_id, "Choose approve or reject.", status=400)
+    try:
+        services.approval_decide(approval_id=approval_id, user=request.user, approve=decision == "approve",
+                                 comment=request.POST.get("comment", ""),
+                                 expected_hash=request.POST.get("expected_hash") or None)
+    except NotAllowed as exc:
+        if not request.htmx:
+            return forbidden(request, exc.message)
+        return _card_response(request, approval_id, exc.message, status=exc.status)
+    except ServiceError as exc:
+        if not request.htmx:
+            messages.error(request, exc.message)
+            return redirect("runs:approvals")
+        return _card_response(request, approval_id, exc.message, status=exc.status)
+    if not request.htmx:
+        messages.success(request, f"Request {'approved' if decision == 'approve' else 'rejected'}.")
+        return redirect("runs:approvals")
+    return _card_response(request, approval_id, None)
+
+
+def _card_response(request, approval_id: int, error: str | None, status: int = 200):
+    try:
+        approval = selectors.approval_card(approval_id=approval_id)
+    except Approval.DoesNotExist:
+        return forbidden(request, "This approval request does not exist.", status=404)
+    if not request.htmx:
+        return forbidden(request, error or "", status=status)
+    context = {"approval": approval, "error": error, "can_decide": request.user.has_perm("runs.decide_approval"),
+               "pending_approvals": selectors.pending_approval_count(), "oob_badge": True}
+    response = render(request, "runs/approvals.html#approval_card", context, status=status)
+    return trigger_client_event(response, APPROVALS_CHANGED_EVENT)
+
+
+@permission_needed("runs.view_run", "view approval requests")
+@require_GET
+def approval_badge(request):
+    return render(request, "runs/approvals.html#approval_badge",
+                  {"pending_approvals": selectors.pending_approval_count()})
+
+
+# --- Dashboard ---------------------------------------------------------------------------------
+
+
+@permission_needed("runs.view_run", "view the dashboard")
+@require_http_methods(["GET"])
+def run_dashboard(request):
+    from runs import charts
+
+    data = dashboard_data.dashboard(window_key=request.GET.get("window", dashboard_data.DEFAULT_WINDOW))
+    window = data["window"]
+    data["outcomes_chart"] = charts.stacked_bars(
+        title=f"Runs created per interval by outcome, {window.label}", labels=data["labels"],
+        series=data["outcomes"], y_label="runs", x_label="time") if data["outcomes"] else None
+    data["stop_chart"] = charts.stacked_bars(
+        title=f"Runs finished per interval by stop reason, {window.label}", labels=data["labels"],
+        series=data["stop_reasons"], y_label="runs", x_label="time") if data["stop_reasons"] else None
+    data["budget_chart"] = charts.bars(
+        title="Runs stopped per exhausted budget", items=data["budget_stops"],
+        x_label="runs stopped") if data["budget_stops"] else None
+    template = "runs/dashboard.html#dashboard_body" if request.htmx else "runs/dashboard.html"
+    return render(request, template, data)
+

@@ -1,0 +1,60 @@
+"""The start-a-run page calls run_start and shows its errors beside the fields."""
+import pytest
+
+from runs.models import Run
+
+
+@pytest.fixture
+def registry(db):
+    from capabilities.services import python_capabilities_sync
+
+    python_capabilities_sync()
+
+
+def form_data(**overrides):
+    data = {"goal": "Find the travel policy", "planner": "rules", "planner_config": "",
+            "completion_capability": "get_document", "completion_path": "id", "completion_check": "exists",
+            "completion_equals": "", "budget_max_iterations": 20, "budget_max_revisions": 5,
+            "budget_max_plan_steps": 20, "budget_max_plan_depth": 5, "budget_max_tool_calls": 50,
+            "budget_deadline_s": 300, "budget_per_call_timeout_s": 30, "budget_max_tokens": 1000,
+            "budget_max_cost": 1.0, "budget_max_retries": 5, "budget_max_side_effects_per_minute": 10}
+    data.update(overrides)
+    return data
+
+
+@pytest.mark.django_db
+class TestRunStartPage:
+    def test_it_shows_the_form_with_default_budgets(self, operator, client_for, registry):
+        response = client_for(operator).get("/runs/start/")
+        assert response.status_code == 200
+        body = response.content.decode()
+        assert 'name="budget_deadline_s"' in body and 'value="600.0"' in body
+        assert '<option value="search_documents">' in body
+
+    def test_it_starts_a_run_and_opens_its_trace(self, operator, client_for, registry, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks() as callbacks:
+            response = client_for(operator).post("/runs/start/", form_data(
+                completion_check="equals", completion_equals='"POL-7"'))
+        run = Run.objects.get()
+        assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+        assert run.completion == {"capability": "get_document", "path": "id", "equals": "POL-7"}
+        assert run.budgets["deadline_s"] == 300 and run.owner == operator
+        assert len(callbacks) == 1  # the advance task is queued once the run is committed
+
+    def test_it_shows_errors_and_starts_nothing(self, operator, client_for, registry):
+        response = client_for(operator).post("/runs/start/", form_data(
+            goal="", planner="scripted", planner_config="{broken", budget_deadline_s=0))
+        assert response.status_code == 400
+        body = response.content.decode()
+        assert "This field is required" in body and "Not valid JSON" in body
+        assert not Run.objects.exists()
+
+    def test_it_shows_service_errors_beside_the_field(self, operator, client_for, registry):
+        response = client_for(operator).post("/runs/start/", form_data(budget_deadline_s=0))
+        assert response.status_code == 400
+        assert "the deadline must be more than 0 seconds" in response.content.decode()
+
+    def test_a_viewer_may_not_start_runs(self, viewer, client_for, registry):
+        assert client_for(viewer).get("/runs/start/").status_code == 403
+        assert client_for(viewer).post("/runs/start/", form_data()).status_code == 403
+        assert not Run.objects.exists()
