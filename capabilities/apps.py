@@ -1,6 +1,40 @@
+import logging
+
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+log = logging.getLogger(__name__)
+
+
+def sync_python_capabilities(sender, using="default", plan=None, **kwargs):
+    """After `migrate`, register the @capability functions so the registry matches the code.
+
+    Skipped when the registry's tables are not there (migrating backwards) and
+    on databases other than the default one.
+    """
+    from django.db import connections
+
+    if using != "default":
+        return
+    tables = set(connections[using].introspection.table_names())
+    if not {"capabilities_capability", "capabilities_capabilityversion", "agentops_auditevent"} <= tables:
+        return
+    from django.conf import settings
+
+    from capabilities.services import DEMO_MODULES, python_capabilities_sync
+
+    # Only the configured modules: a test session has imported test-only @capability functions too.
+    modules = tuple(getattr(settings, "AGENTOPS_CAPABILITY_MODULES", DEMO_MODULES))
+    result = python_capabilities_sync(modules=modules)
+    if kwargs.get("verbosity", 1) >= 1 and (result.created or result.updated):
+        log.info("capability sync: created %s, updated %s", result.created, result.updated)
+    for name, message in result.errors.items():
+        log.error("capability sync: %s: %s", name, message)
 
 
 class CapabilitiesConfig(AppConfig):
     name = "capabilities"
     verbose_name = "Capability registry"
+
+    def ready(self):
+        post_migrate.connect(sync_python_capabilities, sender=self, dispatch_uid="capabilities.sync_python")

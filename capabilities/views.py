@@ -1,10 +1,238 @@
+"""Registry pages (HTMX). Thin: parse with forms, change through services, read through selectors."""
+from __future__ import annotations
+
+from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
-from django.shortcuts import render
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from capabilities.models import Capability
+from agentops.services import NotAllowed, ServiceError
+from capabilities import selectors, services
+from capabilities.forms import CapabilityForm, McpServerForm, TryForm, import_choices
+from capabilities.models import Capability, Kind, McpServer
+from runs.choices import SideEffect
+
+FILTER_KINDS = [(k.value, k.label) for k in Kind]
+FILTER_SIDE_EFFECTS = [s.value for s in SideEffect]
 
 
+def _capability_or_404(name: str) -> Capability:
+    try:
+        return selectors.capability_get(name=name)
+    except Capability.DoesNotExist:
+        raise Http404(f"No capability named {name}") from None
+
+
+@require_GET
 @permission_required("capabilities.view_capability", raise_exception=True)
 def capability_list(request):
-    capabilities = Capability.objects.select_related("current_version").order_by("name")
-    return render(request, "capabilities/list.html", {"capabilities": capabilities})
+    filters = {"search": request.GET.get("q", ""), "kind": request.GET.get("kind", ""),
+               "side_effect": request.GET.get("side_effect", ""), "enabled": request.GET.get("enabled", "")}
+    capabilities = list(selectors.capability_list(**filters))
+    usage = selectors.capability_usage(names=[c.name for c in capabilities])
+    rows = [{"capability": c, "version": c.current_version, "usage": usage.get(c.name, selectors.Usage()),
+             "flags": selectors.capability_flags(c.current_version)} for c in capabilities]
+    context = {"rows": rows, "filters": filters, "kinds": FILTER_KINDS, "side_effects": FILTER_SIDE_EFFECTS}
+    template = "capabilities/list.html#results" if request.htmx else "capabilities/list.html"
+    return render(request, template, context)
+
+
+def _detail_context(request, capability: Capability, *, try_form=None, observation=None, try_error=None) -> dict:
+    version = capability.current_version
+    return {
+        "capability": capability,
+        "version": version,
+        "flags": selectors.capability_flags(version),
+        "versions": selectors.capability_versions(capability=capability),
+        "usage": selectors.capability_usage(names=[capability.name]).get(capability.name, selectors.Usage()),
+        "attempts": selectors.capability_recent_attempts(name=capability.name),
+        "audit_events": selectors.capability_audit_trail(capability=capability),
+        "try_form": try_form or TryForm(),
+        "observation": observation,
+        "try_error": try_error,
+        "changes_state": version is not None and version.side_effect in services.CHANGES_STATE,
+        "can_change": request.user.has_perm("capabilities.change_capability"),
+    }
+
+
+@require_GET
+@permission_required("capabilities.view_capability", raise_exception=True)
+def capability_detail(request, name):
+    capability = _capability_or_404(name)
+    return render(request, "capabilities/detail.html", _detail_context(request, capability))
+
+
+@require_POST
+@permission_required("capabilities.change_capability", raise_exception=True)
+def capability_set_enabled(request, name):
+    capability = _capability_or_404(name)
+    enabled = request.POST.get("enabled") == "true"
+    try:
+        services.capability_set_enabled(user=request.user, capability_id=capability.pk, enabled=enabled)
+    except NotAllowed:
+        raise PermissionDenied from None
+    messages.success(request, f"{capability.name} is now {'enabled' if enabled else 'disabled'}.")
+    return redirect("capabilities:detail", name=capability.name)
+
+
+@require_POST
+@permission_required("capabilities.view_capability", raise_exception=True)
+def capability_try(request, name):
+    capability = _capability_or_404(name)
+    form = TryForm(request.POST)
+    observation = error = None
+    if form.is_valid():
+        try:
+            observation = services.capability_try(user=request.user, capability_id=capability.pk,
+                                                  arguments=form.cleaned_data["arguments"],
+                                                  confirm=form.cleaned_data["confirm"])
+        except ServiceError as exc:
+            error = exc
+            for message in exc.fields.get("arguments", []):
+                form.add_error("arguments", message)
+    context = _detail_context(request, capability, try_form=form, observation=observation, try_error=error)
+    status = error.status if error is not None else (400 if form.errors else 200)
+    template = "capabilities/detail.html#try_panel" if request.htmx else "capabilities/detail.html"
+    # htmx swaps only 2xx answers by default; the panel is the answer either way.
+    return render(request, template, context, status=200 if request.htmx else status)
+
+
+@require_http_methods(["GET", "POST"])
+@permission_required("capabilities.add_capability", raise_exception=True)
+def capability_create(request):
+    form = CapabilityForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            capability = services.capability_create(
+                user=request.user, name=data["name"].strip(), kind=data["kind"], policy=form.policy(),
+                config=form.config(data["kind"]), mcp_server=data.get("mcp_server"),
+                change_note=data.get("change_note") or "")
+        except ServiceError as exc:
+            form.add_service_errors(exc.fields)
+            if not exc.fields:
+                form.add_error(None, exc.message)
+        else:
+            messages.success(request, f"Registered {capability.name} (version 1).")
+            return redirect("capabilities:detail", name=capability.name)
+    return render(request, "capabilities/form.html", {"form": form, "capability": None,
+                                                      "schema_errors": _schema_errors_of(form)},
+                  status=400 if form.errors else 200)
+
+
+@require_http_methods(["GET", "POST"])
+@permission_required("capabilities.change_capability", raise_exception=True)
+def capability_edit(request, name):
+    capability = _capability_or_404(name)
+    form = CapabilityForm(request.POST or None, capability=capability)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            version = services.capability_update(
+                user=request.user, capability_id=capability.pk, policy=form.policy(),
+                config=form.config(capability.kind), change_note=data.get("change_note") or "",
+                expected_version=data.get("expected_version"))
+        except ServiceError as exc:
+            form.add_service_errors(exc.fields)
+            if not exc.fields:
+                form.add_error(None, exc.message)
+        else:
+            messages.success(request, f"Saved {capability.name} as version {version.number}.")
+            return redirect("capabilities:detail", name=capability.name)
+    return render(request, "capabilities/form.html", {"form": form, "capability": capability,
+                                                      "schema_errors": _schema_errors_of(form)},
+                  status=400 if form.errors else 200)
+
+
+def _schema_errors_of(form) -> list[str]:
+    return list(form.errors.get("schema", [])) if form.is_bound else []
+
+
+@require_POST
+def validate_schema(request):
+    """Live check of the schema textarea: answers the errors partial (empty when valid)."""
+    if not (request.user.has_perm("capabilities.add_capability")
+            or request.user.has_perm("capabilities.change_capability")):
+        raise PermissionDenied
+    import json
+
+    text = request.POST.get("schema", "")
+    if not text.strip():
+        errors = []  # blank means the default object schema
+    else:
+        try:
+            errors = services.schema_problems(json.loads(text))
+        except ValueError as exc:
+            errors = [f"Not valid JSON: {exc}"]
+    return render(request, "capabilities/form.html#schema_errors", {"schema_errors": errors, "checked": True})
+
+
+# -- MCP ------------------------------------------------------------------------------------------
+
+@require_http_methods(["GET", "POST"])
+@permission_required("capabilities.add_mcpserver", raise_exception=True)
+def mcp_server_create(request):
+    form = McpServerForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            server = services.mcp_server_create(user=request.user, **form.service_kwargs())
+        except ServiceError as exc:
+            form.add_service_errors(exc.fields)
+            if not exc.fields:
+                form.add_error(None, exc.message)
+        else:
+            messages.success(request, f"Added MCP server {server.name}. Choose the tools to import.")
+            return redirect("capabilities:mcp_import", server_id=server.pk)
+    return render(request, "capabilities/mcp_server_form.html",
+                  {"form": form, "servers": selectors.mcp_server_list()}, status=400 if form.errors else 200)
+
+
+@require_http_methods(["GET", "POST"])
+@permission_required("capabilities.add_mcpserver", raise_exception=True)
+def mcp_import(request, server_id):
+    server = get_object_or_404(McpServer, pk=server_id)
+    context = {"server": server, "tools": [], "error": None, "side_effects": FILTER_SIDE_EFFECTS}
+    try:
+        tools = services.mcp_server_tools(user=request.user, server_id=server.pk)
+    except NotAllowed:
+        raise PermissionDenied from None
+    except ServiceError as exc:
+        context["error"] = exc.message
+        return render(request, "capabilities/mcp_import.html", context, status=exc.status)
+    context["tools"] = tools
+    if request.method == "POST":
+        chosen = import_choices(request.POST, tools)
+        try:
+            created = services.mcp_tools_import(user=request.user, server_id=server.pk, tools=chosen,
+                                                available=tools)
+        except NotAllowed:
+            raise PermissionDenied from None
+        except ServiceError as exc:
+            context["error"] = exc.message
+            _apply_posted(tools, request.POST, chosen, exc.fields)
+            return render(request, "capabilities/mcp_import.html", context, status=exc.status)
+        messages.success(request, f"Imported {len(created)} tools from {server.name}: "
+                                  + ", ".join(c.name for c in created) + ".")
+        return redirect("capabilities:list")
+    return render(request, "capabilities/mcp_import.html", context)
+
+
+def _apply_posted(tools, post, chosen, field_errors) -> None:
+    """Keep what the admin entered when the import is refused, with each tool's errors beside it."""
+    by_tool: dict[str, list[str]] = {}
+    for key, messages_ in field_errors.items():
+        parts = key.split(".", 2)
+        if len(parts) >= 2 and parts[0] == "tools" and parts[1].isdigit() and int(parts[1]) < len(chosen):
+            field = parts[2] if len(parts) == 3 else ""
+            by_tool.setdefault(chosen[int(parts[1])]["name"], []).extend(
+                f"{field}: {m}" if field else m for m in messages_)
+    for i, tool in enumerate(tools):
+        tool["errors"] = by_tool.get(tool["name"], [])
+        tool["checked"] = bool(post.get(f"tool__{i}"))
+        tool["capability_name"] = post.get(f"capability_name__{i}") or tool["capability_name"]
+        tool["side_effect"] = post.get(f"side_effect__{i}") or tool["side_effect"]
+        tool["requires_approval"] = bool(post.get(f"requires_approval__{i}"))
+        tool["idempotent"] = bool(post.get(f"idempotent__{i}"))
+        tool["permission"] = post.get(f"permission__{i}", "")
