@@ -272,6 +272,8 @@ CELERY_BEAT_SCHEDULE = {
 # --- AgentOps -----------------------------------------------------------------
 # Four-eyes: an operator may not approve steps of a run they own.
 AGENTOPS_FOUR_EYES = env_bool("AGENTOPS_FOUR_EYES", False)
+# Python modules whose @capability functions are synced into the registry on migrate.
+AGENTOPS_CAPABILITY_MODULES = env_list("AGENTOPS_CAPABILITY_MODULES", "capabilities.demo.functions")
 # Outbound HTTP capabilities may reach only these hosts (comma separated; *.example.com).
 AGENTOPS_HTTP_ALLOWED_HOSTS = env_list("AGENTOPS_HTTP_ALLOWED_HOSTS")
 # Loopback/private addresses are refused unless explicitly allowed (tests, on-prem).

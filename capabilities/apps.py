@@ -21,10 +21,10 @@ def sync_python_capabilities(sender, using="default", plan=None, **kwargs):
         return
     from django.conf import settings
 
-    from capabilities.services import DEMO_MODULES, python_capabilities_sync
+    from capabilities.services import python_capabilities_sync
 
     # Only the configured modules: a test session has imported test-only @capability functions too.
-    modules = tuple(getattr(settings, "AGENTOPS_CAPABILITY_MODULES", DEMO_MODULES))
+    modules = tuple(settings.AGENTOPS_CAPABILITY_MODULES)
     result = python_capabilities_sync(modules=modules)
     if kwargs.get("verbosity", 1) >= 1 and (result.created or result.updated):
         log.info("capability sync: created %s, updated %s", result.created, result.updated)

@@ -2,7 +2,7 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from capabilities.services import DEMO_MODULES, python_capabilities_sync
+from capabilities.services import python_capabilities_sync
 
 
 class Command(BaseCommand):
@@ -14,7 +14,7 @@ class Command(BaseCommand):
                             help="Also sync the @capability functions of this module (repeatable).")
 
     def handle(self, *args, modules, **options):
-        configured = tuple(getattr(settings, "AGENTOPS_CAPABILITY_MODULES", DEMO_MODULES))
+        configured = tuple(settings.AGENTOPS_CAPABILITY_MODULES)
         result = python_capabilities_sync(modules=configured + tuple(modules))
         for label, names in (("created", result.created), ("updated", result.updated),
                              ("unchanged", result.unchanged)):
