@@ -184,6 +184,9 @@ def _sync_step_statuses(run: Run, transition: Transition) -> None:
                   "failed": StepStatus.FAILED}.get(progress.status, StepStatus.PENDING)
         if status == StepStatus.PENDING and progress.attempts:
             status = StepStatus.RUNNING
+        if state.is_terminal and status in (StepStatus.PENDING, StepStatus.RUNNING):
+            # The run ended around this step: it never finished, or never started.
+            status = StepStatus.FAILED if progress.attempts else StepStatus.SKIPPED
         if state.pending_approval and state.pending_approval.step_id == progress.step.id:
             status = StepStatus.AWAITING_APPROVAL
         Step.objects.filter(run=run, revision__number=state.revision, key=progress.step.id).exclude(

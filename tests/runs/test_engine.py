@@ -86,6 +86,8 @@ class TestRunAdvance:
         assert run.tool_calls == 2
         assert run.stop_attempt is not None and run.stop_attempt.repeated_without_progress
         assert run.repeated_attempts == 1
+        # The step the run stopped on did not succeed, and says so.
+        assert run.stop_attempt.step.status == "failed"
 
     def test_a_second_worker_does_not_take_a_held_run(self, operator, demo_capabilities):
         run = start(operator, [[{"capability": "search_documents", "arguments": {"q": "travel"}}]],
