@@ -18,6 +18,7 @@ class AuditAction(models.TextChoices):
     PLAN_APPROVED = "plan.approved"
     PLAN_REJECTED = "plan.rejected"
     PLAN_SUBMITTED = "plan.submitted"
+    EVALUATION_STARTED = "evaluation.started"
 
 
 

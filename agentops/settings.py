@@ -237,7 +237,12 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Operate and review AI agent runs: capabilities, runs, plans, approvals.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "runs.choices.RunStatus",
+        "EvaluationStatusEnum": "runs.models.Evaluation.Status",
+    },
 }
 
 # --- Celery -------------------------------------------------------------------
@@ -278,6 +283,10 @@ AGENTOPS_CAPABILITY_MODULES = env_list("AGENTOPS_CAPABILITY_MODULES", "capabilit
 AGENTOPS_HTTP_ALLOWED_HOSTS = env_list("AGENTOPS_HTTP_ALLOWED_HOSTS")
 # Loopback/private addresses are refused unless explicitly allowed (tests, on-prem).
 AGENTOPS_HTTP_ALLOW_PRIVATE = env_bool("AGENTOPS_HTTP_ALLOW_PRIVATE", False)
+# LLM planners may send prompts only to these hosts (empty: any host).
+AGENTOPS_LLM_ALLOWED_HOSTS = env_list("AGENTOPS_LLM_ALLOWED_HOSTS")
+# Environment variables, besides *_API_KEY ones, that an LLM planner may name as its key.
+AGENTOPS_LLM_API_KEY_ENVS = env_list("AGENTOPS_LLM_API_KEY_ENVS")
 # Outputs larger than this are stored by reference, not inline.
 AGENTOPS_INLINE_OUTPUT_BYTES = env_int("AGENTOPS_INLINE_OUTPUT_BYTES", 16_384, minimum=256)
 # How long a worker holds a run before another may take it over.

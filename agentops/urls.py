@@ -16,4 +16,5 @@ urlpatterns = [
     path("api/", include("agentops.api_urls")),
     path("runs/", include("runs.urls")),
     path("capabilities/", include("capabilities.urls")),
+    path("evaluations/", include("runs.urls_evaluation")),
 ]

@@ -12,3 +12,20 @@ urlpatterns = [
     path("approvals/", api.ApprovalListApi.as_view(), name="api-approval-list"),
     path("approvals/<int:approval_id>/decide/", api.ApprovalDecideApi.as_view(), name="api-approval-decide"),
 ]
+
+# The external planner: an agent reads what the run needs and submits plans.
+from runs import api_planning  # noqa: E402
+
+urlpatterns += [
+    path("runs/<int:run_id>/planning/", api_planning.RunPlanningApi.as_view(), name="api-run-planning"),
+    path("runs/<int:run_id>/plans/", api_planning.RunPlanSubmitApi.as_view(), name="api-run-plan-submit"),
+]
+
+# Evaluation: planning against the direct baseline.
+from runs import api_evaluation  # noqa: E402
+
+urlpatterns += [
+    path("evaluations/", api_evaluation.EvaluationListStartApi.as_view(), name="api-evaluation-list"),
+    path("evaluations/<int:evaluation_id>/", api_evaluation.EvaluationDetailApi.as_view(), name="api-evaluation-detail"),
+    path("evaluation-suites/", api_evaluation.EvaluationSuiteListApi.as_view(), name="api-evaluation-suite-list"),
+]

@@ -143,8 +143,35 @@ def sweep_overdue_runs(now=None) -> int:
             run = Run.objects.select_for_update().get(pk=run_id)
             if run.is_finished or (run.lease_expires_at and run.lease_expires_at > now):
                 continue
-            waited = "while awaiting approval" if run.status == RunStatus.AWAITING_APPROVAL else "while queued"
+            waited = _waiting_for(run)
             run_finish(run=run, status=RunStatus.STOPPED, stop_reason="budget_exhausted:deadline",
                        detail=f"The deadline ({run.budgets.get('deadline_s')} s) passed {waited}.", now=now)
             stopped += 1
+    _wake_runs_with_submitted_plans(now)
     return stopped
+
+
+def _waiting_for(run: Run) -> str:
+    from runs.planners.external import awaited_revision
+
+    if run.status == RunStatus.AWAITING_APPROVAL:
+        return "while awaiting approval"
+    awaited = awaited_revision(run) if run.planner == "external" else None
+    if awaited is not None:
+        return f"while waiting for the external agent's plan for revision {awaited}"
+    return "while queued" if run.status == RunStatus.QUEUED else "while waiting to be advanced"
+
+
+def _wake_runs_with_submitted_plans(now) -> None:
+    """Safety net: a plan submitted while a worker was finishing the pass that found none."""
+    from runs.models import PlanSubmission
+    from runs.planners.external import awaited_revision
+    from runs.tasks import advance_run
+
+    waiting = Run.objects.filter(planner="external", status=RunStatus.RUNNING, next_action_at__isnull=True).filter(
+        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)).filter(
+        plan_submissions__isnull=False).distinct()
+    for run in waiting[:500]:
+        awaited = awaited_revision(run)
+        if awaited is not None and PlanSubmission.objects.filter(run=run, revision=awaited).exists():
+            advance_run.apply_async((run.pk,))

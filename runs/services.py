@@ -178,3 +178,60 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
           details={"planner": planner, "require_plan_approval": require_plan_approval})
     _enqueue_advance(run.pk)
     return run
+
+
+# -- plans from external agents ---------------------------------------------------------------
+
+# A second, delayed advance when a worker held the run as the plan arrived: it may
+# already have asked for this revision (and found nothing), and then the immediate
+# advance finds the run leased and lets it be; this one picks the plan up. The
+# overdue sweep is the last safety net.
+PLAN_SUBMIT_FOLLOW_UP_S = 2.0
+
+
+@transaction.atomic
+def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, no_further_plan: bool = False,
+                tokens: int = 0, cost: float = 0.0, reason_code: str = "", reason: str = ""):
+    """Store an external agent's plan for the revision its run waits for, and advance the run.
+
+    Only the run's owner (who must still hold runs.start_run) may submit. The plan is
+    not checked here beyond its shape: the runtime validates it exactly as it would a
+    plan from any other planner, and a rejection comes back through GET .../planning/.
+    """
+    from django.db import IntegrityError
+
+    from runs.models import PlanSubmission
+    from runs.planners.external import awaited_revision
+
+    _require(user, "runs.start_run", "submit plans")
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if run.owner_id != user.pk:
+        raise NotAllowed("Only the run's owner may submit its plans.")
+    if run.planner != "external":
+        raise Conflict(f"Run {run.pk} uses the {run.planner} planner, not an external one.")
+    if run.is_finished:
+        raise Conflict(f"Run {run.pk} has already finished ({run.stop_reason}).")
+    existing = PlanSubmission.objects.filter(run=run, revision=revision).first()
+    if existing is not None:
+        raise Conflict(f"Revision {revision} of run {run.pk} already has a plan "
+                       f"(submitted {existing.submitted_at:%Y-%m-%d %H:%M:%S} UTC).")
+    awaited = awaited_revision(run)
+    if awaited != revision:
+        waiting = f"waits for revision {awaited}" if awaited else "needs no plan now"
+        raise Conflict(f"Run {run.pk} {waiting}, not revision {revision}.")
+    try:
+        with transaction.atomic():
+            submission = PlanSubmission.objects.create(
+                run=run, revision=revision, plan=[] if no_further_plan else list(steps or []), tokens=tokens,
+                cost=cost, reason_code=reason_code or "", reason=reason or "", no_further_plan=no_further_plan,
+                submitted_by=user)
+    except IntegrityError:
+        raise Conflict(f"Revision {revision} of run {run.pk} already has a plan.") from None
+    what = "no further plan" if no_further_plan else f"a plan of {len(steps or [])} steps"
+    audit(actor=user, action=AuditAction.PLAN_SUBMITTED, target=submission,
+          summary=f"Run {run.pk}: {what} submitted for revision {revision}",
+          details={"run": run.pk, "revision": revision, "tokens": tokens, "cost": cost})
+    _enqueue_advance(run.pk)
+    if run.lease_expires_at and run.lease_expires_at > timezone.now():
+        _enqueue_advance(run.pk, countdown=PLAN_SUBMIT_FOLLOW_UP_S)
+    return submission

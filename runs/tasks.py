@@ -17,3 +17,11 @@ def advance_run(self, run_id: int) -> None:
 @shared_task(name="runs.sweep_overdue_runs", ignore_result=True)
 def sweep_overdue_runs() -> int:
     return engine.sweep_overdue_runs()
+
+
+@shared_task(name="runs.run_evaluation", acks_late=True, ignore_result=True)
+def run_evaluation(evaluation_id: int) -> None:
+    from runs.evaluation.runner import evaluation_run
+
+    # Claims the evaluation with a conditional UPDATE: a repeated delivery finds it taken and returns.
+    evaluation_run(evaluation_id=evaluation_id)

@@ -12,6 +12,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(request):
+    # Hashing strength is not under test; PBKDF2 made every user fixture cost 0.25 s.
+    # (The pure runtime tests run without Django, hence no `settings` fixture there.)
+    if not request.config.pluginmanager.hasplugin("django"):
+        return
+    request.getfixturevalue("settings").PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def roles(db):
     """The role groups. Data-migration rows vanish after transactional tests, so re-sync."""

@@ -24,7 +24,7 @@ from .events import (ApprovalDecided, ApprovalRequested, AttemptFinished, Decisi
 from .history import AttemptKind, HistoryEntry, appended, repeated_without_progress
 from .observation import ErrorCode, Observation, SideEffectStatus, Status
 from .plan import PlanError, Step, parse_plan
-from .planning import PlanningRequest, PlanProposal
+from .planning import PlanNotReady, PlanningRequest, PlanProposal
 from .ports import ApprovalBook, Authorizer, CapabilityRegistry, Clock, Executor, Planner
 from .retry import retry_allowed, retry_delay_s
 from .signatures import (action_signature, arguments_hash, idempotency_key, outcome_fingerprint, plan_hash,
@@ -188,15 +188,21 @@ class Controller:
             return self._stop(p, StopKind.BUDGET_EXHAUSTED, budget,
                               f"no {budget} budget left to ask the planner ({need.reason})", need.trigger_attempt_id)
         visible = tuple(self.registry.visible(self.authorizer))
-        proposal = self.planner.propose(self._planning_request(s, need, visible))
-        if proposal is None:
-            p.state = replace(s, usage=s.usage.counted_plan(tokens=0, cost=0.0, received=False))
+        proposal = self.planner.propose(self._planning_request(s, need, visible, now))
+        if isinstance(proposal, PlanNotReady):
+            # Nothing happened yet (an external agent is still thinking): count nothing,
+            # emit nothing, and wait until the plan's arrival advances the run again.
+            p.wait_s = None
+            return
+        if proposal is None or proposal.no_further_plan:
+            tokens, cost = (proposal.tokens, proposal.cost) if proposal is not None else (0, 0.0)
+            p.state = replace(s, usage=s.usage.counted_plan(tokens=tokens, cost=cost, received=False))
             detail = "the planner has no further plan" if is_revision else "the planner proposed no plan"
             return self._stop(p, StopKind.STALLED, None, detail, need.trigger_attempt_id)
         self._receive_plan(p, need, proposal, visible)
 
-    def _planning_request(self, s: RunState, need: PlanningNeed,
-                          visible: tuple[CapabilitySpec, ...]) -> PlanningRequest:
+    def _planning_request(self, s: RunState, need: PlanningNeed, visible: tuple[CapabilitySpec, ...],
+                          now: float) -> PlanningRequest:
         previous = tuple(p.step.to_dict() for p in s.steps)
         if need.reason_code == ReplanReason.PLAN_REJECTED:
             raw = need.rejected_plan.get("steps") if isinstance(need.rejected_plan, dict) else need.rejected_plan
@@ -204,7 +210,9 @@ class Controller:
         return PlanningRequest(run_id=s.run_id, goal=s.goal, completion=s.completion, capabilities=visible,
                                history=s.history, previous_plan=previous, revision=s.usage.plans + 1,
                                reason_code=need.reason_code, reason=need.reason,
-                               validation_errors=need.validation_errors)
+                               validation_errors=need.validation_errors,
+                               deadline_at=s.budgets.deadline_at(s.started_at),
+                               remaining_s=B.remaining_time(s.budgets, s.started_at, now))
 
     def _receive_plan(self, p: _Pass, need: PlanningNeed, proposal: PlanProposal,
                       visible: tuple[CapabilitySpec, ...]) -> None:
@@ -213,7 +221,10 @@ class Controller:
         tokens, cost = (proposal.tokens or parsed.tokens), (proposal.cost or parsed.cost)
         usage = s.usage.counted_plan(tokens=tokens, cost=cost, received=True)
         revision = usage.plans
-        errors = parsed.errors + validate_plan(parsed.plan, self.registry, s.budgets, self.authorizer)
+        if proposal.errors:
+            errors = tuple(proposal.errors)
+        else:
+            errors = parsed.errors + validate_plan(parsed.plan, self.registry, s.budgets, self.authorizer)
         reason_code = need.reason_code
         # The planner may say more precisely why it changed the plan, but not relabel a rejection.
         if (reason_code not in (None, ReplanReason.PLAN_REJECTED)

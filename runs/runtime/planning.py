@@ -26,6 +26,11 @@ class PlanningRequest:
     reason_code: str | None = None   # None for the first plan
     reason: str = ""
     validation_errors: tuple[PlanError, ...] = ()
+    # When the run's deadline falls, in the controller clock's seconds, and how much of
+    # it was left when the request was made: a planner that calls out (an LLM endpoint)
+    # must not wait or retry past it. None: no deadline known (a hand-built request).
+    deadline_at: float | None = None
+    remaining_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -37,3 +42,22 @@ class PlanProposal:
     reason: str = ""
     raw_output: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # The planner's own account of why its answer is not a usable plan (unparsable model
+    # output, endpoint unavailable). When set, the runtime rejects the answer with exactly
+    # these errors, so the planner is told (once) and the stop detail says why.
+    errors: tuple[PlanError, ...] = ()
+    # "Nothing more to propose", with the tokens and cost it took to say so. The same as
+    # returning None (the run stops stalled), but the usage still counts.
+    no_further_plan: bool = False
+
+
+@dataclass(frozen=True)
+class PlanNotReady:
+    """The planner has no answer YET (an external agent has not submitted this revision).
+
+    Returned instead of a PlanProposal: the pass records and counts nothing and the run
+    waits (wait_s None) until whoever delivers the plan advances it again. The deadline
+    still applies: the next pass, or the overdue sweep, stops the run when it passes.
+    """
+
+    detail: str = ""

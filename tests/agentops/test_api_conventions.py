@@ -64,3 +64,14 @@ class TestApiConventions:
 
     def test_it_serves_the_api_docs_page(self, viewer, client_for):
         assert client_for(viewer).get("/api/docs/").status_code == 200
+
+
+def test_the_openapi_schema_generates_without_warnings(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "manage.py", "spectacular", "--validate", "--fail-on-warn", "--file",
+                             str(tmp_path / "schema.yml")], cwd=root, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import sys
 import time
 from pathlib import Path
@@ -145,7 +146,12 @@ class TestCalls:
         async def inside_a_loop():
             return run(executor, mcp_spec("add"), {"a": 20, "b": 22})
 
-        assert asyncio.run(inside_a_loop()).output == {"result": 42}
+        # In a thread of its own: Playwright's session loop may already run in this one.
+        results = []
+        worker = threading.Thread(target=lambda: results.append(asyncio.run(inside_a_loop())))
+        worker.start()
+        worker.join(timeout=60)
+        assert results and results[0].output == {"result": 42}
 
 
 @pytest.mark.parametrize("text, code", [

@@ -52,6 +52,7 @@ class Command(BaseCommand):
         credentials = self._users()
         if not no_runs:
             self._runs()
+            self._evaluation()
         self.stdout.write(self.style.SUCCESS("Demo users (also in var/demo-credentials.json):"))
         for username, group, what in DEMO_USERS:
             self.stdout.write(f"  {username:<9} {credentials[username]:<22} {group or 'superuser':<15} {what}")
@@ -73,6 +74,18 @@ class Command(BaseCommand):
         path.write_text(json.dumps(credentials, indent=2))
         path.chmod(0o600)
         return credentials
+
+    def _evaluation(self) -> None:
+        """The bundled suite, measured once, so the comparison and readiness pages have data."""
+        from runs.evaluation.services import evaluation_run_now, evaluation_suites_sync
+        from runs.models import Evaluation
+
+        suites = evaluation_suites_sync()
+        if Evaluation.objects.exists() or not suites:
+            return
+        evaluation = evaluation_run_now(user=User.objects.get(username="operator"), suite_id=suites[0].pk,
+                                        label="demo baseline")
+        self.stdout.write(f"  evaluation {evaluation.pk}: {evaluation.summary.get('headline', evaluation.status)}")
 
     def _runs(self) -> None:
         from runs import engine, services

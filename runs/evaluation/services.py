@@ -1,0 +1,70 @@
+"""Writes for evaluations: sync the bundled suites, start an evaluation, run one now."""
+from __future__ import annotations
+
+from django.db import transaction
+
+from agentops.models import AuditAction
+from agentops.services import InvalidInput, NotAllowed, audit
+from runs.evaluation import runner
+from runs.evaluation.suites import SuiteDefinition, bundled_suites, task_problems
+from runs.models import Evaluation, EvaluationSuite
+
+# Until AuditAction has an "evaluation.started" member (and its migration), an
+# evaluation start is audited as a run start whose target is the evaluation.
+EVALUATION_STARTED = AuditAction.EVALUATION_STARTED
+
+
+@transaction.atomic
+def evaluation_suites_sync(*, suites: list[SuiteDefinition] | None = None) -> list[EvaluationSuite]:
+    """Create or update a row per bundled suite file. Idempotent: unchanged suites are not written."""
+    rows = []
+    for suite in bundled_suites() if suites is None else suites:
+        row = EvaluationSuite.objects.filter(name=suite.name).first()
+        if row is None:
+            row = EvaluationSuite.objects.create(name=suite.name, description=suite.description, tasks=suite.tasks,
+                                                 bundled=True)
+        elif (row.tasks, row.description, row.bundled) != (suite.tasks, suite.description, True):
+            row.tasks, row.description, row.bundled = suite.tasks, suite.description, True
+            row.save(update_fields=["tasks", "description", "bundled", "updated_at"])
+        rows.append(row)
+    return rows
+
+
+def _queue(evaluation_id: int) -> None:
+    from runs.tasks import run_evaluation
+
+    transaction.on_commit(lambda: run_evaluation.delay(evaluation_id))
+
+
+def evaluation_create(*, user, suite_id: int, label: str = "") -> Evaluation:
+    """Validate the suite and create a queued evaluation (no permission check: callers do it)."""
+    suite = EvaluationSuite.objects.filter(pk=suite_id).first()
+    if suite is None:
+        raise InvalidInput(f"Evaluation suite {suite_id} does not exist.", fields={"suite": "no such suite"})
+    if not isinstance(label, str) or len(label) > 200:
+        raise InvalidInput("The label may be at most 200 characters.", fields={"label": "at most 200 characters"})
+    problems = task_problems(suite.tasks)
+    if problems:
+        raise InvalidInput(f"Suite {suite.name!r} is invalid: " + "; ".join(problems[:20]),
+                           fields={"suite": problems})
+    return Evaluation.objects.create(suite=suite, label=label.strip(), planning_mode="scripted", started_by=user,
+                                     tasks_total=len(suite.tasks))
+
+
+@transaction.atomic
+def evaluation_start(*, user, suite_id: int, label: str = "") -> Evaluation:
+    """Queue an evaluation of a suite; a worker runs it once this commits."""
+    if not user.has_perm("runs.run_evaluation"):
+        raise NotAllowed("You do not have permission to start evaluations.")
+    evaluation = evaluation_create(user=user, suite_id=suite_id, label=label)
+    audit(actor=user, action=EVALUATION_STARTED, target=evaluation,
+          summary=f"Evaluation {evaluation.pk} of suite {evaluation.suite.name} started"[:300],
+          details={"suite": evaluation.suite.name, "label": evaluation.label, "tasks": evaluation.tasks_total})
+    _queue(evaluation.pk)
+    return evaluation
+
+
+def evaluation_run_now(*, user, suite_id: int, label: str = "") -> Evaluation:
+    """Create and run an evaluation in this process (the management command, tests)."""
+    evaluation = evaluation_create(user=user, suite_id=suite_id, label=label)
+    return runner.evaluation_run(evaluation_id=evaluation.pk)

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from runs import views_evaluation, views_readiness
+
+app_name = "evaluation"
+urlpatterns = [
+    path("", views_evaluation.evaluation_index, name="index"),
+    path("start/", views_evaluation.evaluation_start, name="start"),
+    path("readiness/", views_readiness.readiness_review, name="readiness"),
+    path("<int:evaluation_id>/", views_evaluation.evaluation_detail, name="detail"),
+    path("<int:evaluation_id>/export.json", views_evaluation.evaluation_export_json, name="export_json"),
+    path("<int:evaluation_id>/export.csv", views_evaluation.evaluation_export_csv, name="export_csv"),
+]
