@@ -30,13 +30,10 @@ PLANNING_MODES = ("scripted",)
 MAX_TASKS = 500
 
 
-class SuiteError(ValueError):
+class SuiteError(ScenarioError):
     """An invalid suite; `problems` lists every one of them."""
 
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = list(problems)
-        super().__init__(f"{source}: invalid suite:\n" + "\n".join(f"  - {p}" for p in self.problems))
+    what = "suite"
 
 
 @dataclass(frozen=True)

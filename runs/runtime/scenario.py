@@ -39,10 +39,12 @@ MODES = ("planning", "direct")
 class ScenarioError(ValueError):
     """An invalid scenario file; `problems` lists every one of them."""
 
+    what = "scenario"
+
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
         self.problems = list(problems)
-        super().__init__(f"{source}: invalid scenario:\n" + "\n".join(f"  - {p}" for p in self.problems))
+        super().__init__(f"{source}: invalid {self.what}:\n" + "\n".join(f"  - {p}" for p in self.problems))
 
 
 @dataclass(frozen=True)
