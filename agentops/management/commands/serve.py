@@ -20,14 +20,16 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--concurrency", type=int, default=4)
         parser.add_argument("--no-beat", action="store_true", help="do not start the periodic scheduler")
+        # Periodic sweeps run every few seconds: INFO would bury everything else.
+        parser.add_argument("--worker-log-level", default="WARNING", help="the Celery worker's log level")
 
-    def handle(self, *args, host, port, concurrency, no_beat, **options):
+    def handle(self, *args, host, port, concurrency, no_beat, worker_log_level, **options):
         python = sys.executable
         celery = [python, "-m", "celery", "-A", "agentops"]
         commands = {
             "web": [python, "manage.py", "runserver", f"{host}:{port}", "--noreload", "--skip-checks"],
             "worker": celery + ["worker", "--pool", "threads", "--concurrency", str(concurrency), "--loglevel",
-                                "INFO", "--hostname", f"agentops-{os.getpid()}@%h", "--without-mingle",
+                                worker_log_level, "--hostname", f"agentops-{os.getpid()}@%h", "--without-mingle",
                                 "--without-gossip"],
         }
         if not no_beat:
