@@ -117,6 +117,15 @@ class TestRunDetail:
         body = client_for(viewer).get(self.url(run)).content.decode()
         assert "Approvals" in body and "create_ticket" in body and "open inbox" in body
 
+    def test_it_shows_what_the_planner_answered_and_saw(self, client_for, viewer, make_run, make_revision):
+        run = make_run()
+        make_revision(run, tokens=812, cost=0.0042, capabilities_seen=["search_documents", "get_document"],
+                      planner_output='{"steps": [{"capability": "search_documents"}], "note": "<b>bold</b>"}')
+        body = client_for(viewer).get(self.url(run)).content.decode()
+        assert "812 tokens" in body
+        assert "<code>search_documents</code>, <code>get_document</code>" in body
+        assert "&lt;b&gt;bold&lt;/b&gt;" in body and "<b>bold</b>" not in body
+
     def test_it_escapes_goal_and_stop_detail(self, client_for, viewer, make_run):
         run = make_run(goal="<script>alert('goal')</script>", status="stopped", stop_reason="internal_error",
                        stop_detail="<img src=x onerror=alert(1)>")
