@@ -148,3 +148,16 @@ def wait_until_fixture():
 def worker_env_fixture(django_db_blocker):
     with django_db_blocker.unblock():
         return worker_env()
+
+
+@pytest.fixture
+def manual_advance(monkeypatch):
+    """Runs advance only when the test calls the engine.
+
+    Transactional tests commit, so services would queue advance tasks that the
+    session's real worker (if one was started) could take while the test drives
+    the same run by hand.
+    """
+    from runs import services
+
+    monkeypatch.setattr(services, "_enqueue_advance", lambda run_id, countdown=None: None)

@@ -70,7 +70,7 @@ def test_a_rejection_stops_the_run_with_its_reason_shown(
 
 
 def test_a_viewer_sees_no_approve_button_and_a_forged_approval_is_refused(
-        page, live_server, login, registry, operator, viewer, shot):
+        page, live_server, login, registry, manual_advance, operator, viewer, shot):
     from runs import engine, services
     from runs.models import Approval
 
@@ -125,7 +125,7 @@ def test_a_registry_admin_registers_an_http_capability(page, live_server, login,
 
 
 def test_an_incident_reviewer_finds_the_repeated_attempts_and_the_stop_reason(
-        page, live_server, login, registry, operator, viewer, shot):
+        page, live_server, login, registry, manual_advance, operator, viewer, shot):
     from runs import engine, services
 
     step = {"capability": "search_documents", "arguments": {"q": "zzz-unknown-topic"}}
@@ -148,7 +148,8 @@ def test_an_incident_reviewer_finds_the_repeated_attempts_and_the_stop_reason(
     shot("attempt-expanded")
 
 
-def test_the_dashboard_renders_its_charts_with_data(page, live_server, login, registry, operator, viewer, shot):
+def test_the_dashboard_renders_its_charts_with_data(page, live_server, login, registry, manual_advance, operator, viewer,
+                                                    shot):
     from runs import engine, services
 
     for goal, query in (("Find the travel policy", "travel"), ("Find nothing", "zzz-none")):

@@ -7,7 +7,7 @@ from runs.models import Approval, Attempt, Decision, PlanRevision, Run
 
 
 @pytest.fixture
-def demo_capabilities(db):
+def demo_capabilities(db, manual_advance):
     """The bundled capabilities, as sync leaves them (a transactional test may have flushed them)."""
     from capabilities.services import python_capabilities_sync
 

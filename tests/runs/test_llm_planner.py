@@ -190,7 +190,7 @@ class TestThroughTheEngine:
     """run_start + run_advance with the bundled capabilities: what a worker does."""
 
     @pytest.fixture
-    def demo_capabilities(self, db):
+    def demo_capabilities(self, db, manual_advance):
         from capabilities.services import python_capabilities_sync
 
         python_capabilities_sync()
