@@ -14,6 +14,7 @@ import re
 import secrets
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -132,7 +133,7 @@ def traceparent(trace_id: str, span_id: str) -> str:
 
 # -- the base class ----------------------------------------------------------------
 
-class BaseExecutor:
+class BaseExecutor(ABC):
     """Template for one executor kind: subclasses implement `_run` (and maybe `_lookup`).
 
     `_run` returns an Observation or raises CapabilityError; any other exception
@@ -187,9 +188,10 @@ class BaseExecutor:
 
     # For subclasses -------------------------------------------------------------
 
+    @abstractmethod
     def _run(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None, timeout_s: float,
              trace_id: str, span_id: str) -> Observation:
-        raise NotImplementedError
+        """Call the capability: return an Observation or raise CapabilityError."""
 
     def _lookup(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None,
                 timeout_s: float) -> tuple[bool, Any] | None:
