@@ -270,6 +270,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sweep-overdue-runs": {"task": "runs.sweep_overdue_runs", "schedule": 5.0},
+    "requeue-orphaned-runs": {"task": "runs.requeue_orphaned_runs", "schedule": 30.0},
     "worker-heartbeat": {"task": "agentops.heartbeat", "schedule": 15.0},
     "resolve-demo-tickets": {"task": "capabilities.resolve_demo_tickets", "schedule": 10.0},
 }

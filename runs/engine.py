@@ -175,3 +175,29 @@ def _wake_runs_with_submitted_plans(now) -> None:
         awaited = awaited_revision(run)
         if awaited is not None and PlanSubmission.objects.filter(run=run, revision=awaited).exists():
             advance_run.apply_async((run.pk,))
+
+
+def requeue_orphaned_runs(now=None) -> int:
+    """Queue again the runs nobody is advancing, and say how many.
+
+    A task can be lost: a worker killed mid-run (the embedded broker does not
+    redeliver; Redis only after its visibility timeout) or a broker that was down
+    when the run was committed. A run counts as orphaned when it is queued or
+    running, no lease is live, no wait is pending and it has not changed for a
+    lease period. External runs wait for their agent, not a worker; they are woken
+    by plan submissions. A duplicate task is harmless: claim() lets one through.
+    """
+    from runs.tasks import advance_run
+
+    now = now or timezone.now()
+    quiet_since = now - timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)
+    orphans = list(
+        Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING], updated_at__lt=quiet_since)
+        .exclude(planner="external")
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+        .filter(Q(next_action_at__isnull=True) | Q(next_action_at__lt=quiet_since))
+        .values_list("pk", flat=True)[:500])
+    for run_id in orphans:
+        log.warning("run %s had no worker for over %s s: queued again", run_id, settings.AGENTOPS_RUN_LEASE_SECONDS)
+        advance_run.apply_async((run_id,))
+    return len(orphans)

@@ -5,6 +5,8 @@ queues background work only once the transaction has committed.
 """
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -14,11 +16,20 @@ from agentops.services import Conflict, InvalidInput, NotAllowed, audit
 from runs.choices import ApprovalState, RunStatus
 from runs.models import Approval, Run, Step
 
+log = logging.getLogger(__name__)
+
 
 def _enqueue_advance(run_id: int, countdown: float | None = None) -> None:
+    transaction.on_commit(lambda: _send_advance(run_id, countdown))
+
+
+def _send_advance(run_id: int, countdown: float | None) -> None:
     from runs.tasks import advance_run
 
-    transaction.on_commit(lambda: advance_run.apply_async((run_id,), countdown=countdown))
+    try:
+        advance_run.apply_async((run_id,), countdown=countdown)
+    except Exception:  # the change is committed: a broker outage must not turn it into an error page
+        log.exception("could not queue run %s; the orphaned-run sweep will queue it again", run_id)
 
 
 def _require(user, perm: str, action: str) -> None:

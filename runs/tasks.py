@@ -25,3 +25,8 @@ def run_evaluation(evaluation_id: int) -> None:
 
     # Claims the evaluation with a conditional UPDATE: a repeated delivery finds it taken and returns.
     evaluation_run(evaluation_id=evaluation_id)
+
+
+@shared_task(name="runs.requeue_orphaned_runs", ignore_result=True)
+def requeue_orphaned_runs() -> int:
+    return engine.requeue_orphaned_runs()

@@ -186,3 +186,54 @@ class TestPlanApprovalAndPolicy:
         attempt = Attempt.objects.get(run=run)
         assert attempt.output_ref is not None and attempt.output_ref.size_bytes > 256
         assert "preview" in attempt.output
+
+
+@pytest.mark.django_db
+class TestOrphanedRuns:
+    @pytest.fixture
+    def queued(self, monkeypatch):
+        from runs import tasks
+
+        sent = []
+        monkeypatch.setattr(tasks.advance_run, "apply_async", lambda args, **kw: sent.append(args[0]))
+        return sent
+
+    def _run(self, operator, **fields):
+        from django.utils import timezone
+
+        run = start(operator, [[{"capability": "search_documents", "arguments": {"q": "travel"}}]],
+                    {"capability": "search_documents", "path": "documents.0.id", "exists": True})
+        Run.objects.filter(pk=run.pk).update(updated_at=timezone.now() - timezone.timedelta(minutes=10), **fields)
+        return run
+
+    def test_it_queues_again_a_run_no_worker_has_touched(self, operator, queued):
+        run = self._run(operator)
+        assert engine.requeue_orphaned_runs() == 1 and queued == [run.pk]
+
+    def test_it_leaves_held_waiting_and_recent_runs_alone(self, operator, queued):
+        from django.utils import timezone
+
+        soon = timezone.now() + timezone.timedelta(minutes=5)
+        self._run(operator, lease_owner="w", lease_expires_at=soon)           # a worker holds it
+        self._run(operator, status="running", next_action_at=soon)            # a backoff is pending
+        self._run(operator, status="awaiting_approval")                      # waits for a person
+        start(operator, [[{"capability": "search_documents", "arguments": {"q": "x"}}]],
+              {"capability": "search_documents", "path": "documents.0.id", "exists": True})  # just queued
+        assert engine.requeue_orphaned_runs() == 0 and queued == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_broker_outage_does_not_lose_the_started_run(operator, monkeypatch, demo_capabilities):
+    from kombu.exceptions import OperationalError
+
+    from runs import tasks
+
+    monkeypatch.undo()  # let the run's advance really be queued (and fail)
+
+    def broker_down(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(tasks.advance_run, "apply_async", broker_down)
+    run = start(operator, [[{"capability": "search_documents", "arguments": {"q": "travel"}}]],
+                {"capability": "search_documents", "path": "documents.0.id", "exists": True})
+    assert Run.objects.get(pk=run.pk).status == "queued"
