@@ -271,6 +271,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sweep-overdue-runs": {"task": "runs.sweep_overdue_runs", "schedule": 5.0},
     "requeue-orphaned-runs": {"task": "runs.requeue_orphaned_runs", "schedule": 30.0},
+    "fail-stale-evaluations": {"task": "runs.fail_stale_evaluations", "schedule": 300.0},
     "worker-heartbeat": {"task": "agentops.heartbeat", "schedule": 15.0},
     "resolve-demo-tickets": {"task": "capabilities.resolve_demo_tickets", "schedule": 10.0},
 }

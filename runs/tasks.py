@@ -30,3 +30,10 @@ def run_evaluation(evaluation_id: int) -> None:
 @shared_task(name="runs.requeue_orphaned_runs", ignore_result=True)
 def requeue_orphaned_runs() -> int:
     return engine.requeue_orphaned_runs()
+
+
+@shared_task(name="runs.fail_stale_evaluations", ignore_result=True)
+def fail_stale_evaluations() -> int:
+    from runs.evaluation.services import evaluation_fail_stale
+
+    return evaluation_fail_stale()

@@ -1,7 +1,10 @@
 """Writes for evaluations: sync the bundled suites, start an evaluation, run one now."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import transaction
+from django.utils import timezone
 
 from agentops.models import AuditAction
 from agentops.services import InvalidInput, NotAllowed, audit
@@ -9,9 +12,9 @@ from runs.evaluation import runner
 from runs.evaluation.suites import SuiteDefinition, bundled_suites, task_problems
 from runs.models import Evaluation, EvaluationSuite
 
-# Until AuditAction has an "evaluation.started" member (and its migration), an
-# evaluation start is audited as a run start whose target is the evaluation.
 EVALUATION_STARTED = AuditAction.EVALUATION_STARTED
+# A suite of simulated tasks runs in seconds; one still "running" after this lost its worker.
+STALE_AFTER = timedelta(minutes=30)
 
 
 @transaction.atomic
@@ -68,3 +71,12 @@ def evaluation_run_now(*, user, suite_id: int, label: str = "") -> Evaluation:
     """Create and run an evaluation in this process (the management command, tests)."""
     evaluation = evaluation_create(user=user, suite_id=suite_id, label=label)
     return runner.evaluation_run(evaluation_id=evaluation.pk)
+
+
+def evaluation_fail_stale(*, now=None) -> int:
+    """Mark evaluations whose worker vanished as failed, so their pages stop waiting."""
+    now = now or timezone.now()
+    return Evaluation.objects.filter(status=Evaluation.Status.RUNNING, started_at__lt=now - STALE_AFTER).update(
+        status=Evaluation.Status.FAILED, finished_at=now,
+        error=f"The worker running this evaluation stopped before it finished (no result after "
+              f"{int(STALE_AFTER.total_seconds() // 60)} minutes). Start the evaluation again.")

@@ -51,3 +51,19 @@ class TestEvaluationStart:
             services.evaluation_start(user=operator, suite_id=suite.pk)
         assert "task 'a' is defined twice" in caught.value.fields["suite"]
         assert not Evaluation.objects.exists()
+
+
+class TestStaleEvaluations:
+    def test_it_fails_an_evaluation_whose_worker_vanished(self, operator, standard_suite):
+        from django.utils import timezone
+
+        now = timezone.now()
+        stale = services.evaluation_create(user=operator, suite_id=standard_suite.pk)
+        fresh = services.evaluation_create(user=operator, suite_id=standard_suite.pk)
+        Evaluation.objects.filter(pk=stale.pk).update(status="running", started_at=now - timezone.timedelta(hours=1))
+        Evaluation.objects.filter(pk=fresh.pk).update(status="running", started_at=now)
+        assert services.evaluation_fail_stale(now=now) == 1
+        stale.refresh_from_db()
+        fresh.refresh_from_db()
+        assert stale.status == "failed" and "Start the evaluation again" in stale.error
+        assert fresh.status == "running"
