@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 def build(runs: int, attempts: int, approvals: int) -> dict:
     from django.contrib.auth.models import User
+    from django.db.models import F
     from django.utils import timezone
 
     from runs.models import Approval, Attempt, PlanRevision, Run, Step
@@ -49,6 +50,8 @@ def build(runs: int, attempts: int, approvals: int) -> dict:
             Run.objects.bulk_create(batch)
             batch = []
     Run.objects.bulk_create(batch)
+    # created_at is auto_now_add, which bulk_create overrides: spread the runs over 30 days afterwards.
+    Run.objects.filter(goal__startswith="bench run").update(created_at=F("started_at"))
     big = Run.objects.create(goal="big run", completion={"capability": "get_ticket_status", "exists": True},
                              budgets={"deadline_s": 86_400}, planner="rules", owner=user, status="stopped",
                              stop_reason="stalled", stop_detail="bench", trace_id="b" * 32, tool_calls=attempts)

@@ -33,7 +33,7 @@ class Run(models.Model):
     require_plan_approval = models.BooleanField(default=False)
     # Set on runs an evaluation made; dashboards of live operations leave them out.
     evaluation = models.ForeignKey("runs.Evaluation", null=True, blank=True, on_delete=models.CASCADE,
-                                   related_name="runs")
+                                   related_name="runs", db_index=False)  # covered by the composite indexes
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     stop_reason = models.CharField(max_length=40, choices=StopReason.choices, blank=True)
     stop_detail = models.TextField(blank=True)
@@ -75,6 +75,9 @@ class Run(models.Model):
             models.Index(fields=["planner", "-created_at"], name="run_planner_created_idx"),
             models.Index(fields=["-created_at"], name="run_created_idx"),
             models.Index(fields=["finished_at"], name="run_finished_idx"),
+            # The dashboard counts live runs (evaluation IS NULL) over a time window.
+            models.Index(fields=["evaluation", "created_at"], name="run_eval_created_idx"),
+            models.Index(fields=["evaluation", "finished_at"], name="run_eval_finished_idx"),
             # The runs list sorts by these.
             models.Index(fields=["-tool_calls"], name="run_tool_calls_idx"),
             models.Index(fields=["-tokens"], name="run_tokens_idx"),

@@ -144,3 +144,21 @@ class TestDashboardView:
         client = client_for(viewer)
         with django_assert_max_num_queries(14):
             assert client.get(self.url).status_code == 200
+
+
+@pytest.mark.parametrize("window_key,ago", [("1h", timedelta(minutes=7)), ("24h", timedelta(hours=5, minutes=10)),
+                                            ("7d", timedelta(days=2, hours=3)), ("30d", timedelta(days=11))])
+def test_a_run_lands_in_the_bucket_its_time_falls_in(make_run, window_key, ago):
+    from django.utils import timezone
+
+    from runs.dashboard import WINDOWS, dashboard, window_bounds
+
+    now = timezone.now()
+    created = now - ago
+    make_run(status="completed", created_at=created, finished_at=created)
+    _, _, starts = window_bounds(WINDOWS[window_key], now)
+    expected = int((created - starts[0]) / WINDOWS[window_key].bucket)
+    data = dashboard(window_key=window_key, now=now)
+    counts = data["outcomes"]["completed"]
+    assert counts[expected] == 1 and sum(counts) == 1
+    assert data["stop_reasons"]["completed"][expected] == 1
