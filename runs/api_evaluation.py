@@ -84,6 +84,11 @@ class EvaluationListStartApi(APIView):
     class Input(serializers.Serializer):
         suite = serializers.CharField(max_length=120, help_text="The suite's id or name, e.g. \"standard\".")
         label = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+        planning_mode = serializers.ChoiceField(choices=["scripted", "rules", "llm"], required=False,
+                                                allow_null=True, default=None,
+                                                help_text="The planner in planning mode; default: the suite's.")
+        planner_config = serializers.JSONField(required=False, default=dict,
+                                               help_text="That planner's settings (llm: base_url, model, ...).")
 
     @extend_schema(responses=EvaluationOutput(many=True))
     def get(self, request):
@@ -103,7 +108,9 @@ class EvaluationListStartApi(APIView):
             raise InvalidInput(f"No evaluation suite {data.validated_data['suite']!r}.",
                                fields={"suite": "no such suite"})
         evaluation = services.evaluation_start(user=request.user, suite_id=suite.pk,
-                                               label=data.validated_data["label"])
+                                               label=data.validated_data["label"],
+                                               planning_mode=data.validated_data["planning_mode"],
+                                               planner_config=data.validated_data["planner_config"])
         return Response({"id": evaluation.pk, "status": evaluation.status,
                          "url": f"/api/evaluations/{evaluation.pk}/"}, status=202)
 

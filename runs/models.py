@@ -324,6 +324,8 @@ class EvaluationSuite(models.Model):
     name = models.CharField(max_length=120, unique=True)
     description = models.TextField(blank=True)
     tasks = models.JSONField(help_text="A list of scenario objects (design.md, 'Scenario files').")
+    planning_mode = models.CharField(max_length=20, default="scripted",
+                                     help_text="The planner its evaluations use unless told otherwise.")
     bundled = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -348,6 +350,8 @@ class Evaluation(models.Model):
     label = models.CharField(max_length=200, blank=True, help_text="e.g. 'before the retry policy change'")
     planning_mode = models.CharField(max_length=20, default="scripted",
                                      help_text="The planner used in planning mode (scripted, rules, llm).")
+    planner_config = models.JSONField(default=dict, blank=True,
+                                      help_text="Settings of that planner (llm: base_url, model, api_key_env...).")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     tasks_total = models.PositiveIntegerField(default=0)

@@ -6,6 +6,8 @@ shows it finished stops the polling.
 """
 from __future__ import annotations
 
+import json
+
 from django import forms
 from django.contrib import messages
 from django.core.serializers.json import DjangoJSONEncoder
@@ -29,6 +31,23 @@ class StartEvaluationForm(forms.Form):
     suite = forms.ModelChoiceField(queryset=EvaluationSuite.objects.order_by("name"), empty_label=None)
     label = forms.CharField(max_length=200, required=False,
                             help_text="e.g. “before the retry policy change”, to find it again as a baseline.")
+    planning_mode = forms.ChoiceField(
+        required=False, label="Planner in planning mode",
+        choices=[("", "the suite's own"), ("scripted", "scripted (each task's plans)"),
+                 ("rules", "rules (the demo planner)"), ("llm", "llm (OpenAI-compatible endpoint)")])
+    planner_config = forms.CharField(
+        required=False, label="Planner settings (JSON)", widget=forms.Textarea(attrs={"rows": 2}),
+        help_text='For llm: {"base_url", "model", "api_key_env", ...} as for a run.')
+
+    def clean_planner_config(self):
+        raw = self.cleaned_data["planner_config"].strip()
+        try:
+            value = json.loads(raw) if raw else {}
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc.msg}.") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Planner settings must be a JSON object.")
+        return value
 
 
 def _signed(value: float, kind: str) -> str:
@@ -74,11 +93,14 @@ def evaluation_index(request):
 def evaluation_start(request):
     form = StartEvaluationForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Choose a suite (and a label of at most 200 characters).")
+        problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
+        messages.error(request, f"The evaluation could not start: {problems}")
         return redirect("evaluation:index")
     try:
         evaluation = services.evaluation_start(user=request.user, suite_id=form.cleaned_data["suite"].pk,
-                                               label=form.cleaned_data["label"])
+                                               label=form.cleaned_data["label"],
+                                               planning_mode=form.cleaned_data["planning_mode"] or None,
+                                               planner_config=form.cleaned_data["planner_config"])
     except ServiceError as exc:
         messages.error(request, exc.message)
         return redirect("evaluation:index")

@@ -65,6 +65,29 @@ class TimedPlanner:
         return proposal
 
 
+class WallTimedPlanner:
+    """Wraps a live planner (rules, llm): the wall time of each planner call advances the
+    simulated clock, so planning mode pays for real model latency."""
+
+    def __init__(self, inner: Any, clock: Any) -> None:
+        self.inner, self.clock = inner, clock
+
+    def propose(self, request):
+        started = time.perf_counter()
+        try:
+            return self.inner.propose(request)
+        finally:
+            self.clock.advance(time.perf_counter() - started)
+
+
+def _planning_planner(evaluation: Evaluation, rig, scenario) -> Any:
+    if evaluation.planning_mode == "scripted":
+        return TimedPlanner(rig.controller.planner, list(scenario.plans), rig.clock)
+    from runs.planners import planner_from
+
+    return WallTimedPlanner(planner_from(evaluation.planning_mode, evaluation.planner_config), rig.clock)
+
+
 def suite_hash(tasks: list[dict[str, Any]]) -> str:
     """Identifies the exact task list an evaluation ran, so comparisons can tell when it changed."""
     return hashlib.sha256(json.dumps(tasks, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -158,7 +181,7 @@ def run_task_mode(*, evaluation: Evaluation, task: dict[str, Any], mode: str) ->
     # Start the simulated clock at the wall time, so the recorded timestamps read naturally.
     rig.clock.advance(time.time())
     if mode == "planning":
-        rig.controller.planner = TimedPlanner(rig.controller.planner, list(scenario.plans), rig.clock)
+        rig.controller.planner = _planning_planner(evaluation, rig, scenario)
     run = _create_run(evaluation, task, scenario, mode)
     state = replace(rig.state, run_id=str(run.pk), trace_id=run.trace_id, started_at=rig.clock.now())
     events: list[ev.Event] = []
@@ -186,8 +209,10 @@ def run_task_mode(*, evaluation: Evaluation, task: dict[str, Any], mode: str) ->
 def _create_run(evaluation: Evaluation, task: dict[str, Any], scenario, mode: str) -> Run:
     if mode == "direct":
         planner, config = Planner.DIRECT, {"direct": scenario.direct}
-    else:
+    elif evaluation.planning_mode == "scripted":
         planner, config = Planner.SCRIPTED, {"plans": list(scenario.plans)}
+    else:
+        planner, config = evaluation.planning_mode, dict(evaluation.planner_config)
     now = timezone.now()
     return Run.objects.create(
         goal=scenario.goal or scenario.name, completion=task["completion"], budgets=scenario.budgets.to_dict(),

@@ -9,7 +9,7 @@ from django.utils import timezone
 from agentops.models import AuditAction
 from agentops.services import InvalidInput, NotAllowed, audit
 from runs.evaluation import runner
-from runs.evaluation.suites import SuiteDefinition, bundled_suites, task_problems
+from runs.evaluation.suites import SuiteDefinition, bundled_suites, planning_problems, task_problems
 from runs.models import Evaluation, EvaluationSuite
 
 EVALUATION_STARTED = AuditAction.EVALUATION_STARTED
@@ -25,10 +25,12 @@ def evaluation_suites_sync(*, suites: list[SuiteDefinition] | None = None) -> li
         row = EvaluationSuite.objects.filter(name=suite.name).first()
         if row is None:
             row = EvaluationSuite.objects.create(name=suite.name, description=suite.description, tasks=suite.tasks,
-                                                 bundled=True)
-        elif (row.tasks, row.description, row.bundled) != (suite.tasks, suite.description, True):
-            row.tasks, row.description, row.bundled = suite.tasks, suite.description, True
-            row.save(update_fields=["tasks", "description", "bundled", "updated_at"])
+                                                 planning_mode=suite.planning_mode, bundled=True)
+        elif (row.tasks, row.description, row.planning_mode, row.bundled) != (
+                suite.tasks, suite.description, suite.planning_mode, True):
+            row.tasks, row.description, row.planning_mode, row.bundled = (
+                suite.tasks, suite.description, suite.planning_mode, True)
+            row.save(update_fields=["tasks", "description", "planning_mode", "bundled", "updated_at"])
         rows.append(row)
     return rows
 
@@ -39,7 +41,8 @@ def _queue(evaluation_id: int) -> None:
     transaction.on_commit(lambda: run_evaluation.delay(evaluation_id))
 
 
-def evaluation_create(*, user, suite_id: int, label: str = "") -> Evaluation:
+def evaluation_create(*, user, suite_id: int, label: str = "", planning_mode: str | None = None,
+                      planner_config: dict | None = None) -> Evaluation:
     """Validate the suite and create a queued evaluation (no permission check: callers do it)."""
     suite = EvaluationSuite.objects.filter(pk=suite_id).first()
     if suite is None:
@@ -50,26 +53,37 @@ def evaluation_create(*, user, suite_id: int, label: str = "") -> Evaluation:
     if problems:
         raise InvalidInput(f"Suite {suite.name!r} is invalid: " + "; ".join(problems[:20]),
                            fields={"suite": problems})
-    return Evaluation.objects.create(suite=suite, label=label.strip(), planning_mode="scripted", started_by=user,
-                                     tasks_total=len(suite.tasks))
+    planning_mode = planning_mode or suite.planning_mode
+    planner_config = {} if planner_config is None else planner_config
+    problems = planning_problems(suite.tasks, planning_mode, planner_config)
+    if problems:
+        raise InvalidInput(f"Suite {suite.name!r} cannot be evaluated with the {planning_mode} planner: "
+                           + "; ".join(problems[:20]), fields={"planning_mode": problems})
+    return Evaluation.objects.create(suite=suite, label=label.strip(), planning_mode=planning_mode,
+                                     planner_config=planner_config, started_by=user, tasks_total=len(suite.tasks))
 
 
 @transaction.atomic
-def evaluation_start(*, user, suite_id: int, label: str = "") -> Evaluation:
+def evaluation_start(*, user, suite_id: int, label: str = "", planning_mode: str | None = None,
+                     planner_config: dict | None = None) -> Evaluation:
     """Queue an evaluation of a suite; a worker runs it once this commits."""
     if not user.has_perm("runs.run_evaluation"):
         raise NotAllowed("You do not have permission to start evaluations.")
-    evaluation = evaluation_create(user=user, suite_id=suite_id, label=label)
+    evaluation = evaluation_create(user=user, suite_id=suite_id, label=label, planning_mode=planning_mode,
+                                   planner_config=planner_config)
     audit(actor=user, action=EVALUATION_STARTED, target=evaluation,
           summary=f"Evaluation {evaluation.pk} of suite {evaluation.suite.name} started"[:300],
-          details={"suite": evaluation.suite.name, "label": evaluation.label, "tasks": evaluation.tasks_total})
+          details={"suite": evaluation.suite.name, "label": evaluation.label, "tasks": evaluation.tasks_total,
+                   "planning_mode": evaluation.planning_mode})
     _queue(evaluation.pk)
     return evaluation
 
 
-def evaluation_run_now(*, user, suite_id: int, label: str = "") -> Evaluation:
+def evaluation_run_now(*, user, suite_id: int, label: str = "", planning_mode: str | None = None,
+                       planner_config: dict | None = None) -> Evaluation:
     """Create and run an evaluation in this process (the management command, tests)."""
-    evaluation = evaluation_create(user=user, suite_id=suite_id, label=label)
+    evaluation = evaluation_create(user=user, suite_id=suite_id, label=label, planning_mode=planning_mode,
+                                   planner_config=planner_config)
     return runner.evaluation_run(evaluation_id=evaluation.pk)
 
 

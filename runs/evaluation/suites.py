@@ -26,7 +26,7 @@ from runs.runtime.scenario import Scenario, ScenarioError, load_scenario
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 EVALUATION_FIELDS = frozenset({"verdict_expected", "category"})
 SUITE_FIELDS = frozenset({"name", "description", "planning_mode", "tasks"})
-PLANNING_MODES = ("scripted",)
+PLANNING_MODES = ("scripted", "rules", "llm")
 MAX_TASKS = 500
 
 
@@ -83,8 +83,6 @@ def task_problems(tasks: Any) -> list[str]:
             problems.append(f"{where}: completion criteria are required (success must be verified)")
         if task.get("direct") is None:
             problems.append(f"{where}: a direct step is required (the baseline)")
-        if task.get("planner") is None:
-            problems.append(f"{where}: planner.plans is required (the planning mode)")
         expected = task.get("verdict_expected")
         if expected is not None and expected not in set(VerdictCode):
             problems.append(f"{where}: verdict_expected must be one of {', '.join(v.value for v in VerdictCode)}")
@@ -127,3 +125,18 @@ def load_suite_file(path: str | Path) -> SuiteDefinition:
 def bundled_suites(directory: Path = SUITES_DIR) -> list[SuiteDefinition]:
     """Every suite file shipped with AgentOps; an invalid one raises with all its problems."""
     return [load_suite_file(path) for path in sorted(directory.glob("*.json"))]
+
+
+def planning_problems(tasks: list[dict[str, Any]], planning_mode: str, planner_config: Any) -> list[str]:
+    """Why this suite cannot be evaluated with this planner (empty when it can)."""
+    from runs.planners import validate_planner_config
+
+    if planning_mode not in PLANNING_MODES:
+        return [f"planning_mode must be one of {', '.join(PLANNING_MODES)}"]
+    if not isinstance(planner_config, dict):
+        return ["planner_config must be an object"]
+    if planning_mode == "scripted":
+        # The scripted planner replays each task's own plans.
+        return [f"tasks[{i}] ({task.get('name')}): the scripted planner needs planner.plans"
+                for i, task in enumerate(tasks) if not (task.get("planner") or {}).get("plans")]
+    return list(validate_planner_config(planning_mode, planner_config).values())

@@ -36,27 +36,31 @@ SECRET_HEADERS = {"authorization", "api-key", "proxy-authorization", "cookie"}
 
 def planner_for(run):
     """Build the planner a run was started with."""
-    if run.planner == "scripted":
-        return ScriptedPlanner(run.planner_config.get("plans", []))
-    if run.planner == "rules":
+    return planner_from(run.planner, run.planner_config, run_id=run.pk)
+
+
+def planner_from(kind: str, config: dict, *, run_id: int | None = None):
+    """Build a planner from its kind and settings (runs, evaluations)."""
+    if kind == "scripted":
+        return ScriptedPlanner(config.get("plans", []))
+    if kind == "rules":
         from runs.planners.rules import RulesPlanner
 
         return RulesPlanner()
-    if run.planner == "llm":
+    if kind == "llm":
         from django.conf import settings
 
         from runs.planners.llm import LLMConfig, LLMPlanner
 
-        key_env = run.planner_config.get("api_key_env") or ""
-        config = LLMConfig.from_planner_config(run.planner_config, api_key=os.environ.get(key_env, "") if key_env
-                                               else "")
+        key_env = config.get("api_key_env") or ""
+        llm_config = LLMConfig.from_planner_config(config, api_key=os.environ.get(key_env, "") if key_env else "")
         # One planner call must end well inside the worker's lease, which each pass renews.
-        return LLMPlanner(config, time_limit_s=settings.AGENTOPS_RUN_LEASE_SECONDS * 0.8)
-    if run.planner == "external":
+        return LLMPlanner(llm_config, time_limit_s=settings.AGENTOPS_RUN_LEASE_SECONDS * 0.8)
+    if kind == "external" and run_id is not None:
         from runs.planners.external import ExternalPlanner
 
-        return ExternalPlanner(run.pk)
-    raise ValueError(f"planner {run.planner!r} is not available")
+        return ExternalPlanner(run_id)
+    raise ValueError(f"planner {kind!r} is not available")
 
 
 def validate_planner_config(planner: str, config: dict) -> dict[str, str]:

@@ -46,7 +46,7 @@ class TestValidation:
     def test_it_lists_every_problem_of_an_invalid_suite(self):
         broken_capability = a_task(name="broken-capability")
         broken_capability["capabilities"][0]["responses"] = [{"raise": "meteor"}]
-        data = {"name": "", "planning_mode": "llm", "surprise": 1, "tasks": [
+        data = {"name": "", "planning_mode": "telepathy", "surprise": 1, "tasks": [
             a_task(name="dup"), a_task(name="dup"),
             a_task(name="no-direct", direct=None),
             a_task(name="no-completion", completion=None),

@@ -8,6 +8,8 @@ import json as jsonlib
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from agentops.services import ServiceError
+
 from runs.evaluation import export
 from runs.evaluation.selectors import task_rows
 from runs.evaluation.services import evaluation_run_now, evaluation_suites_sync
@@ -25,9 +27,16 @@ class Command(BaseCommand):
         parser.add_argument("--label", default="", help="a label to find this evaluation again as a baseline")
         parser.add_argument("--user", default=None,
                             help="owner of the evaluation's runs (default: the first superuser)")
+        parser.add_argument("--planning-mode", choices=["scripted", "rules", "llm"], default=None,
+                            help="the planner in planning mode (default: the suite's own)")
+        parser.add_argument("--planner-config", default="{}", help="that planner's settings as JSON (llm)")
         parser.add_argument("--json", action="store_true", help="print the evaluation as JSON")
 
-    def handle(self, *args, suite, label, user, **options):
+    def handle(self, *args, suite, label, user, planning_mode, planner_config, **options):
+        try:
+            planner_config = jsonlib.loads(planner_config)
+        except ValueError as exc:
+            raise CommandError(f"--planner-config is not valid JSON: {exc}") from None
         try:
             evaluation_suites_sync()
         except SuiteError as exc:
@@ -36,7 +45,11 @@ class Command(BaseCommand):
         if row is None:
             names = ", ".join(EvaluationSuite.objects.order_by("name").values_list("name", flat=True))
             raise CommandError(f"no suite {suite!r} (there are: {names or 'none'})")
-        evaluation = evaluation_run_now(user=self._owner(user), suite_id=row.pk, label=label)
+        try:
+            evaluation = evaluation_run_now(user=self._owner(user), suite_id=row.pk, label=label,
+                                            planning_mode=planning_mode, planner_config=planner_config)
+        except ServiceError as exc:
+            raise CommandError(exc.message) from None
         if options["json"]:
             self.stdout.write(jsonlib.dumps(export.evaluation_dict(evaluation), indent=2, default=str))
         else:

@@ -81,11 +81,13 @@ class Command(BaseCommand):
         from runs.models import Evaluation
 
         suites = evaluation_suites_sync()
-        if Evaluation.objects.exists() or not suites:
+        if Evaluation.objects.exists():
             return
-        evaluation = evaluation_run_now(user=User.objects.get(username="operator"), suite_id=suites[0].pk,
-                                        label="demo baseline")
-        self.stdout.write(f"  evaluation {evaluation.pk}: {evaluation.summary.get('headline', evaluation.status)}")
+        for suite in suites:
+            evaluation = evaluation_run_now(user=User.objects.get(username="operator"), suite_id=suite.pk,
+                                            label="demo baseline")
+            self.stdout.write(f"  evaluation {evaluation.pk} ({suite.name}, {evaluation.planning_mode} planner): "
+                              f"{evaluation.summary.get('headline', evaluation.status)}")
 
     def _runs(self) -> None:
         from runs import engine, services
