@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
 import time
 import traceback
 import uuid
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone as dt_timezone
 from typing import Any
 
@@ -29,9 +31,11 @@ from runs.models import Approval, Evaluation, EvaluationResult, Planner, Run, St
 from runs.persistence import record_transition
 from runs.runtime import events as ev
 from runs.runtime.completion import completion_met
-from runs.runtime.controller import Transition
-from runs.runtime.observation import Status
+from runs.runtime.controller import Controller, Transition
+from runs.runtime.observation import SideEffectStatus, Status
+from runs.runtime.planners import DirectPlanner, ScriptedPlanner
 from runs.runtime.scenario import prepare_scenario
+from runs.runtime.simulation import ScriptedApprovals
 from runs.runtime.state import RunState
 
 log = logging.getLogger(__name__)
@@ -175,35 +179,75 @@ def headline(counts: dict[str, int], total: int) -> str:
 
 # -- one task in one mode ------------------------------------------------------------------
 
-def run_task_mode(*, evaluation: Evaluation, task: dict[str, Any], mode: str) -> EvaluationResult:
-    scenario = task_scenario(task)
+@dataclass
+class _Harness:
+    """What one task in one mode runs on: the real Controller and its collaborators."""
+
+    controller: Controller
+    clock: Any
+    state: RunState
+    commits: Callable[[list], int]
+
+
+def _simulated(evaluation: Evaluation, scenario, mode: str) -> _Harness:
     rig = prepare_scenario(scenario, mode)
     # Start the simulated clock at the wall time, so the recorded timestamps read naturally.
     rig.clock.advance(time.time())
     if mode == "planning":
         rig.controller.planner = _planning_planner(evaluation, rig, scenario)
+    return _Harness(rig.controller, rig.clock, replace(rig.state, started_at=rig.clock.now()),
+                    lambda events: rig.executor.commits)
+
+
+def _registered(evaluation: Evaluation, scenario, mode: str) -> _Harness:
+    """The application's own registry, executors and wall clock: the suite scripts only the approvals."""
+    from capabilities.ratelimit import rate_limited_executor
+    from runs.engine import DjangoRegistry, OwnerAuthorizer, WallClock
+    from runs.planners import planner_from
+
+    if mode == "direct":
+        planner: Any = DirectPlanner(scenario.direct["capability"], scenario.direct.get("arguments", {}))
+    elif evaluation.planning_mode == "scripted":
+        planner = ScriptedPlanner(list(scenario.plans))
+    else:
+        planner = planner_from(evaluation.planning_mode, evaluation.planner_config)
+    clock = WallClock()
+    controller = Controller(DjangoRegistry(), rate_limited_executor(), planner, clock,
+                            OwnerAuthorizer(evaluation.started_by_id), ScriptedApprovals(scenario.approvals),
+                            rng=random.Random(scenario.seed))
+    state = RunState.new(run_id="", goal=scenario.goal, completion=scenario.completion, budgets=scenario.budgets,
+                         started_at=clock.now(), require_plan_approval=scenario.require_plan_approval,
+                         allow_replan=mode != "direct")
+    return _Harness(controller, clock, state, lambda events: sum(
+        1 for e in events if isinstance(e, ev.AttemptFinished)
+        and e.observation.side_effect is SideEffectStatus.COMMITTED))
+
+
+def run_task_mode(*, evaluation: Evaluation, task: dict[str, Any], mode: str) -> EvaluationResult:
+    scenario = task_scenario(task)
+    harness = (_registered if scenario.registered else _simulated)(evaluation, scenario, mode)
     run = _create_run(evaluation, task, scenario, mode)
-    state = replace(rig.state, run_id=str(run.pk), trace_id=run.trace_id, started_at=rig.clock.now())
+    state = replace(harness.state, run_id=str(run.pk), trace_id=run.trace_id)
     events: list[ev.Event] = []
     wall_started = time.perf_counter()
     for _ in range(MAX_PASSES):
-        transition = rig.controller.advance(state)
-        _record(run, transition, evaluation.started_by, rig.clock.now())
+        transition = harness.controller.advance(state)
+        _record(run, transition, evaluation.started_by, harness.clock.now())
         events.extend(transition.events)
         state = transition.state
         if state.is_terminal or transition.wait_s is None:
             break
         if transition.wait_s > 0:
-            rig.clock.sleep(transition.wait_s)
+            harness.clock.sleep(transition.wait_s)
     if not state.is_terminal:
         _finish_paused(run, state)
     wall_latency = time.perf_counter() - wall_started
-    simulated_latency = rig.clock.now() - state.started_at
+    simulated_latency = harness.clock.now() - state.started_at
     # The trace's times are the simulated ones: started when the clock started, finished when it stopped.
-    Run.objects.filter(pk=run.pk).update(started_at=_at(state.started_at), finished_at=_at(rig.clock.now()))
+    Run.objects.filter(pk=run.pk).update(started_at=_at(state.started_at), finished_at=_at(harness.clock.now()))
     run.refresh_from_db()
     return _store_result(evaluation, task, scenario, mode, run, state, events, simulated_latency, wall_latency,
-                         rig.executor.commits)
+                         harness.commits(events))
 
 
 def _create_run(evaluation: Evaluation, task: dict[str, Any], scenario, mode: str) -> Run:

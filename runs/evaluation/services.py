@@ -55,7 +55,7 @@ def evaluation_create(*, user, suite_id: int, label: str = "", planning_mode: st
                            fields={"suite": problems})
     planning_mode = planning_mode or suite.planning_mode
     planner_config = {} if planner_config is None else planner_config
-    problems = planning_problems(suite.tasks, planning_mode, planner_config)
+    problems = planning_problems(suite.tasks, planning_mode, planner_config) + _registry_problems(suite.tasks)
     if problems:
         raise InvalidInput(f"Suite {suite.name!r} cannot be evaluated with the {planning_mode} planner: "
                            + "; ".join(problems[:20]), fields={"planning_mode": problems})
@@ -94,3 +94,13 @@ def evaluation_fail_stale(*, now=None) -> int:
         status=Evaluation.Status.FAILED, finished_at=now,
         error=f"The worker running this evaluation stopped before it finished (no result after "
               f"{int(STALE_AFTER.total_seconds() // 60)} minutes). Start the evaluation again.")
+
+
+def _registry_problems(tasks: list[dict]) -> list[str]:
+    """Tasks run against the registry need their direct capability registered and enabled."""
+    from capabilities.models import Capability
+
+    wanted = {t["direct"]["capability"] for t in tasks if t.get("capabilities") == "registered" and t.get("direct")}
+    enabled = set(Capability.objects.filter(name__in=wanted, enabled=True).values_list("name", flat=True))
+    return [f"capability {name!r} is not registered and enabled (task runs against the registry)"
+            for name in sorted(wanted - enabled)]

@@ -34,6 +34,7 @@ RESPONSE_FIELDS = {"return", "state_changed", "raise", "http_status", "body", "h
                    "commit_then_timeout", "retry_after_s"}
 RAISABLE = tuple(c.value for c in ErrorCode if c is not ErrorCode.OUTCOME_UNKNOWN)
 MODES = ("planning", "direct")
+REGISTERED = "registered"
 
 
 class ScenarioError(ValueError):
@@ -63,6 +64,9 @@ class Scenario:
     seed: int = 0
     require_plan_approval: bool = False
     source: str = "<dict>"
+    # "capabilities": "registered": the application's own registry and executors serve the
+    # task (the evaluation runner wires them); the pure runtime can only simulate.
+    registered: bool = False
 
 
 @dataclass
@@ -134,7 +138,8 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
                                     or not all(isinstance(p, str) for p in permissions)):
         problems.append("owner_permissions must be a list of strings")
         permissions = None
-    specs, responses = _capabilities(data.get("capabilities"), problems)
+    registered = data.get("capabilities") == REGISTERED
+    specs, responses = ([], {}) if registered else _capabilities(data.get("capabilities"), problems)
     plans = _plans(data, problems)
     approvals = _approvals(data.get("approvals", []), problems)
     expect = data.get("expect", {})
@@ -157,7 +162,8 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
                     owner_permissions=None if permissions is None else tuple(permissions),
                     capabilities=tuple(specs), responses=responses, plans=tuple(plans), approvals=tuple(approvals),
                     expect=dict(expect), direct=direct, seed=int(data.get("seed", 0)),
-                    require_plan_approval=bool(data.get("require_plan_approval", False)), source=source)
+                    require_plan_approval=bool(data.get("require_plan_approval", False)), source=source,
+                    registered=registered)
 
 
 def _plans(data: dict[str, Any], problems: list[str]) -> list[Any]:
@@ -289,6 +295,9 @@ def prepare_scenario(scenario: Scenario | str | Path | dict[str, Any], mode: str
         scenario = load_scenario(scenario)
     if mode not in MODES:
         raise ScenarioError(scenario.source, [f"mode must be one of {', '.join(MODES)}"])
+    if scenario.registered:
+        raise ScenarioError(scenario.source, ['capabilities "registered" run against the application\'s registry: '
+                                              "use the evaluation runner (manage.py evaluate)"])
     if mode == "direct" and scenario.direct is None:
         raise ScenarioError(scenario.source, ["direct mode needs a \"direct\" step in the scenario"])
     clock = SimulatedClock(0.0)
