@@ -76,7 +76,7 @@ def end_to_end(steps: int) -> None:
     from django.contrib.auth.models import User
     from django.db import connection, transaction
 
-    from agentops.models import AuditEvent, WorkerHeartbeat
+    from agentops.models import WorkerHeartbeat
     from capabilities.models import CapabilityVersion, Ticket
     from runs import services
     from runs.models import Attempt, Run
@@ -143,7 +143,6 @@ def _transactions_per_step(run_id: int) -> str:
                              budgets={"deadline_s": 600, "max_iterations": 21, "max_tool_calls": 20,
                                       "max_calls_per_capability": {"get_ticket_status": 20}})
     counts = {"writes": 0, "atomic": 0}
-    in_atomic = []
 
     def count(execute, sql, params, many, context):
         verb = sql.lstrip().split(" ", 1)[0].upper()

@@ -6,6 +6,7 @@ trace is never half-written.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime, timezone as dt_timezone
 
@@ -21,7 +22,7 @@ from runs.runtime import events as ev
 from runs.runtime.approvals import ApprovalDecision, ApprovalRequest
 from runs.runtime.controller import Transition
 from runs.runtime.signatures import arguments_hash
-from runs.runtime.stop import StopKind, status_for_stop, stop_kind
+from runs.runtime.stop import status_for_stop, stop_kind
 
 
 def _at(epoch: float) -> datetime:
@@ -67,7 +68,7 @@ def record_transition(run: Run, transition: Transition) -> None:
         elif isinstance(event, ev.StatusChanged):
             if event.status == RunStatus.RUNNING and run.started_at is None:
                 run.started_at = timezone.now()
-            if not RunStatus(event.status) in (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.CANCELLED):
+            if RunStatus(event.status) not in (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.CANCELLED):
                 run.status = event.status
         elif isinstance(event, ev.RunStopped):
             from runs.services import run_finish
@@ -175,10 +176,15 @@ def _record_approval_request(run: Run, event: ev.ApprovalRequested) -> None:
 
 
 def _sync_step_statuses(run: Run, transition: Transition) -> None:
-    """Mirror the checkpoint's step progress onto the current revision's Step rows."""
+    """Mirror the checkpoint's step progress onto the current revision's Step rows.
+
+    One read of the revision's steps, then an UPDATE only for a step whose status
+    changed (usually none or one per pass): this runs on every pass.
+    """
     state = transition.state
     if not state.revision:
         return
+    stored = dict(Step.objects.filter(run=run, revision__number=state.revision).values_list("key", "status"))
     for progress in state.steps:
         status = {"pending": StepStatus.PENDING, "succeeded": StepStatus.SUCCEEDED,
                   "failed": StepStatus.FAILED}.get(progress.status, StepStatus.PENDING)
@@ -189,11 +195,9 @@ def _sync_step_statuses(run: Run, transition: Transition) -> None:
             status = StepStatus.FAILED if progress.attempts else StepStatus.SKIPPED
         if state.pending_approval and state.pending_approval.step_id == progress.step.id:
             status = StepStatus.AWAITING_APPROVAL
-        Step.objects.filter(run=run, revision__number=state.revision, key=progress.step.id).exclude(
-            status=status).update(status=status)
+        if progress.step.id in stored and stored[progress.step.id] != status:
+            Step.objects.filter(run=run, revision__number=state.revision, key=progress.step.id).update(status=status)
 
 
 def _sha(text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(text.encode()).hexdigest()

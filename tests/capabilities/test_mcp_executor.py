@@ -172,7 +172,6 @@ def http_mcp_server():
     """The same server over streamable HTTP on an ephemeral loopback port."""
     import socket
     import subprocess
-    import urllib.request
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

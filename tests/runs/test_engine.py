@@ -1,7 +1,7 @@
 """Whole runs advanced in-process through the persistence adapter (no worker)."""
 import pytest
 
-from capabilities.models import Capability, CapabilityVersion, Ticket
+from capabilities.models import CapabilityVersion, Ticket
 from runs import engine, services
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run
 
