@@ -23,8 +23,9 @@ from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from agentops.services import NotAllowed, ServiceError
 from runs import dashboard as dashboard_data
-from runs import selectors, services
-from runs.choices import RunStatus, StopReason
+from runs import selectors, services, trace_review
+from runs.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
+from runs.trace_review import TraceFilters
 from runs.models import Approval, Attempt, Planner, Run
 
 APPROVALS_CHANGED_EVENT = "approvals-changed"
@@ -151,41 +152,103 @@ def _group_steps(revisions, steps, attempts):
     return revisions
 
 
-def _mark_attempts(attempts, repeated, run):
-    for attempt in attempts:
-        attempt.signature_count = repeated.get(attempt.signature_hash, 1)
-        attempt.is_repeated = attempt.repeated_without_progress or attempt.signature_count > 1
-        attempt.is_stop_trigger = attempt.pk == run.stop_attempt_id
-    return attempts
+class TraceFilterForm(forms.Form):
+    """Filters inside one trace; GET, so every filtered view is a link."""
+
+    capability = forms.ChoiceField(choices=[("", "any")], required=False)
+    status = forms.ChoiceField(choices=[("", "any")] + ObservationStatus.choices, required=False)
+    error_code = forms.ChoiceField(label="Error code", choices=[("", "any")] + ErrorCode.choices, required=False)
+    repeated = forms.BooleanField(label="Repeated only", required=False)
+
+    def __init__(self, *args, capabilities=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["capability"].choices += [(c, c) for c in sorted(capabilities)]
+
+    def filters(self) -> TraceFilters:
+        if not self.is_bound or not self.is_valid():
+            return TraceFilters()
+        return TraceFilters(**{k: v for k, v in self.cleaned_data.items() if v})
+
+
+TRACE_FILTER_KEYS = ("capability", "status", "error_code", "repeated")
 
 
 @permission_needed("runs.view_run", "view runs")
 @require_GET
 def run_detail(request, run_id: int):
+    from runs import timeline
+
     run = _get_run(run_id)
-    attempts_qs = selectors.run_attempts(run=run)
+    capability_calls = selectors.run_capability_calls(run=run)
+    bound = any(key in request.GET for key in TRACE_FILTER_KEYS)
+    filter_form = TraceFilterForm(request.GET if bound else None, capabilities=capability_calls.keys())
+    # A filter value the trace does not know is a bad link: say so (400), show the whole trace.
+    status = 400 if bound and not filter_form.is_valid() else 200
+    trace_filters = filter_form.filters()
+    attempts_qs = trace_review.filter_attempts(selectors.run_attempts(run=run), trace_filters)
     page_number = _page_number(request, "attempts_page")
     if request.GET.get("attempt"):
-        position = selectors.attempt_position(run=run, uid=request.GET["attempt"])
+        position = selectors.attempt_position(run=run, uid=request.GET["attempt"]) if not trace_filters.active \
+            else None
         if position is not None:
             page_number = position // selectors.ATTEMPTS_PER_PAGE + 1
     attempts_page = Paginator(attempts_qs, selectors.ATTEMPTS_PER_PAGE).get_page(page_number)
-    attempts = _mark_attempts(list(attempts_page.object_list), selectors.repeated_signatures(run=run), run)
     revisions = selectors.run_revisions(run=run)
-    capability_calls = selectors.run_capability_calls(run=run)
+    revision_numbers = {rev.pk: rev.number for rev in revisions}
+    for rev in revisions:
+        attempt = rev.triggering_attempt
+        if attempt is not None:
+            attempt.label = trace_review.attempt_label(revision_numbers.get(attempt.step.revision_id),
+                                                       attempt.step.key, attempt.number)
+    approvals = selectors.run_approvals(run=run)
+    trigger = trace_review.stop_trigger(run=run, approvals=approvals, revisions=revisions)
+    for approval in approvals:
+        approval.is_stop_trigger = bool(trigger and trigger.anchor == f"approval-{approval.pk}")
+    attempts = trace_review.mark_attempts(list(attempts_page.object_list), run=run,
+                                          revision_numbers=revision_numbers, trigger=trigger)
+    steps = selectors.run_steps(run=run)
+    for step in steps:
+        # A step a stopped run never reached is not "pending": nothing will run it.
+        step.never_ran = run.is_finished and step.status in ("pending", "running") and not step.attempt_count
+    last_failure = trace_review.last_failure(run=run) if run.is_finished and run.stop_reason != "completed" else None
+    if last_failure is not None:
+        last_failure.label = trace_review.attempt_label(last_failure.step.revision.number, last_failure.step.key,
+                                                        last_failure.number)
+    stall_kind = trace_review.stall_kind(run)
     context = {
         "run": run,
-        "revisions": _group_steps(revisions, selectors.run_steps(run=run), attempts),
+        "revisions": _group_steps(revisions, steps, attempts),
         "attempts_page": attempts_page,
         "gauges": selectors.budget_gauges(run=run, capability_calls=capability_calls),
-        "approvals": selectors.run_approvals(run=run),
+        "approvals": approvals,
         "can_cancel": request.user.has_perm("runs.cancel_run") and not run.is_finished,
+        "can_start": request.user.has_perm("runs.start_run"),
+        "trigger": trigger,
+        "stall_kind": stall_kind,
+        "stall_kind_text": trace_review.STALL_KIND_TEXT.get(stall_kind, ""),
+        "last_failure": last_failure,
+        "first_failure_uid": trace_review.first_failure_uid(run=run),
+        "filter_form": filter_form,
+        "trace_filters": trace_filters,
+        "timeline": timeline.run_timeline(run=run, revisions=revisions, approvals=approvals, trigger=trigger),
+        "twins": _evaluation_twins(run),
     }
     if request.htmx:
         html = render_to_string("runs/detail.html#trace", context, request=request)
         # A finished run will not change again: tell htmx to stop asking.
-        return HttpResponseStopPolling(html) if run.is_finished else HttpResponse(html)
-    return render(request, "runs/detail.html", context)
+        return HttpResponseStopPolling(html) if run.is_finished else HttpResponse(html, status=status)
+    return render(request, "runs/detail.html", context, status=status)
+
+
+def _evaluation_twins(run: Run) -> list[dict]:
+    """The same task's run in the other mode of the same evaluation (direct <-> planning). One query."""
+    if not run.evaluation_id:
+        return []
+    from runs.models import EvaluationResult
+
+    rows = EvaluationResult.objects.filter(evaluation_id=run.evaluation_id, task__in=EvaluationResult.objects.filter(
+        evaluation_id=run.evaluation_id, run=run).values("task")).values("mode", "run_id", "task", "verified_success")
+    return [row for row in rows if row["run_id"] and row["run_id"] != run.pk]
 
 
 @permission_needed("runs.view_run", "view runs")
@@ -195,9 +258,10 @@ def attempt_detail(request, run_id: int, uid: str):
         attempt = selectors.attempt_get(run_id=run_id, uid=uid)
     except Attempt.DoesNotExist:
         raise Http404("No such attempt in this run.") from None
-    run = attempt.run
-    repeated = selectors.repeated_signatures(run=run)
-    _mark_attempts([attempt], repeated, run)
+    run = selectors.run_get(run_id=run_id)
+    trigger = trace_review.stop_trigger(run=run, approvals=[], revisions=[])
+    trace_review.mark_attempts([attempt], run=run, revision_numbers={attempt.step.revision_id:
+                                                                     attempt.step.revision.number}, trigger=trigger)
     position = selectors.attempt_position(run=run, uid=uid) or 0
     context = {"run": run, "attempt": attempt,
                "attempts_page_number": position // selectors.ATTEMPTS_PER_PAGE + 1}
@@ -363,6 +427,10 @@ def approval_decide(request, approval_id: int):
     decision = request.POST.get("decision")
     if decision not in ("approve", "reject"):
         return _card_response(request, approval_id, "Choose approve or reject.", status=400)
+    if decision == "reject" and request.POST.get("confirm") != "yes":
+        # A rejection stops the run for good: ask once more (works without JavaScript too).
+        return _card_response(request, approval_id, None, confirm_reject=True,
+                              comment=request.POST.get("comment", "")[:5000])
     try:
         services.approval_decide(approval_id=approval_id, user=request.user, approve=decision == "approve",
                                  comment=request.POST.get("comment", ""),
@@ -382,17 +450,36 @@ def approval_decide(request, approval_id: int):
     return _card_response(request, approval_id, None)
 
 
-def _card_response(request, approval_id: int, error: str | None, status: int = 200):
+def _card_response(request, approval_id: int, error: str | None, status: int = 200, *, confirm_reject=False,
+                   comment: str = ""):
     try:
         approval = selectors.approval_card(approval_id=approval_id)
     except Approval.DoesNotExist:
         return forbidden(request, "This approval request does not exist.", status=404)
-    if not request.htmx:
-        return forbidden(request, error or "", status=status)
     context = {"approval": approval, "error": error, "can_decide": request.user.has_perm("runs.decide_approval"),
-               "pending_approvals": selectors.pending_approval_count(), "oob_badge": True}
+               "pending_approvals": selectors.pending_approval_count(), "oob_badge": bool(request.htmx),
+               "confirm_reject": confirm_reject and approval.state == "pending", "comment": comment,
+               "just_swapped": True}
+    if not request.htmx:
+        if confirm_reject:
+            return render(request, "runs/approval_confirm.html", context)
+        return forbidden(request, error or "", status=status)
     response = render(request, "runs/approvals.html#approval_card", context, status=status)
-    return trigger_client_event(response, APPROVALS_CHANGED_EVENT)
+    return trigger_client_event(response, APPROVALS_CHANGED_EVENT) if not confirm_reject else response
+
+
+@permission_needed("runs.view_run", "view approval requests")
+@require_GET
+def approval_card(request, approval_id: int):
+    """One card as it stands (the confirm step's "Keep it waiting" returns here)."""
+    if not request.htmx:
+        return redirect(reverse("runs:approvals") + f"#approval-{approval_id}")
+    try:
+        approval = selectors.approval_card(approval_id=approval_id)
+    except Approval.DoesNotExist:
+        return forbidden(request, "This approval request does not exist.", status=404)
+    return render(request, "runs/approvals.html#approval_card",
+                  {"approval": approval, "can_decide": request.user.has_perm("runs.decide_approval")})
 
 
 @permission_needed("runs.view_run", "view approval requests")

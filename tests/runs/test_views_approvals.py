@@ -125,8 +125,26 @@ class TestApprovalDecide:
         assert pending_step.state == "approved" and pending_step.decided_by.username == "otto"
         assert pending_step.step.approval_state == "approved"
 
-    def test_it_rejects_with_a_comment(self, client_for, operator, pending_step):
+    def test_it_asks_to_confirm_a_rejection_first(self, client_for, operator, pending_step):
         response = self.post(client_for(operator), pending_step, "reject", comment="wrong team")
+        body = response.content.decode()
+        assert response.status_code == 200 and "Yes, reject step s2 (create_ticket)" in body and 'name="confirm" value="yes"' in body
+        assert 'value="wrong team"' in body
+        pending_step.refresh_from_db()
+        assert pending_step.state == "pending"
+
+    def test_it_asks_to_confirm_a_rejection_without_javascript(self, client_for, operator, pending_step):
+        response = client_for(operator).post(self.url(pending_step), {
+            "decision": "reject", "expected_hash": pending_step.arguments_hash})
+        assert response.status_code == 200 and b"Confirm the rejection" in response.content
+        assert response.content.count(b'id="approval-badge"') == 1
+
+    def test_it_names_the_step_in_the_buttons(self, client_for, operator, pending_step):
+        body = client_for(operator).get("/runs/approvals/").content.decode()
+        assert f"Approve<span class=\"visually-hidden\"> step s2 (create_ticket) of run #{pending_step.run_id}" in body
+
+    def test_it_rejects_with_a_comment(self, client_for, operator, pending_step):
+        response = self.post(client_for(operator), pending_step, "reject", comment="wrong team", confirm="yes")
         assert b"Rejected</strong> by otto" in response.content and b"wrong team" in response.content
         pending_step.refresh_from_db()
         assert pending_step.state == "rejected" and pending_step.comment == "wrong team"
