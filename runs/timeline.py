@@ -206,6 +206,8 @@ def _render(run, bars, lanes, connectors, span, trigger, stop_at, attempt_count)
 
 
 def _seconds(value: float) -> str:
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
     if value < 10:
         return f"{value:.1f} s"
     if value < 120:

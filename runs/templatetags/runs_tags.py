@@ -135,7 +135,11 @@ def kv_table(value):
 @register.filter
 def humanize_key(value) -> str:
     """A stored key as words: "tool_calls" -> "Tool calls"."""
-    text = str(value).replace("_", " ").strip()
+    text = str(value)
+    for unit in ("_seconds", "_s"):  # the value is shown with its unit
+        if text.endswith(unit) and len(text) > len(unit):
+            text = text[: -len(unit)]
+    text = text.replace("_", " ").strip()
     return text[:1].upper() + text[1:]
 
 
@@ -166,7 +170,10 @@ def _json_view(value, key: str = "", depth: int = 0):
         if not value:
             return format_html('<span class="muted">{}</span>', "empty")
         rows = format_html_join("", '<div class="jv-row"><dt>{}</dt><dd>{}</dd></div>',
-                                ((humanize_key(k), _json_view(v, str(k), depth + 1)) for k, v in value.items()))
+                                # Top-level keys are ours (usage, output fields): words. Deeper keys
+                                # are often names (capabilities, ids): shown as they are.
+                                ((humanize_key(k) if depth == 0 else str(k), _json_view(v, str(k), depth + 1))
+                                 for k, v in value.items()))
         body = format_html('<dl class="jv">{}</dl>', rows)
     elif isinstance(value, list):
         if not value:
