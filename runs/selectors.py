@@ -50,12 +50,39 @@ class RunFilters:
     created_from: datetime | None = None
     created_to: datetime | None = None
     sort: str = "-created"
+    # Drill-down from the dashboard: which runs are behind a figure.
+    stop_kind: str = ""  # budget_exhausted, terminal_failure (any qualifier)
+    stop_capability: str = ""  # capability of the attempt that stopped the run; "(none)": no attempt
+    finished_from: datetime | None = None
+    finished_to: datetime | None = None
+    repeated: bool = False  # runs with at least one attempt repeated without progress
+    evaluation_runs: str = "hide"  # hide | show | only
 
 
 def run_list(*, filters: RunFilters) -> QuerySet[Run]:
     runs = Run.objects.select_related("owner").defer("state", "completion", "planner_config")
-    if filters.status:
+    if filters.status == "active":
+        runs = runs.filter(status__in=LIVE_STATUSES)
+    elif filters.status == "finished":
+        runs = runs.exclude(status__in=LIVE_STATUSES)
+    elif filters.status:
         runs = runs.filter(status=filters.status)
+    if filters.evaluation_runs == "hide":
+        runs = runs.filter(evaluation__isnull=True)
+    elif filters.evaluation_runs == "only":
+        runs = runs.filter(evaluation__isnull=False)
+    if filters.stop_kind:
+        runs = runs.filter(stop_reason__startswith=filters.stop_kind + ":")
+    if filters.stop_capability == "(none)":
+        runs = runs.filter(stop_attempt__isnull=True)
+    elif filters.stop_capability:
+        runs = runs.filter(stop_attempt__capability_name=filters.stop_capability)
+    if filters.finished_from:
+        runs = runs.filter(finished_at__gte=filters.finished_from)
+    if filters.finished_to:
+        runs = runs.filter(finished_at__lte=filters.finished_to)
+    if filters.repeated:
+        runs = runs.filter(repeated_attempts__gt=0)
     if filters.stop_reason:
         runs = runs.filter(stop_reason=filters.stop_reason)
     if filters.owner:

@@ -6,6 +6,7 @@ through runs.services. htmx requests get the page's partial ("page.html#name").
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import wraps
 
 from django import forms
@@ -18,6 +19,7 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
@@ -67,7 +69,8 @@ SORT_CHOICES = [("-created", "newest first"), ("created", "oldest first"), ("-fi
 
 
 class RunFilterForm(forms.Form):
-    status = forms.ChoiceField(choices=[("", "any")] + RunStatus.choices, required=False)
+    status = forms.ChoiceField(choices=[("", "any"), ("active", "active (queued, running, awaiting approval)"),
+                                        ("finished", "finished (any outcome)")] + RunStatus.choices, required=False)
     stop_reason = forms.ChoiceField(label="Stop reason", choices=[("", "any")] + StopReason.choices, required=False)
     capability = forms.ChoiceField(label="Capability used", choices=[("", "any")], required=False)
     owner = forms.ChoiceField(choices=[("", "anyone")], required=False)
@@ -77,6 +80,18 @@ class RunFilterForm(forms.Form):
     created_to = forms.DateTimeField(label="Created to", required=False,
                                      widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     sort = forms.ChoiceField(label="Sort by", choices=SORT_CHOICES, required=False)
+    evaluation_runs = forms.ChoiceField(label="Evaluation runs", required=False, choices=[
+        ("hide", "hidden"), ("show", "shown"), ("only", "only these")])
+    # Reached from the dashboard's links; shown only while set.
+    stop_kind = forms.ChoiceField(label="Stop kind", required=False, choices=[
+        ("", "any"), ("budget_exhausted", "a budget ran out"), ("terminal_failure", "a terminal failure")])
+    stop_capability = forms.CharField(label="Stopped at capability", required=False, max_length=80)
+    finished_from = forms.DateTimeField(label="Finished from", required=False,
+                                        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    finished_to = forms.DateTimeField(label="Finished to", required=False,
+                                      widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    repeated = forms.BooleanField(label="With repeated attempts", required=False)
+    DRILL_DOWN = ("stop_kind", "stop_capability", "finished_from", "finished_to", "repeated")
 
     def __init__(self, *args, **kwargs):
         from capabilities.models import Capability
@@ -90,22 +105,43 @@ class RunFilterForm(forms.Form):
 
     def filters(self) -> selectors.RunFilters:
         # An invalid field is left out of cleaned_data: the other filters still apply.
-        return selectors.RunFilters(**{k: v for k, v in self.cleaned_data.items() if v not in (None, "")})
+        return selectors.RunFilters(**{k: v for k, v in self.cleaned_data.items() if v not in (None, "", False)})
+
+    def visible_fields_now(self):
+        """The drill-down fields only while one of them is set, so the everyday form stays short."""
+        data = self.data if self.is_bound else {}
+        return [f for f in self if f.name not in self.DRILL_DOWN or data.get(f.name)]
+
+
+def evaluation_runs_preference(request) -> str:
+    """hide | show | only: the list's own choice, remembered for the session (default: hidden)."""
+    choice = request.GET.get("evaluation_runs")
+    if choice in ("hide", "show", "only"):
+        request.session["evaluation_runs"] = choice
+        return choice
+    return request.session.get("evaluation_runs", "hide")
 
 
 @permission_needed("runs.view_run", "view runs")
 @require_GET
 def run_list(request):
-    form = RunFilterForm(request.GET or None)
+    preference = evaluation_runs_preference(request)
+    data = None
+    if request.GET:
+        data = request.GET.copy()
+        data.setdefault("evaluation_runs", preference)
+    form = RunFilterForm(data, initial={"evaluation_runs": preference})
     if form.is_bound:
         form.is_valid()
         filters = form.filters()
     else:
         filters = selectors.RunFilters()
+    filters = replace(filters, evaluation_runs=preference)
     page = Paginator(selectors.run_list(filters=filters), 50).get_page(_page_number(request))
     live = any(run.status in selectors.LIVE_STATUSES for run in page.object_list)
     context = {"form": form, "page": page, "live": live, "sort": filters.sort,
-               "filtered": any(v for k, v in vars(filters).items() if k != "sort")}
+               "filtered": any(v for k, v in vars(filters).items() if k not in ("sort", "evaluation_runs")),
+               "evaluation_runs": preference}
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
     return render(request, template, context)
 
@@ -496,18 +532,47 @@ def approval_badge(request):
 @require_http_methods(["GET"])
 def run_dashboard(request):
     from runs import charts
+    from runs import dashboard_active as active
 
-    data = dashboard_data.dashboard(window_key=request.GET.get("window", dashboard_data.DEFAULT_WINDOW))
+    window_key = request.GET.get("window", dashboard_data.DEFAULT_WINDOW)
+    if window_key not in dashboard_data.WINDOWS:
+        choices = ", ".join(dashboard_data.WINDOWS)
+        return render(request, "runs/forbidden.html", {"message": f"Unknown time window “{window_key}”: choose one "
+                                                                  f"of {choices}."}, status=400)
+    now = timezone.now()
+    data = dashboard_data.dashboard(window_key=window_key, now=now)
     window = data["window"]
+    # The same figures one window earlier, for the trend beside each card.
+    previous = active.previous_figures(start=data["start"] - window.span, end=data["start"])
+    include_evaluations = evaluation_runs_preference(request) != "hide"
+    active_rows, active_total = active.active_runs_by_burn(include_evaluations=include_evaluations, now=now)
+    links = active.drill_down_links(start=data["start"], end=data["end"])
+    bucket_links = [active.runs_url(created_from=active.local_param(start),
+                                    created_to=active.local_param(start + window.bucket))
+                    for start in data["bucket_starts"]] if "bucket_starts" in data else None
+    finished_links = [active.runs_url(status="finished", finished_from=active.local_param(start),
+                                      finished_to=active.local_param(start + window.bucket))
+                      for start in data["bucket_starts"]] if "bucket_starts" in data else None
     data["outcomes_chart"] = charts.stacked_bars(
         title=f"Runs created per interval by outcome, {window.label}", labels=data["labels"],
-        series=data["outcomes"], y_label="runs", x_label="time") if data["outcomes"] else None
+        series=data["outcomes"], y_label="runs", x_label="time", links=bucket_links) if data["outcomes"] else None
     data["stop_chart"] = charts.stacked_bars(
         title=f"Runs finished per interval by stop reason, {window.label}", labels=data["labels"],
-        series=data["stop_reasons"], y_label="runs", x_label="time") if data["stop_reasons"] else None
+        series=data["stop_reasons"], y_label="runs", x_label="time",
+        links=finished_links) if data["stop_reasons"] else None
     data["budget_chart"] = charts.bars(
-        title="Runs stopped per exhausted budget", items=data["budget_stops"],
-        x_label="runs stopped") if data["budget_stops"] else None
+        title="Runs stopped per exhausted budget", items=data["budget_stops"], x_label="runs stopped",
+        links=[active.runs_url(stop_reason=f"budget_exhausted:{name}", finished_from=active.local_param(data["start"]))
+               for name, _ in data["budget_stops"]]) if data["budget_stops"] else None
+    for row in data["capabilities"]:
+        row["runs_url"] = active.runs_url(capability=row["capability_name"],
+                                          created_from=active.local_param(data["start"]))
+    data.update({
+        "active_runs": active_rows, "active_total": active_total, "links": links,
+        "trends": active.trends(data, previous),
+        "capability_stops": active.stops_per_capability(start=data["start"], end=data["end"],
+                                                        include_evaluations=include_evaluations),
+        "include_evaluations": include_evaluations,
+    })
     template = "runs/dashboard.html#dashboard_body" if request.htmx else "runs/dashboard.html"
     return render(request, template, data)
-

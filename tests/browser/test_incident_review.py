@@ -172,7 +172,8 @@ def test_dashboard_drill_down_lands_on_the_filtered_runs_list(
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text(f"#{stalled.pk}")
     page.goto(f"{live_server.url}/runs/dashboard/")
-    page.locator("#stalls-by-capability a", has_text="search_documents").first.click()
+    page.locator("#stalls-by-capability tr", has_text="search_documents").get_by_role(
+        "link", name=re.compile("stalled runs at search_documents")).click()
     expect(page).to_have_url(re.compile(r"stop_capability=search_documents"))
     expect(page.locator("table.runs tbody tr")).to_have_count(1)
     assert outside_requests == []
