@@ -44,6 +44,7 @@ class _Column:
     repeated: int = 0
     first_title: str = ""
     href: str = ""
+    notable: list = field(default_factory=list)  # titles of repeats and the stop, named even when merged
     classes: set = field(default_factory=set)
 
 
@@ -60,6 +61,8 @@ def run_timeline(*, run: Run, revisions: list[PlanRevision], approvals: list[App
         "capability_version__idempotent").iterator(chunk_size=2000))
     if not rows and not revisions:
         return None
+    # The axis starts at the earliest thing recorded (clocks of workers and web may differ a little).
+    origin = min([origin] + [r[1] for r in rows[:1]] + [rev.created_at for rev in revisions[:1]])
     end_moment = run.finished_at or now or timezone.now()
     last = max([end_moment] + [r[2] for r in rows])
     span = max((last - origin).total_seconds(), 0.001)
@@ -166,7 +169,10 @@ def _render(run, bars, lanes, connectors, span, trigger, stop_at, attempt_count)
             column.count += 1
             column.failed += int(bar.failed)
             column.repeated += int("repeated" in bar.classes)
-            column.classes |= {c for c in bar.classes.split() if c in ("stop", "completion", "repeated")}
+            marks = {c for c in bar.classes.split() if c in ("stop", "completion", "repeated")}
+            column.classes |= marks
+            if marks and len(column.notable) < 3:
+                column.notable.append(bar.title)
             if not column.href:
                 column.href, column.first_title = bar.href, bar.title
             continue
@@ -182,6 +188,8 @@ def _render(run, bars, lanes, connectors, span, trigger, stop_at, attempt_count)
         else:
             title = (f"{column.count} items here ({column.failed} failed"
                      f"{f', {column.repeated} repeated' if column.repeated else ''}); first: {column.first_title}")
+            if column.notable:
+                title += "; " + "; ".join(column.notable)
         colour = COLOURS["retryable"] if column.failed else COLOURS["ok"] if lane not in (
             "Waits", "Planner", "Approvals") else COLOURS["wait"]
         classes = " ".join(["bar", "aggregate", *sorted(column.classes)])

@@ -149,19 +149,31 @@ def run_list(request):
 @permission_needed("runs.start_run", "start runs")
 def run_start_page(request):
     from capabilities.models import Capability
-    from runs.forms import RunStartForm
+    from runs.forms import RunStartForm, initial_from_run
 
     capabilities = list(Capability.objects.filter(enabled=True).order_by("name").values_list("name", flat=True))
-    form = RunStartForm(request.POST or None, capabilities=capabilities)
-    if request.method == "POST" and form.is_valid():
+    initial, source = None, None
+    if request.method == "GET" and request.GET.get("from_run"):
+        # "Start a run with the same settings": the earlier run's goal, criteria, budgets and planner.
         try:
-            run = services.run_start(owner=request.user, **form.run_start_arguments())
-        except ServiceError as exc:
-            form.add_service_errors(exc.fields or {"goal": exc.message})
+            source = Run.objects.get(pk=int(request.GET["from_run"]))
+        except (ValueError, Run.DoesNotExist):
+            return forbidden(request, "There is no run to copy the settings from.", status=404)
+        initial = initial_from_run(source)
+    form = RunStartForm(request.POST or None, capabilities=capabilities, initial=initial)
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                run = services.run_start(owner=request.user, **form.run_start_arguments())
+            except ServiceError as exc:
+                form.add_service_errors(exc.fields or {"goal": exc.message})
+            else:
+                messages.success(request, f"Run {run.pk} started.")
+                return redirect("runs:detail", run_id=run.pk)
         else:
-            messages.success(request, f"Run {run.pk} started.")
-            return redirect("runs:detail", run_id=run.pk)
-    return render(request, "runs/start.html", {"form": form}, status=400 if form.errors else 200)
+            # Every error in one round: the budget checks run_start would make, beside the form's own.
+            form.add_budget_errors_now()
+    return render(request, "runs/start.html", {"form": form, "source": source}, status=400 if form.errors else 200)
 
 
 # --- Run trace -------------------------------------------------------------------------

@@ -115,7 +115,6 @@
     // A form with errors: say how many, and put the cursor on the first.
     var summary = document.querySelector("[data-error-summary]");
     if (summary) {
-      summary.focus();
       var first = document.querySelector(".has-error input, .has-error select, .has-error textarea");
       if (first) first.focus();
     }
