@@ -157,12 +157,19 @@ def test_a_second_request_appears_in_the_open_inbox_and_the_badge(
     assert outside_requests == []
 
 
+SMALLEST_CHART_TEXT = """() => Math.min(1000, ...Array.from(document.querySelectorAll('.chart svg text'))
+    .map(t => { const svg = t.ownerSVGElement;
+                const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+                return parseFloat(getComputedStyle(t).fontSize) * scale; }))"""
+
+
 def test_dashboard_drill_down_lands_on_the_filtered_runs_list(
         page, live_server, login, registry, manual_advance, operator, viewer, shot, outside_requests):
     stalled = stalled_run(operator)
     run_awaiting_approval(operator)
     login(viewer)
     page.goto(f"{live_server.url}/runs/dashboard/")
+    assert page.evaluate(SMALLEST_CHART_TEXT) >= 11
     active = page.locator("#active-runs")
     expect(active).to_contain_text("Open a ticket for the broken badge reader")
     shot("incident-dashboard")
@@ -179,7 +186,8 @@ def test_dashboard_drill_down_lands_on_the_filtered_runs_list(
     assert outside_requests == []
 
 
-PAGES_390 = ["/runs/", "/runs/approvals/", "/runs/dashboard/", "/runs/start/", "/capabilities/", "/evaluation/"]
+PAGES_390 = ["/runs/", "/runs/approvals/", "/runs/dashboard/", "/runs/start/", "/capabilities/", "/evaluations/",
+             "/evaluations/readiness/"]
 
 
 def test_pages_at_390_px_have_no_horizontal_overflow_and_readable_charts(
@@ -192,11 +200,33 @@ def test_pages_at_390_px_have_no_horizontal_overflow_and_readable_charts(
         overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, f"{path} overflows by {overflow} px"
         # Chart text, scaled with its SVG, stays at 11 px or more.
-        smallest = page.evaluate("""() => Math.min(1000, ...Array.from(document.querySelectorAll('.chart svg text'))
-            .map(t => { const svg = t.ownerSVGElement;
-                        const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
-                        return parseFloat(getComputedStyle(t).fontSize) * scale; }))""")
+        smallest = page.evaluate(SMALLEST_CHART_TEXT)
         assert smallest >= 11, f"{path}: chart text {smallest} px"
         name = path.strip("/").replace("/", "-") or "home"
         shot(f"narrow-{name}")
+    assert outside_requests == []
+
+
+def test_the_evaluation_table_keeps_task_and_verdict_in_view_and_explains_verdicts(
+        page, live_server, login, operator, viewer, shot, outside_requests):
+    from runs.evaluation.services import evaluation_run_now, evaluation_suites_sync
+
+    suite = next(s for s in evaluation_suites_sync() if s.name == "standard")
+    evaluation = evaluation_run_now(user=operator, suite_id=suite.pk, label="narrow check")
+    login(viewer)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{live_server.url}/evaluations/{evaluation.pk}/")
+        expect(page.locator("#verdict-glossary")).to_contain_text("Ties go to direct")
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 0, f"{width} px: the page overflows by {overflow} px"
+        scroller = page.locator(".evaluation-scroll")
+        scroller.evaluate("el => { el.scrollLeft = el.scrollWidth; }")
+        box = scroller.bounding_box()
+        task = page.locator("#evaluation-table tbody th[scope=row]").first.bounding_box()
+        verdict = page.locator("#evaluation-table td.verdict").first.bounding_box()
+        # Scrolled to the far right, the task column is still at the left edge and the verdict inside the box.
+        assert abs(task["x"] - box["x"]) <= 2
+        assert verdict["x"] + verdict["width"] <= box["x"] + box["width"] + 2
+        shot(f"evaluation-table-{width}")
     assert outside_requests == []

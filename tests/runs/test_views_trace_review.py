@@ -180,3 +180,19 @@ class TestTimeline:
         assert counts[0] == counts[1]
         assert sizes[1] < 400_000  # bars merge per pixel: bounded by the width, not the attempts
         assert "items here" in body  # the merged columns say what they hold
+
+
+@pytest.mark.django_db
+def test_an_evaluation_run_links_to_its_twin_in_the_other_mode(client_for, viewer, make_run):
+    from runs.models import Evaluation, EvaluationResult, EvaluationSuite
+
+    suite = EvaluationSuite.objects.create(name="s", tasks=[])
+    evaluation = Evaluation.objects.create(suite=suite, started_by=viewer)
+    direct = make_run(status="stopped", evaluation=evaluation, planner="direct")
+    planning = make_run(status="completed", evaluation=evaluation)
+    for mode, run, ok in (("direct", direct, False), ("planning", planning, True)):
+        EvaluationResult.objects.create(evaluation=evaluation, task="lookup", mode=mode, run=run,
+                                        verified_success=ok, status=run.status)
+    body = client_for(viewer).get(url(direct)).content.decode()
+    assert f'<a href="/runs/{planning.pk}/">the planning twin of task lookup (run #{planning.pk}, succeeded)</a>' in body
+    assert f'href="/evaluations/{evaluation.pk}/"' in body
