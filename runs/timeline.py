@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db.models import FloatField, Func
 from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -18,6 +19,7 @@ from runs.models import Approval, Attempt, PlanRevision, Run
 from runs.trace_review import StopTrigger, attempt_label, kind_label
 
 WIDTH, LEFT, RIGHT, TOP, LANE_H, AXIS_H = 1000, 150, 16, 8, 26, 34
+MERGE_PX = 3  # merged columns are this wide: fewer, still readable, and the markup stays small
 MAX_CAPABILITY_LANES = 12
 MAX_CONNECTORS = 40
 COLOURS = {"ok": "#2f6fdf", "retryable": "#b42318", "terminal": "#7a1010", "unknown": "#9a5b00",
@@ -48,6 +50,21 @@ class _Column:
     classes: set = field(default_factory=set)
 
 
+class EpochSeconds(Func):
+    """A moment as Unix seconds, computed by the database: 5,000 rows need no datetime parsing."""
+
+    output_field = FloatField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"CAST(EXTRACT(EPOCH FROM {sql}) AS double precision)", params  # numeric otherwise
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.source_expressions[0])
+        # julianday() of the stored UTC text; 2440587.5 is the Unix epoch as a Julian day.
+        return f"((julianday({sql}) - 2440587.5) * 86400.0)", params
+
+
 def _attempt_href(uid: str) -> str:
     return f"?attempt={uid}#attempt-{uid}"
 
@@ -55,20 +72,22 @@ def _attempt_href(uid: str) -> str:
 def run_timeline(*, run: Run, revisions: list[PlanRevision], approvals: list[Approval],
                  trigger: StopTrigger | None, now: datetime | None = None) -> SafeString | None:
     origin = run.started_at or run.created_at
-    rows = list(Attempt.objects.filter(run=run).order_by("started_at", "id").values_list(
-        "uid", "started_at", "ended_at", "kind", "status", "error_code", "capability_name",
+    rows = list(Attempt.objects.filter(run=run).order_by("started_at", "id").annotate(
+        t0=EpochSeconds("started_at"), t1=EpochSeconds("ended_at")).values_list(
+        "uid", "t0", "t1", "kind", "status", "error_code", "capability_name",
         "repeated_without_progress", "step_id", "step__key", "step__revision__number", "number", "signature_hash",
         "capability_version__idempotent").iterator(chunk_size=2000))
     if not rows and not revisions:
         return None
     # The axis starts at the earliest thing recorded (clocks of workers and web may differ a little).
-    origin = min([origin] + [r[1] for r in rows[:1]] + [rev.created_at for rev in revisions[:1]])
+    origin_s = min([origin.timestamp()] + [r[1] for r in rows[:1]] + [rev.created_at.timestamp()
+                                                                      for rev in revisions[:1]])
     end_moment = run.finished_at or now or timezone.now()
-    last = max([end_moment] + [r[2] for r in rows])
-    span = max((last - origin).total_seconds(), 0.001)
+    last_s = max([end_moment.timestamp()] + [r[2] for r in rows])
+    span = max(last_s - origin_s, 0.001)
 
     def sec(moment: datetime) -> float:
-        return max(0.0, (moment - origin).total_seconds())
+        return max(0.0, moment.timestamp() - origin_s)
 
     bars: list[_Bar] = []
     capabilities: list[str] = []
@@ -82,7 +101,7 @@ def run_timeline(*, run: Run, revisions: list[PlanRevision], approvals: list[App
         label = attempt_label(rev, key, number)
         if capability not in capabilities:
             capabilities.append(capability)
-        s, e = sec(started), sec(ended)
+        s, e = max(0.0, started - origin_s), max(0.0, ended - origin_s)
         ended_at_by_uid[uid] = e
         if kind in ("retry", "poll") and step_id in step_last_end and step_last_end[step_id] < s:
             what = "backoff before retry" if kind == "retry" else "poll interval"
@@ -117,7 +136,7 @@ def run_timeline(*, run: Run, revisions: list[PlanRevision], approvals: list[App
                          title, f"#revision-{revision.number}", "planner", failed=not revision.accepted))
     for approval in approvals:
         start = sec(approval.requested_at)
-        stop = sec(approval.decided_at) if approval.decided_at else sec(last)
+        stop = sec(approval.decided_at) if approval.decided_at else last_s - origin_s
         what = f"step {approval.step.key}" if approval.kind == "step" and approval.step else "plan"
         bars.append(_Bar("Approvals", start, stop, COLOURS.get(approval.state, COLOURS["pending"]),
                          f"approval of {what}: {approval.state}, waited {stop - start:.0f} s", "#approvals-heading",
@@ -165,7 +184,7 @@ def _render(run, bars, lanes, connectors, span, trigger, stop_at, attempt_count)
         w = (bar.end - bar.start) * scale
         pixel = int(x)
         if w < 1 or (bar.lane, pixel) in taken:
-            column = columns.setdefault((bar.lane, pixel), _Column())
+            column = columns.setdefault((bar.lane, pixel - pixel % MERGE_PX), _Column())
             column.count += 1
             column.failed += int(bar.failed)
             column.repeated += int("repeated" in bar.classes)
@@ -193,7 +212,7 @@ def _render(run, bars, lanes, connectors, span, trigger, stop_at, attempt_count)
         colour = COLOURS["retryable"] if column.failed else COLOURS["ok"] if lane not in (
             "Waits", "Planner", "Approvals") else COLOURS["wait"]
         classes = " ".join(["bar", "aggregate", *sorted(column.classes)])
-        parts.append(f'<a href="{escape(column.href)}" class="{classes}"><rect x="{pixel}" y="{y + 4}" width="1.5" '
+        parts.append(f'<a href="{escape(column.href)}" class="{classes}"><rect x="{pixel}" y="{y + 4}" width="{MERGE_PX - 0.5}" '
                      f'height="{LANE_H - 8}" fill="{colour}"><title>{escape(title)}</title></rect></a>')
     for lane, a, b, title in connectors:
         if lane not in lane_y:

@@ -527,7 +527,7 @@ def approval_card(request, approval_id: int):
     except Approval.DoesNotExist:
         return forbidden(request, "This approval request does not exist.", status=404)
     return render(request, "runs/approvals.html#approval_card",
-                  {"approval": approval, "can_decide": request.user.has_perm("runs.decide_approval")})
+                  {"approval": approval, "can_decide": request.user.has_perm("runs.decide_approval"), "refocus": True})
 
 
 @permission_needed("runs.view_run", "view approval requests")
