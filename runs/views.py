@@ -354,7 +354,9 @@ def _trace_chunks(run: Run):
     """The whole trace as one JSON document, written piece by piece as it is read."""
     yield '{"run": ' + _dumps(_run_dict(run))
     yield ', "revisions": ['
+    revision_numbers = {}
     for i, rev in enumerate(run.plan_revisions.select_related("triggering_attempt").order_by("number")):
+        revision_numbers[rev.pk] = rev.number
         yield ("," if i else "") + _dumps({
             "number": rev.number, "accepted": rev.accepted, "reason_code": rev.reason_code, "reason": rev.reason,
             "triggering_attempt": rev.triggering_attempt.uid if rev.triggering_attempt else None,
@@ -373,7 +375,7 @@ def _trace_chunks(run: Run):
     yield '], "attempts": ['
     buffer = []
     for i, attempt in enumerate(selectors.trace_attempts(run=run)):
-        buffer.append(("," if i else "") + _dumps(_attempt_dict(attempt)))
+        buffer.append(("," if i else "") + _dumps(_attempt_dict(attempt, revision_numbers)))
         if len(buffer) >= 200:
             yield "".join(buffer)
             buffer = []
@@ -414,13 +416,16 @@ def _decision_dict(decision) -> dict:
             "created_at": decision.created_at}
 
 
-def _attempt_dict(attempt: Attempt) -> dict:
+def _attempt_dict(attempt: Attempt, revision_numbers: dict[int, int]) -> dict:
     try:
         decision = _decision_dict(attempt.decision)
     except Attempt.decision.RelatedObjectDoesNotExist:
         decision = None
     return {
         "uid": attempt.uid, "step": attempt.step.key, "number": attempt.number, "kind": attempt.kind,
+        # The same unique label as the trace page: r2·s1#1.
+        "label": trace_review.attempt_label(revision_numbers.get(attempt.step.revision_id), attempt.step.key,
+                                            attempt.number),
         "capability": attempt.capability_name, "capability_version_id": attempt.capability_version_id,
         "signature": attempt.signature, "signature_hash": attempt.signature_hash,
         "idempotency_key": attempt.idempotency_key, "started_at": attempt.started_at, "ended_at": attempt.ended_at,

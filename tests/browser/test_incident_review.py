@@ -86,6 +86,12 @@ def test_a_reviewer_finds_the_repeated_pair_and_the_trigger_from_the_timeline(
     expect(page.locator(f"#attempt-detail-{repeat.uid}")).to_contain_text("Tool calls")  # usage in words
     shot("incident-attempt-expanded")
 
+    # Copy the trace id for the tracing backend.
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    page.get_by_role("button", name="Copy trace id").first.click()
+    expect(page.get_by_role("button", name="Copy trace id").first).to_have_attribute("data-copied", "true")
+    assert page.evaluate("() => navigator.clipboard.readText()") == run.trace_id
+
     page.goto(f"{live_server.url}/runs/{run.pk}/?repeated=on")
     expect(page.locator("tr.attempt-row")).to_have_count(run.attempts.filter(repeated_without_progress=True).count())
     assert outside_requests == []

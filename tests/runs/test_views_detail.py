@@ -228,6 +228,7 @@ class TestTraceJson:
         assert last["observation"]["error_code"] == "timeout"
         assert last["decision"]["decision"] == "stop_stalled"
         assert last["repeated_without_progress"] is True
+        assert [a["label"] for a in trace["attempts"]] == ["r1·s1#1", "r1·s1#2", "r2·s1#1"]
         assert trace["approvals"][0]["state"] == "expired"
 
     def test_it_streams_thousands_of_attempts(self, client_for, viewer, make_run, make_revision, make_step):
