@@ -51,7 +51,7 @@ def stacked_bars(*, title: str, labels: list[str], series: dict[str, list[float]
     n = max(len(labels), 1)
     slot = plot_w / n
     bar_w = max(2.0, slot * 0.75)
-    parts = [_open(title, width, height, _summary_stacked(labels, series, totals), "bar-chart")]
+    parts = [_open(title, width, height, _summary_stacked(labels, series, totals), "bar-chart", bool(links))]
     parts += _y_axis(left, top, plot_w, plot_h, y_max, y_label)
     label_every = max(1, n // 8)
     for i, label in enumerate(labels):
@@ -83,7 +83,7 @@ def bars(*, title: str, items: list[tuple[str, float]], x_label: str, width: int
     plot_w = width - left - right
     x_max = max((v for _, v in items), default=0) or 1
     summary = "; ".join(f"{label}: {value:g}" for label, value in items) or "no data"
-    parts = [_open(title, width, height, summary, "bar-chart")]
+    parts = [_open(title, width, height, summary, "bar-chart", bool(links))]
     for i, (label, value) in enumerate(items):
         y = top + i * row_height
         w = plot_w * value / x_max
@@ -98,9 +98,11 @@ def bars(*, title: str, items: list[tuple[str, float]], x_label: str, width: int
     return mark_safe("".join(parts))
 
 
-def _open(title: str, width: int, height: int, summary: str, css_class: str = "") -> str:
+def _open(title: str, width: int, height: int, summary: str, css_class: str = "", linked: bool = False) -> str:
     class_attr = f' class="{css_class}"' if css_class else ""
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
+    # A chart whose bars are links is a group of links, not one image (an image may not hold links).
+    role = "group" if linked else "img"
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="{role}" '
             f'aria-label="{escape(title)}"{class_attr}><title>{escape(title)}</title><desc>{escape(summary)}</desc>')
 
 

@@ -162,7 +162,7 @@ def _render(run, bars, lanes, connectors, span, trigger, stop_at, attempt_count)
     lane_y = {lane: TOP + i * LANE_H for i, lane in enumerate(lanes)}
     summary = (f"{attempt_count} attempts over {span:.1f} s in {len(lanes)} lanes; "
                + ("stopped: " + run.stop_reason if run.stop_reason else "still running"))
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" role="img" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" role="group" '
              f'aria-labelledby="timeline-title timeline-desc" class="timeline-svg">'
              f'<title id="timeline-title">Timeline of run {run.pk}</title><desc id="timeline-desc">{escape(summary)}</desc>']
     for lane, y in lane_y.items():

@@ -215,6 +215,8 @@ def test_pages_at_390_px_have_no_horizontal_overflow_and_readable_charts(
 
 def test_the_evaluation_table_keeps_task_and_verdict_in_view_and_explains_verdicts(
         page, live_server, login, operator, viewer, shot, outside_requests):
+    from axe_playwright_python.sync_playwright import Axe
+
     from runs.evaluation.services import evaluation_run_now, evaluation_suites_sync
 
     suite = next(s for s in evaluation_suites_sync() if s.name == "standard")
@@ -235,4 +237,27 @@ def test_the_evaluation_table_keeps_task_and_verdict_in_view_and_explains_verdic
         assert abs(task["x"] - box["x"]) <= 2
         assert verdict["x"] + verdict["width"] <= box["x"] + box["width"] + 2
         shot(f"evaluation-table-{width}")
+        result = Axe().run(page, options={"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa"]}})
+        assert [(v["id"], [n["target"] for n in v["nodes"]]) for v in result.response["violations"]] == []
     assert outside_requests == []
+
+
+def test_the_review_pages_have_no_accessibility_violations(
+        page, live_server, login, registry, manual_advance, operator, second_operator, shot):
+    from axe_playwright_python.sync_playwright import Axe
+
+    stalled = stalled_run(operator)
+    waiting = run_awaiting_approval(second_operator)
+    login(operator)
+    axe = Axe()
+    found = {}
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        for path in (f"/runs/{stalled.pk}/", f"/runs/{waiting.pk}/", f"/runs/{stalled.pk}/?repeated=on",
+                     "/runs/approvals/", "/runs/dashboard/", "/runs/", f"/runs/start/?from_run={stalled.pk}"):
+            page.goto(f"{live_server.url}{path}")
+            result = axe.run(page, options={"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa"]}})
+            for violation in result.response["violations"]:
+                found.setdefault(f"{width} {path}", []).append(
+                    (violation["id"], [n["target"] for n in violation["nodes"][:3]]))
+    assert found == {}
