@@ -254,6 +254,8 @@ def run_detail(request, run_id: int):
         approval.is_stop_trigger = bool(trigger and trigger.anchor == f"approval-{approval.pk}")
     attempts = trace_review.mark_attempts(list(attempts_page.object_list), run=run,
                                           revision_numbers=revision_numbers, trigger=trigger)
+    # When the stopping attempt is a repeat, the stop box names the attempt it repeats too.
+    trigger_repeats = next((a.repeats for a in attempts if a.is_stop_trigger and a.repeats), None)
     steps = selectors.run_steps(run=run)
     for step in steps:
         # A step a stopped run never reached is not "pending": nothing will run it.
@@ -272,6 +274,7 @@ def run_detail(request, run_id: int):
         "can_cancel": request.user.has_perm("runs.cancel_run") and not run.is_finished,
         "can_start": request.user.has_perm("runs.start_run"),
         "trigger": trigger,
+        "trigger_repeats": trigger_repeats,
         "stall_kind": stall_kind,
         "stall_kind_text": trace_review.STALL_KIND_TEXT.get(stall_kind, ""),
         "last_failure": last_failure,

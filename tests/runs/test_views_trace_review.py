@@ -196,3 +196,30 @@ def test_an_evaluation_run_links_to_its_twin_in_the_other_mode(client_for, viewe
     body = client_for(viewer).get(url(direct)).content.decode()
     assert f'<a href="/runs/{planning.pk}/">the planning twin of task lookup (run #{planning.pk}, succeeded)</a>' in body
     assert f'href="/evaluations/{evaluation.pk}/"' in body
+
+
+@pytest.mark.django_db
+def test_the_stop_box_names_the_attempt_a_stopping_repeat_repeats(client_for, viewer, traced_run):
+    first = traced_run.attempts.get(number=1, step__revision__number=1)
+    body = client_for(viewer).get(url(traced_run)).content.decode()
+    assert f'a repeat of <a href="?attempt={first.uid}#attempt-{first.uid}">r1·s1#1</a> without progress' in body
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("reason, decision, expected", [
+    ("budget_exhausted:deadline", "retry", "the deadline passed (no attempt caused it)"),
+    ("budget_exhausted:deadline", "stop_budget", "r1·s1#1 (retryable timeout)"),
+    ("cancelled", "continue", "Cancelled by otto."),
+    ("terminal_failure:timeout", "stop_terminal_failure", "r1·s1#1 (retryable timeout)"),
+])
+def test_the_stop_trigger_is_what_actually_stopped_the_run(client_for, viewer, make_run, make_revision, make_step,
+                                                           make_attempt, reason, decision, expected):
+    run = make_run(status="cancelled" if reason == "cancelled" else "stopped", stop_reason=reason,
+                   stop_detail="Cancelled by otto." if reason == "cancelled" else "")
+    attempt = make_attempt(make_step(make_revision(run)), status="retryable", error_code="timeout", decision=decision)
+    Run.objects.filter(pk=run.pk).update(stop_attempt=attempt)  # the runtime's fallback: the last attempt
+    body = client_for(viewer).get(url(run)).content.decode()
+    stopped_by = body[body.index('class="stop-trigger-text"'):]
+    assert expected in stopped_by[:400]
+    is_trigger = "stop-trigger" in row_of(body, attempt)
+    assert is_trigger == expected.startswith("r1")
