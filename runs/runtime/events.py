@@ -112,10 +112,11 @@ class RunStopped:
     stop_reason: str
     detail: str
     attempt_id: str | None = None
+    stall_kind: str | None = None     # stalled only: repeated_without_progress | planner_exhausted
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "run_stopped", "stop_reason": self.stop_reason, "detail": self.detail,
-                "attempt_id": self.attempt_id}
+                "attempt_id": self.attempt_id, "stall_kind": self.stall_kind}
 
 
 Event = Union[PlanProposed, AttemptFinished, DecisionMade, ApprovalRequested, ApprovalDecided, StatusChanged,

@@ -99,6 +99,16 @@ def error_code_for_http_status(status: int) -> ErrorCode | None:
 
 
 @dataclass(frozen=True)
+class AdmissionRefused:
+    """An executor's answer when a registry-wide rate limit did not admit the call: the
+    call was never made. The runtime waits retry_after_s and counts nothing (a wait,
+    not a call)."""
+
+    retry_after_s: float
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class OutputRef:
     """A reference to an output too large to keep inline."""
 

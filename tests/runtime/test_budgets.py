@@ -82,10 +82,15 @@ def test_any_action_needs_time_an_iteration_and_a_tool_call():
 
 
 def test_counting_a_call_updates_every_counter():
-    usage = Usage().counted_call("search", retry=True, poll=False).counted_call("search", retry=False, poll=True,
-                                                                                iteration=False)
-    assert (usage.iterations, usage.tool_calls, usage.retries, usage.polls) == (1, 2, 1, 1)
+    usage = Usage().counted_call("search", retry=True, poll=False).counted_call("search", retry=False, poll=True)
+    assert (usage.iterations, usage.tool_calls, usage.retries, usage.polls) == (2, 2, 1, 1)
     assert usage.calls_per_capability == {"search": 2}
+
+
+def test_a_status_lookup_is_a_tool_call_of_its_capability_but_not_an_iteration_or_retry():
+    usage = Usage().counted_lookup("create_ticket")
+    assert (usage.iterations, usage.tool_calls, usage.retries) == (0, 1, 0)
+    assert usage.calls_per_capability == {"create_ticket": 1}
 
 
 def test_counting_plans_counts_revisions_after_the_first():

@@ -124,7 +124,8 @@ def test_no_verification_runs_once_the_deadline_passed_during_a_call():
 
 def test_it_stops_stalled_when_the_planner_proposes_no_plan():
     result = run_scenario(scenario(planner={"plans": []}))
-    assert result.stop_reason == "stalled" and result.state.stop_detail == "the planner proposed no plan"
+    assert result.stop_reason == "stalled" and result.state.stall_kind == "planner_exhausted"
+    assert result.state.stop_detail == "planner_exhausted: the planner proposed no plan; no attempt failed"
 
 
 def test_a_second_consecutive_rejection_stops_plan_rejected_and_the_planner_saw_the_errors():
@@ -265,6 +266,7 @@ def test_every_attempt_gets_a_decision_with_a_usage_snapshot():
     attempts = of_type(result.events, AttemptFinished)
     decisions = {d.attempt_id: d for d in of_type(result.events, DecisionMade)}
     assert [a.kind for a in attempts] == ["call", "resolve"]
+    assert [decisions[a.attempt_id].usage["retries"] for a in attempts] == [0, 1]
     for attempt in attempts:
         assert decisions[attempt.attempt_id].usage["tool_calls"] >= 1
     assert decisions[attempts[0].attempt_id].decision == "resolve"
