@@ -150,6 +150,9 @@ def exhausted_before_planning(budgets: Budgets, usage: Usage, *, started_at: flo
         return BudgetName.ITERATIONS
     if revision and usage.revisions + 1 > budgets.max_revisions:
         return BudgetName.REVISIONS
+    # A plan is only worth asking for if one of its steps could still be called.
+    if usage.tool_calls + 1 > budgets.max_tool_calls:
+        return BudgetName.TOOL_CALLS
     # A planner call always spends something: with nothing left it would exceed.
     if usage.tokens >= budgets.max_tokens:
         return BudgetName.TOKENS

@@ -538,9 +538,10 @@ class Controller:
             history_before, signature=signature_text(action_signature(spec.name, step.arguments)),
             fingerprint=outcome_fingerprint(observation, spec.volatile_paths), allowed_retry=kind == AttemptKind.RETRY,
             allowed_poll=kind == AttemptKind.POLL)
+        # Count budgets never pre-empt an outcome (design.md): they are checked before the
+        # next action, when one is wanted (retry and poll below, a call or a plan next pass).
         verdict = decide(
-            observation, repeated_without_progress=repeated,
-            budget_exhausted=B.exhausted_for_any_action(s.budgets, s.usage, started_at=s.started_at, now=now),
+            observation, repeated_without_progress=repeated, budget_exhausted=None,
             completion_verified=verified, deadline_passed=B.deadline_passed(s.budgets, s.started_at, now),
             retry_allowed=retry_allowed(spec.retry, observation, attempts_made=1 + progress.retries_used),
             retry_budget_left=B.retry_budget_left(s.budgets, s.usage), polling=polling,
@@ -593,6 +594,14 @@ class Controller:
                 next_kind = AttemptKind.RETRY
             else:
                 delay, next_kind = spec.polling.interval_s, AttemptKind.POLL
+            s = p.state
+            budget = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name,
+                                             side_effecting=spec.changes_state, retry=d is Decision.RETRY,
+                                             started_at=s.started_at, now=now)
+            if budget and budget is not B.BudgetName.DEADLINE:
+                return self._stop(p, StopKind.BUDGET_EXHAUSTED, budget,
+                                  f"step {step.id}: the {d.value} of {spec.name} would exceed the {budget} budget",
+                                  attempt_id)
             if now + delay > p.state.budgets.deadline_at(p.state.started_at):
                 # Waits never cross the deadline: stop now rather than sleep past it.
                 return self._stop(p, StopKind.BUDGET_EXHAUSTED, B.BudgetName.DEADLINE,
