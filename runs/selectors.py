@@ -164,26 +164,20 @@ def _number(value: Any) -> float | None:
 def budget_gauges(*, run: Run, capability_calls: dict[str, int] | None = None) -> list[Gauge]:
     """One gauge per budget the run declares, the one that stopped it marked exhausted.
 
-    The common budgets come from runs.budget_usage (the API reports the same
-    numbers); per-capability calls and the side-effect rate are added here.
+    The rows come from runs.budget_usage, which the API reports too: the page only
+    labels them. (capability_calls is accepted for callers that still pass it.)
     """
     from runs.budget_usage import run_budget_usage
 
-    budgets = run.budgets if isinstance(run.budgets, dict) else {}
     stopped_by = run.stop_reason.split(":", 1)[1] if run.stop_reason.startswith("budget_exhausted:") else None
-    gauges = [Gauge(row["name"], BUDGET_LABELS.get(row["name"], row["name"]), row["used"], _number(row["limit"]),
-                    unit="s" if row["name"] == "deadline" else "", exhausted=row["exhausted"])
-              for row in run_budget_usage(run) if row["limit"] is not None or row["exhausted"]]
-    calls = capability_calls or {}
-    per_capability = budgets.get("max_calls_per_capability") or {}
-    if isinstance(per_capability, dict):
-        for capability, limit in sorted(per_capability.items()):
-            used = calls.get(capability, 0)
-            gauges.append(Gauge("capability_calls", f"Calls to {capability}", used, _number(limit),
-                                exhausted=stopped_by == "capability_calls" and used >= (_number(limit) or 0)))
-    if "max_side_effects_per_minute" in budgets or stopped_by == "side_effect_rate":
-        gauges.append(Gauge("side_effect_rate", "Side effects committed", run.side_effects_committed, None,
-                            exhausted=stopped_by == "side_effect_rate"))
+    gauges = []
+    for row in run_budget_usage(run):
+        if row["limit"] is None and not row["exhausted"]:
+            continue
+        label = (f"Calls to {row['capability']}" if row["name"] == "capability_calls"
+                 else BUDGET_LABELS.get(row["name"], row["name"]))
+        gauges.append(Gauge(row["name"], label, row["used"], _number(row["limit"]),
+                            unit="s" if row["name"] == "deadline" else "", exhausted=row["exhausted"]))
     if stopped_by and not any(g.exhausted for g in gauges):
         gauges.append(Gauge(stopped_by, BUDGET_LABELS.get(stopped_by, stopped_by), 0, None, exhausted=True))
     return gauges
