@@ -194,6 +194,18 @@ class CapabilityVersion(models.Model):
         )
 
 
+class RateLimitWindow(models.Model):
+    """The admissions inside a capability's current rate-limit window: one row per
+    capability, locked for each admission so that workers never overshoot the limit."""
+
+    capability_name = models.CharField(max_length=80, unique=True)
+    # Epoch seconds of the admissions still inside the window (at most max_calls of them).
+    admitted = models.JSONField(default=list)
+
+    def __str__(self):
+        return f"{self.capability_name}: {len(self.admitted)} in window"
+
+
 class StoredOutput(models.Model):
     """A capability output too large to keep inline, stored once by content hash."""
 

@@ -786,8 +786,11 @@ def capability_try(*, user, capability_id: int, arguments: Any, confirm: bool = 
     trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
     # A fresh key per try: a try-it is never a retry of an earlier one.
     key = f"try-{uuid.uuid4().hex}" if changes_state else None
-    observation = _try_executor().execute(spec, arguments, idempotency_key=key, timeout_s=spec.timeout_s,
-                                          trace_id=trace_id, span_id=span_id)
+    from capabilities.ratelimit import as_observation
+
+    observation = as_observation(_try_executor().execute(spec, arguments, idempotency_key=key,
+                                                         timeout_s=spec.timeout_s, trace_id=trace_id,
+                                                         span_id=span_id))
     if changes_state:
         with transaction.atomic():
             audit(actor=user, action=TRY_AUDIT_ACTION, target=capability,

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Iterator
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
 
 from runs.choices import ApprovalState
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
@@ -34,7 +35,8 @@ LIVE_STATUSES = ("queued", "running", "awaiting_approval")
 
 
 def pending_approval_count() -> int:
-    return Approval.objects.filter(state="pending").count()
+    # A request past its expiry is no longer decidable, even before the sweep marks it.
+    return Approval.objects.filter(state="pending", expires_at__gt=timezone.now()).count()
 
 
 # --- Runs list -----------------------------------------------------------------
@@ -247,7 +249,8 @@ def _compare_steps(previous: Any, current: Any) -> list[tuple[str, str]]:
 
 
 def pending_approvals() -> QuerySet[Approval]:
-    return _approval_cards_queryset().filter(state=ApprovalState.PENDING).order_by("requested_at", "id")
+    return _approval_cards_queryset().filter(state=ApprovalState.PENDING, expires_at__gt=timezone.now()).order_by(
+        "requested_at", "id")
 
 
 def _approval_cards_queryset() -> QuerySet[Approval]:
@@ -296,7 +299,16 @@ def decorate_approvals(approvals: list[Approval]) -> list[Approval]:
                     "side_effecting": side_effect in ("write", "external"),
                 })
         approval.bound_hash = approval.arguments_hash or approval.plan_hash
+        _decorate_expiry(approval)
     return approvals
+
+
+def _decorate_expiry(approval: Approval) -> None:
+    """A request expires at the earlier of its TTL and the run's deadline: say which, and
+    whether that moment has passed (then it cannot be decided, whatever its state says)."""
+    deadline = approval.run.deadline_at
+    approval.expires_by = "at the run's deadline" if deadline and approval.expires_at >= deadline else "its TTL"
+    approval.lapsed = approval.state == ApprovalState.PENDING and approval.expires_at <= timezone.now()
 
 
 # --- Trace download -----------------------------------------------------------------

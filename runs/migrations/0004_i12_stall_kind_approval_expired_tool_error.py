@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('capabilities', '0002_i12_volatile_paths_polling_until_distinct_calls'),
+        ('capabilities', '0002_i12_volatile_paths_polling_until_rate_limit_window'),
         ('runs', '0003_evaluation_planner_choice'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
