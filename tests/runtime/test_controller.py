@@ -408,3 +408,19 @@ def test_an_unknown_outcome_is_resolved_only_for_side_effecting_capabilities():
     result = run_scenario(scenario(capabilities=caps))
     assert [a.kind for a in of_type(result.events, AttemptFinished)] == ["call", "retry"]
     assert result.status == "completed"
+
+
+def test_a_stall_records_its_kind_and_the_last_failing_observation():
+    result = run_scenario(SCENARIOS / "planner_exhausted_after_failures.json")
+    assert result.state.stall_kind == "planner_exhausted"
+    assert result.state.stop_detail.startswith("planner_exhausted: the planner has no further plan after: ")
+    assert result.state.stop_detail.endswith(
+        'last failing observation: search_documents {"q":"travel policy"}: retryable server_error')
+    stopped = of_type(result.events, RunStopped)[0]
+    assert stopped.stall_kind == "planner_exhausted" and stopped.attempt_id == result.state.last_attempt_id
+
+
+def test_a_repetition_with_a_503_names_the_http_status():
+    result = run_scenario(SCENARIOS / "identical_503_with_request_id_stalls.json")
+    assert result.state.stall_kind == "repeated_without_progress"
+    assert result.state.stop_detail.endswith("(HTTP 503)")
