@@ -79,7 +79,8 @@ class AttemptKind(models.TextChoices):
     CALL = "call"
     RETRY = "retry"
     POLL = "poll"
-    RESOLVE = "resolve"
+    RESOLVE = "resolve", "re-send"
+    LOOKUP = "lookup", "status lookup"
 
 
 DecisionKind = _choices("DecisionKind", [d.value for d in _Decision])

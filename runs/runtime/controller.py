@@ -508,7 +508,7 @@ class Controller:
         ended = self.clock.now()
         observation = observation.with_timing(latency_s=ended - started, attempt=progress.attempts,
                                               trace_id=s.trace_id, span_id=self.ids.new_id()[:16])
-        executed = self._finished(p, progress, spec, AttemptKind.RESOLVE, key, self.ids.new_id(), started, ended,
+        executed = self._finished(p, progress, spec, AttemptKind.LOOKUP, key, self.ids.new_id(), started, ended,
                                   observation)
         return progress, executed
 

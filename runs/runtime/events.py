@@ -48,7 +48,7 @@ class AttemptFinished:
     version_id: int | None
     arguments: dict[str, Any]
     attempt: int              # attempt number within the step, the first is 1
-    kind: str                 # call | retry | poll | resolve
+    kind: str                 # call | retry | poll | resolve (re-send) | lookup (status lookup)
     signature: str
     idempotency_key: str | None
     started_at: float

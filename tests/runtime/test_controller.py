@@ -389,12 +389,18 @@ def test_a_controller_accepts_any_objects_matching_the_ports():
     assert isinstance(c.registry, ports.CapabilityRegistry) and isinstance(c.executor, ports.Executor)
     assert isinstance(c.planner, ports.Planner) and isinstance(c.clock, ports.Clock)
     assert isinstance(c.authorizer, ports.Authorizer) and isinstance(c.approvals, ports.ApprovalBook)
+    assert isinstance(c.ids, ports.IdSource)
 
 
 def test_a_resolved_commit_is_observed_as_committed():
     result = run_scenario(SCENARIOS / "commit_then_timeout_status_lookup.json")
+    kinds = [a.kind for a in of_type(result.events, AttemptFinished)]
     resolve = of_type(result.events, AttemptFinished)[-1]
-    assert resolve.kind == "resolve" and resolve.observation.side_effect is SideEffectStatus.COMMITTED
+    # The lookup is in the trace as an attempt of its own kind (a tool call, not a retry).
+    assert kinds == ["call", "lookup"]
+    assert resolve.observation.side_effect is SideEffectStatus.COMMITTED
+    assert resolve.observation.extra["resolved_by"] == "status_lookup"
+    assert isinstance(c := result.state.usage.calls_per_capability, dict) and c == {"create_ticket": 2}
 
 
 def test_reaching_the_iteration_limit_exactly_on_the_completing_call_still_completes():
