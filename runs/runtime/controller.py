@@ -458,7 +458,9 @@ class Controller:
         now = self.clock.now()
         resend = spec.idempotent and retry_allowed(spec.retry, original, attempts_made=1 + progress.retries_used)
         if resend:
-            budget = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name, side_effecting=False,
+            # A re-send may be the commit itself (if the first call never landed): it counts
+            # against the side-effect rate like any side-effecting call.
+            budget = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name, side_effecting=True,
                                              retry=True, started_at=s.started_at, now=now)
             if budget and not spec.status_lookup:
                 return self._stop(p, StopKind.BUDGET_EXHAUSTED, budget,
