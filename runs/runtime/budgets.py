@@ -130,18 +130,6 @@ def deadline_passed(budgets: Budgets, started_at: float, now: float) -> bool:
     return now > budgets.deadline_at(started_at)
 
 
-def exhausted_for_any_action(budgets: Budgets, usage: Usage, *, started_at: float, now: float) -> BudgetName | None:
-    """Budgets that block every way forward: each further action is an iteration,
-    and without a tool call nothing can change the completion check."""
-    if deadline_reached(budgets, started_at, now):
-        return BudgetName.DEADLINE
-    if usage.iterations + 1 > budgets.max_iterations:
-        return BudgetName.ITERATIONS
-    if usage.tool_calls + 1 > budgets.max_tool_calls:
-        return BudgetName.TOOL_CALLS
-    return None
-
-
 def exhausted_before_planning(budgets: Budgets, usage: Usage, *, started_at: float, now: float,
                               revision: bool) -> BudgetName | None:
     if deadline_reached(budgets, started_at, now):
