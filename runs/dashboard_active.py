@@ -17,12 +17,12 @@ from django.utils import timezone
 from runs.budget_usage import run_budget_usage
 from runs.models import Run
 
-ACTIVE_SCAN = 500
+ACTIVE_SCAN = 200  # each carries its checkpoint (the usage the budgets are enforced against)
 ACTIVE_SHOWN = 15
 LIVE_STATUSES = ("queued", "running", "awaiting_approval")
 NO_CAPABILITY = "(none)"
 BUDGET_WORDS = {"iterations": "iterations", "revisions": "revisions", "tool_calls": "tool calls", "tokens": "tokens",
-                "cost": "cost", "retries": "retries", "deadline": "time"}
+                "cost": "cost", "retries": "retries", "deadline": "time", "side_effect_rate": "side effects per minute"}
 
 
 def runs_url(**params) -> str:
@@ -56,14 +56,16 @@ def active_runs_by_burn(*, include_evaluations: bool = False, now: datetime | No
     """Live runs, the most-burnt budget first (percent of each budget used, time left). One query."""
     now = now or timezone.now()
     runs = Run.objects.filter(status__in=LIVE_STATUSES).select_related("owner").only(
-        "id", "goal", "status", "budgets", "iterations", "revisions", "tool_calls", "tokens", "cost", "retries",
-        "created_at", "started_at", "finished_at", "deadline_at", "stop_reason", "evaluation_id", "owner__username")
+        "id", "goal", "status", "budgets", "state", "iterations", "revisions", "tool_calls", "tokens", "cost",
+        "retries", "side_effects_committed", "created_at", "started_at", "finished_at", "deadline_at", "stop_reason",
+        "evaluation_id", "owner__username")
     if not include_evaluations:
         runs = runs.filter(evaluation__isnull=True)
     scanned = list(runs.order_by("-created_at", "-id")[:ACTIVE_SCAN])
     rows = []
     for run in scanned:
-        burns = [Burn(u["name"], BUDGET_WORDS.get(u["name"], u["name"]), round(100 * u["fraction"]))
+        burns = [Burn(u["name"], f"calls to {u['capability']}" if u.get("capability") else
+                      BUDGET_WORDS.get(u["name"], u["name"]), round(100 * u["fraction"]))
                  for u in run_budget_usage(run) if u["limit"]]
         burns.sort(key=lambda b: -b.percent)
         rows.append(ActiveRun(run, burns, burns[0].percent if burns else 0,

@@ -14,13 +14,6 @@ from runs.models import Approval, Attempt, PlanRevision, Run
 # Decisions that end a run, or ask for a plan the run then could not get.
 _STOPPING_DECISIONS = {"complete", "stop_budget", "stop_terminal_failure", "stop_stalled", "replan"}
 
-STALL_KIND_TEXT = {
-    "repeat_without_progress": "the same action gave the same outcome with no state change in between",
-    "no_further_plan": "the planner had nothing more to propose",
-    "no_plan": "the planner proposed no plan at all",
-    "direct_no_replan": "direct mode does not replan after a failed step",
-}
-
 
 def attempt_label(revision_number: int | None, step_key: str, number: int) -> str:
     """Unique within a run: revision · step # attempt, e.g. r2·s1#1."""
@@ -113,6 +106,15 @@ def stop_trigger(*, run: Run, approvals: list[Approval], revisions: list[PlanRev
             who = ap.decided_by.get_username() if ap.decided_by else "an operator"
             return StopTrigger("approval", f"{who} rejected the approval of {what}", anchor=f"approval-{ap.pk}")
         return StopTrigger("approval", "an operator rejected an approval request")
+    if reason == "approval_expired":
+        expired = [a for a in approvals if a.state == "expired"]
+        if expired:
+            ap = expired[-1]
+            what = f"step {ap.step.key} ({ap.capability_name})" if ap.kind == "step" and ap.step else \
+                f"plan revision {ap.revision.number}"
+            return StopTrigger("approval", f"the approval request for {what} expired undecided",
+                               anchor=f"approval-{ap.pk}")
+        return StopTrigger("approval", "an approval request expired undecided")
     if reason == "plan_rejected":
         bad = [r for r in revisions if not r.accepted]
         if bad:
@@ -140,21 +142,19 @@ def _decision_of(attempt: Attempt | None) -> str:
 
 
 def stall_kind(run: Run) -> str:
-    """The kind of stall: the Run's own field when it has one, else read from the stop detail."""
+    """The kind of stall (runtime StallKind values): the Run's own field, else read from the
+    stop detail of a run recorded before the field existed."""
     if run.stop_reason != "stalled":
         return ""
     kind = getattr(run, "stall_kind", "") or ""
     if kind:
         return kind
     detail = run.stop_detail or ""
-    if "repeated with the same outcome" in detail:
-        return "repeat_without_progress"
-    if "no further plan" in detail:
-        return "no_further_plan"
-    if "proposed no plan" in detail:
-        return "no_plan"
-    if "does not replan" in detail:
-        return "direct_no_replan"
+    if "repeated with the same outcome" in detail or detail.startswith("repeated_without_progress"):
+        return "repeated_without_progress"
+    if any(words in detail for words in ("no further plan", "proposed no plan", "does not replan",
+                                         "planner_exhausted")):
+        return "planner_exhausted"
     return ""
 
 

@@ -276,7 +276,6 @@ def run_detail(request, run_id: int):
         "trigger": trigger,
         "trigger_repeats": trigger_repeats,
         "stall_kind": stall_kind,
-        "stall_kind_text": trace_review.STALL_KIND_TEXT.get(stall_kind, ""),
         "last_failure": last_failure,
         "first_failure_uid": trace_review.first_failure_uid(run=run),
         "filter_form": filter_form,

@@ -63,7 +63,7 @@ def test_a_reviewer_finds_the_repeated_pair_and_the_trigger_from_the_timeline(
     expect(timeline).to_be_visible()
     stop_box = page.locator("#stop-box")
     expect(stop_box).to_contain_text("Stall kind")
-    expect(stop_box).to_contain_text("Repeat without progress")
+    expect(stop_box.get_by_test_id("stall-kind")).to_have_text("repeated_without_progress")
     expect(stop_box.locator(".stop-trigger-text")).to_contain_text("r2·s1#1")
     shot("incident-trace-stalled")
 
