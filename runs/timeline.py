@@ -75,8 +75,8 @@ def run_timeline(*, run: Run, revisions: list[PlanRevision], approvals: list[App
     rows = list(Attempt.objects.filter(run=run).order_by("started_at", "id").annotate(
         t0=EpochSeconds("started_at"), t1=EpochSeconds("ended_at")).values_list(
         "uid", "t0", "t1", "kind", "status", "error_code", "capability_name",
-        "repeated_without_progress", "step_id", "step__key", "step__revision__number", "number", "signature_hash",
-        "capability_version__idempotent").iterator(chunk_size=2000))
+        "repeated_without_progress", "step_id", "step__key", "step__revision__number", "number",
+        "signature_hash").iterator(chunk_size=2000))
     if not rows and not revisions:
         return None
     # The axis starts at the earliest thing recorded (clocks of workers and web may differ a little).
@@ -96,8 +96,7 @@ def run_timeline(*, run: Run, revisions: list[PlanRevision], approvals: list[App
     connectors: list[tuple[str, float, float, str]] = []
     ended_at_by_uid: dict[str, float] = {}
     stop_uid = trigger.attempt_uid if trigger and trigger.kind in ("attempt", "completion") else ""
-    for (uid, started, ended, kind, status, code, capability, repeated, step_id, key, rev, number, sig,
-         idempotent) in rows:
+    for uid, started, ended, kind, status, code, capability, repeated, step_id, key, rev, number, sig in rows:
         label = attempt_label(rev, key, number)
         if capability not in capabilities:
             capabilities.append(capability)
@@ -109,7 +108,7 @@ def run_timeline(*, run: Run, revisions: list[PlanRevision], approvals: list[App
                              f"{what} {label}: {s - step_last_end[step_id]:.1f} s", _attempt_href(uid), "wait"))
         step_last_end[step_id] = e
         classes = ["attempt", status]
-        title = f"{label} {kind_label(kind, idempotent)} {capability}: {status}{' ' + code if code else ''}"
+        title = f"{label} {kind_label(kind)} {capability}: {status}{' ' + code if code else ''}"
         if repeated and sig in by_signature:
             earlier_label, earlier_start, earlier_lane = by_signature[sig]
             title += f"; repeats {earlier_label} without progress"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, When
+from django.db.models import Case, OuterRef, Q, QuerySet, Subquery, When
 
 from runs.models import Approval, Attempt, PlanRevision, Run
 
@@ -20,15 +20,14 @@ def attempt_label(revision_number: int | None, step_key: str, number: int) -> st
     return f"r{revision_number or '?'}·{step_key}#{number}"
 
 
-def kind_label(kind: str, idempotent: bool | None) -> str:
-    """What an attempt was, in the words a reviewer uses (a resolve is a re-send or a lookup)."""
-    if kind == "resolve":
-        return "idempotent re-send" if idempotent else "status lookup"
-    return {"call": "call", "retry": "retry", "poll": "poll"}.get(kind, kind)
+def kind_label(kind: str) -> str:
+    """What an attempt was, in the words a reviewer uses: never "repeated" for what a policy allowed."""
+    return {"call": "call", "retry": "retry", "poll": "poll", "resolve": "idempotent re-send",
+            "lookup": "status lookup"}.get(kind, kind)
 
 
 def with_review_fields(attempts: QuerySet[Attempt]) -> QuerySet[Attempt]:
-    """Annotate the uid of the earlier attempt a repeat repeats, and whether the callee deduplicates.
+    """Annotate the uid of the earlier attempt a repeat repeats.
 
     The runtime flags only the repeat itself (repeated_without_progress); the
     earlier attempt is the latest one before it with the same signature. The
@@ -39,9 +38,7 @@ def with_review_fields(attempts: QuerySet[Attempt]) -> QuerySet[Attempt]:
                        | Q(started_at=OuterRef("started_at"), id__lt=OuterRef("id")))
                .order_by("-started_at", "-id").values("uid")[:1])
     return attempts.annotate(
-        repeats_uid=Case(When(repeated_without_progress=True, then=Subquery(earlier)), default=None),
-        callee_idempotent=F("capability_version__idempotent"),
-    )
+        repeats_uid=Case(When(repeated_without_progress=True, then=Subquery(earlier)), default=None))
 
 
 def mark_attempts(attempts: list[Attempt], *, run: Run, revision_numbers: dict[int, int],
@@ -58,7 +55,7 @@ def mark_attempts(attempts: list[Attempt], *, run: Run, revision_numbers: dict[i
             targets[uid] = attempt_label(rev, key, number)
     for a in attempts:
         a.label = attempt_label(revision_numbers.get(a.step.revision_id), a.step.key, a.number)
-        a.kind_label = kind_label(a.kind, getattr(a, "callee_idempotent", None))
+        a.kind_label = kind_label(a.kind)
         a.is_repeated = a.repeated_without_progress
         repeats_uid = getattr(a, "repeats_uid", None)
         a.repeats = (repeats_uid, targets.get(repeats_uid, repeats_uid)) if repeats_uid else None

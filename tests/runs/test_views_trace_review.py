@@ -33,7 +33,7 @@ class TestAttribution:
         make_attempt(resend_step, number=1, status="retryable", error_code="timeout", signature_hash="t")
         resend = make_attempt(resend_step, number=2, kind="resolve", signature_hash="t", capability_version=idempotent)
         lookup_step = make_step(rev, index=2, capability="send_notification", version=plain)
-        lookup = make_attempt(lookup_step, number=1, kind="resolve", signature_hash="n", capability_version=plain)
+        lookup = make_attempt(lookup_step, number=1, kind="lookup", signature_hash="n", capability_version=plain)
         body = client_for(viewer).get(url(run)).content.decode()
         assert "<td>poll</td>" in row_of(body, polls[1])
         assert "<td>idempotent re-send</td>" in row_of(body, resend)
