@@ -102,6 +102,14 @@ def stops_per_capability(*, start: datetime, end: datetime, include_evaluations:
     return sorted(by_capability.values(), key=lambda e: (-(e["stalls"] + e["budget_stops"]), e["capability"]))
 
 
+def add_previous_stops(current: list[dict], previous: list[dict]) -> None:
+    """Each capability's stalls and budget stops in the previous period, beside this one's."""
+    before = {row["capability"]: row for row in previous}
+    for row in current:
+        old = before.get(row["capability"], {})
+        row["stalls_before"], row["budget_stops_before"] = old.get("stalls", 0), old.get("budget_stops", 0)
+
+
 TREND_FIELDS = ("runs_created", "finished_total", "stall_rate", "budget_stop_rate", "repeated_rate")
 # For these a rise is bad news (shown in red); for runs created and finished it is neither.
 RISE_IS_BAD = {"stall_rate", "budget_stop_rate", "repeated_rate"}

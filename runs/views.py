@@ -586,11 +586,14 @@ def run_dashboard(request):
     for row in data["capabilities"]:
         row["runs_url"] = active.runs_url(capability=row["capability_name"],
                                           created_from=active.local_param(data["start"]))
+    capability_stops = active.stops_per_capability(start=data["start"], end=data["end"],
+                                                   include_evaluations=include_evaluations)
+    active.add_previous_stops(capability_stops, active.stops_per_capability(
+        start=data["start"] - window.span, end=data["start"], include_evaluations=include_evaluations))
     data.update({
         "active_runs": active_rows, "active_total": active_total, "links": links,
         "trends": active.trends(data, previous),
-        "capability_stops": active.stops_per_capability(start=data["start"], end=data["end"],
-                                                        include_evaluations=include_evaluations),
+        "capability_stops": capability_stops,
         "include_evaluations": include_evaluations,
     })
     template = "runs/dashboard.html#dashboard_body" if request.htmx else "runs/dashboard.html"

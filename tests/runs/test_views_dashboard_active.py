@@ -47,6 +47,12 @@ class TestActiveRuns:
 
 @pytest.mark.django_db
 class TestStopsPerCapability:
+    def test_it_puts_the_previous_period_beside_each_capability(self):
+        current = [{"capability": "a", "stalls": 3, "budget_stops": 0}, {"capability": "b", "stalls": 1, "budget_stops": 1}]
+        dashboard_active.add_previous_stops(current, [{"capability": "a", "stalls": 1, "budget_stops": 2}])
+        assert (current[0]["stalls_before"], current[0]["budget_stops_before"]) == (1, 2)
+        assert (current[1]["stalls_before"], current[1]["budget_stops_before"]) == (0, 0)
+
     def test_it_counts_stalls_and_budget_stops_by_the_stopping_attempts_capability(
             self, make_run, make_revision, make_step, make_attempt):
         now = timezone.now()
@@ -88,7 +94,7 @@ class TestDashboardPage:
         capability_link = links_in(body, "stop_capability=search_documents")[0]
         assert client.get(capability_link).content.decode().count('<tr id="run-') == 1
         assert links_in(body, "capability=search_documents&created_from=")
-        assert 'vs the previous period' in body
+        assert 'vs the previous period' in body and "(was 0)" in body
         assert '<a href="/runs/?created_from=' in body  # the outcome chart's bars
 
 
