@@ -223,3 +223,17 @@ def test_the_stop_trigger_is_what_actually_stopped_the_run(client_for, viewer, m
     assert expected in stopped_by[:400]
     is_trigger = "stop-trigger" in row_of(body, attempt)
     assert is_trigger == expected.startswith("r1")
+
+
+@pytest.mark.django_db
+def test_the_timeline_and_json_view_escape_run_data(client_for, viewer, make_run, make_revision, make_step,
+                                                    make_attempt):
+    run = make_run(status="stopped", stop_reason="stalled")
+    step = make_step(make_revision(run), capability='<img src=x onerror="alert(1)">', key="s1")
+    attempt = make_attempt(step, status="retryable", error_code="timeout",
+                           output={"<b>key</b>": "<script>alert(2)</script>"})
+    body = client_for(viewer).get(url(run)).content.decode()
+    assert '<img src=x onerror="alert(1)">' not in body and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in body
+    detail = client_for(viewer).get(f"/runs/{run.pk}/attempts/{attempt.uid}/").content.decode()
+    assert "<script>alert(2)</script>" not in detail and "&lt;script&gt;alert(2)&lt;/script&gt;" in detail
+    assert "<b>key</b>" not in detail
