@@ -144,13 +144,6 @@ def attempt_position(*, run: Run, uid: str) -> int | None:
         Q(started_at__lt=attempt["started_at"]) | Q(started_at=attempt["started_at"], id__lt=attempt["id"])).count()
 
 
-def repeated_signatures(*, run: Run) -> dict[str, int]:
-    """Signature hashes that occur more than once in the run, with their counts."""
-    rows = (Attempt.objects.filter(run=run).values("signature_hash").annotate(n=Count("id")).filter(n__gt=1)
-            .order_by())
-    return {row["signature_hash"]: row["n"] for row in rows}
-
-
 def run_capability_calls(*, run: Run) -> dict[str, int]:
     rows = Attempt.objects.filter(run=run).values("capability_name").annotate(n=Count("id")).order_by()
     return {row["capability_name"]: row["n"] for row in rows}
