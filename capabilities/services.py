@@ -15,7 +15,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -25,6 +24,7 @@ from agentops.services import Conflict, InvalidInput, NotAllowed, ServiceError, 
 from capabilities.models import Capability, CapabilityVersion, Kind, McpServer, capability_name_validator
 from capabilities.selectors import capability_version_diff  # noqa: F401 - part of this module's API
 from runs.choices import SideEffect
+from runs.runtime import schemas
 from runs.runtime.observation import RETRYABLE_CODES, ErrorCode, Observation
 
 log = logging.getLogger(__name__)
@@ -86,13 +86,9 @@ def _is_int(value: Any) -> bool:
 
 def schema_problems(schema: Any) -> list[str]:
     """Why `schema` cannot be a capability's argument schema ([] when it can)."""
-    if not isinstance(schema, dict):
-        return ["The schema must be a JSON object."]
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path)
-        return [f"Not a valid JSON Schema (draft 2020-12): {exc.message}" + (f" (at {where})" if where else "")]
+    found = schemas.problems(schema)
+    if found:
+        return found
     if schema.get("type") != "object":
         return ['The schema must describe an object: set "type": "object".']
     return []
@@ -716,10 +712,8 @@ def argument_errors(*, schema: dict, arguments: Any, max_bytes: int | None = Non
         size = len(json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
         if size > max_bytes:
             errors.append(f"The arguments are {size} bytes, over the limit of {max_bytes}.")
-    validator = jsonschema.Draft202012Validator(schema)
-    for error in sorted(validator.iter_errors(arguments), key=lambda e: (list(map(str, e.path)), e.message)):
-        where = "/".join(str(p) for p in error.path) or "(arguments)"
-        errors.append(f"{where}: {error.message}")
+    for where, message in schemas.errors(schema, arguments):
+        errors.append(message if where == "schema" else f"{where or '(arguments)'}: {message}")
     return errors
 
 

@@ -19,8 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-import jsonschema
-
+from runs.runtime import schemas
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import ErrorCode, Observation, OutputRef, SideEffectStatus
 
@@ -262,15 +261,5 @@ class BaseExecutor(ABC):
 
 def schema_errors(schema: dict | None, arguments: Any) -> list[str]:
     """Every way the arguments fail the schema, as readable strings (empty when valid)."""
-    if not schema:
-        return []
-    validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        validator_class.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return [f"the capability's schema is invalid: {exc.message}"]
-    errors = []
-    for error in sorted(validator_class(schema).iter_errors(arguments), key=lambda e: list(e.path)):
-        where = "/".join(str(p) for p in error.path) or "arguments"
-        errors.append(f"{where}: {error.message}")
-    return errors
+    return [message if where == "schema" else f"{where or 'arguments'}: {message}"
+            for where, message in schemas.errors(schema, arguments)]
