@@ -4,11 +4,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
-from capabilities.executors.dispatch import CapabilityExecutor
-from capabilities.executors.netguard import NetGuard
 from capabilities.outputs import DatabaseOutputStore
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import ErrorCode, Observation
@@ -50,6 +47,8 @@ class RateLimitedExecutor:
             retry_after_s=round(retry_after, 3))
 
 
-def rate_limited_executor() -> RateLimitedExecutor:
-    guard = NetGuard(settings.AGENTOPS_HTTP_ALLOWED_HOSTS, allow_private=settings.AGENTOPS_HTTP_ALLOW_PRIVATE)
-    return RateLimitedExecutor(CapabilityExecutor(output_store=DatabaseOutputStore(), guard=guard))
+def rate_limited_executor(*, actor=None, context: dict | None = None) -> RateLimitedExecutor:
+    """`actor` and `context` (e.g. the run) go into the audit event of a stdio server start."""
+    from capabilities.egress import capability_executor
+
+    return RateLimitedExecutor(capability_executor(actor=actor, context=context, output_store=DatabaseOutputStore()))

@@ -74,7 +74,7 @@ def build_controller(run: Run) -> Controller:
     from capabilities.ratelimit import rate_limited_executor
     from runs.planners import planner_for
 
-    return Controller(registry=DjangoRegistry(), executor=rate_limited_executor(), planner=planner_for(run),
+    return Controller(registry=DjangoRegistry(), executor=rate_limited_executor(context={"run_id": run.pk}), planner=planner_for(run),
                       clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
                       approvals=DjangoApprovalBook(run))
 

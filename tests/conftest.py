@@ -61,6 +61,16 @@ def registry_admin(roles):
 
 
 @pytest.fixture
+def stdio_allowed(settings, registry_admin):
+    """This server allows `python` as a stdio MCP command, and the registry admin holds the stdio role too."""
+    from django.contrib.auth.models import Group
+
+    settings.AGENTOPS_MCP_STDIO_COMMANDS = ["python"]
+    registry_admin.groups.add(Group.objects.get(name="stdio mcp admin"))
+    return registry_admin
+
+
+@pytest.fixture
 def nobody(roles):
     return _make_user("nora")
 
@@ -161,3 +171,17 @@ def manual_advance(monkeypatch):
     from runs import services
 
     monkeypatch.setattr(services, "_enqueue_advance", lambda run_id, countdown=None: None)
+
+
+@pytest.fixture
+def try_inline():
+    """Run Try it's Celery task in this process (eager): the same task and executor, no worker process.
+
+    For unit-level tests of Try it's rules; tests/security/test_mcp_worker.py tries through a real worker.
+    """
+    from agentops.celery import app
+
+    previous = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = previous

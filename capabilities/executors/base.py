@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runs.runtime import schemas
+
+from .secrets import Redactor, redactor_for, secret_env_names
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import ErrorCode, Observation, OutputRef, SideEffectStatus
 
@@ -140,8 +142,10 @@ class BaseExecutor(ABC):
     escaping into the controller.
     """
 
-    def __init__(self, *, output_store: OutputStore | None = None) -> None:
+    def __init__(self, *, output_store: OutputStore | None = None, redactor: Redactor | None = None) -> None:
         self.output_store = output_store or default_output_store()
+        # The server's configured secrets (LLM keys, SECRET_KEY...); each call adds its own config's.
+        self.redactor = redactor or Redactor()
 
     # The Executor protocol ----------------------------------------------------
 
@@ -160,6 +164,7 @@ class BaseExecutor(ABC):
                 observation = exc.to_observation()
             except Exception as exc:  # an executor bug must still come back as one observation
                 observation = Observation.failure(ErrorCode.SERVER_ERROR, f"executor error: {type(exc).__name__}: {exc}")
+        observation = self._redacted(spec, observation)
         observation = self._store_large_output(spec, observation)
         return replace(observation, latency_s=round(time.monotonic() - started, 6),
                        trace_id=trace_id, span_id=span_id)
@@ -244,6 +249,18 @@ class BaseExecutor(ABC):
         if timeout_s <= 0:
             return Observation.failure(ErrorCode.TIMEOUT, "no time left for the call")
         return None
+
+    def _redacted(self, spec: CapabilitySpec, observation: Observation) -> Observation:
+        """No secret value survives in an error text (stored, shown in try it, sent to the planner)."""
+        if observation.status.value == "ok":
+            return observation
+        environ = getattr(self, "environ", None)
+        redact = self.redactor.plus(redactor_for(secret_env_names(spec.config),
+                                                 os.environ if environ is None else environ).forms)
+        if not redact:
+            return observation
+        return replace(observation, error_message=redact(observation.error_message),
+                       output=redact.json_value(observation.output))
 
     def _store_large_output(self, spec: CapabilitySpec, observation: Observation) -> Observation:
         if observation.output is None:
