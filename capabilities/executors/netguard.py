@@ -81,8 +81,10 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 class NetGuard:
     def __init__(self, allowed_hosts: Iterable[str] = (), *, allow_private: bool = False,
-                 resolver: Resolver = system_resolver) -> None:
+                 resolver: Resolver = system_resolver, credential_entries: bool = True) -> None:
+        """credential_entries=False: not even an exact entry admits a credential address (LLM endpoints)."""
         self.allow_private = allow_private
+        self.credential_entries = credential_entries
         self.resolver = resolver
         self.names: set[str] = set()
         self.suffixes: list[str] = []
@@ -149,8 +151,8 @@ class NetGuard:
                           None)
         if credential is not None:
             # Only naming the exact address admits it; a wide network entry (or allow_private) does not.
-            exact = any(net.num_addresses == 1 and address in net for net in self.networks
-                        if net.version == address.version)
+            exact = self.credential_entries and any(net.num_addresses == 1 and address in net
+                                                    for net in self.networks if net.version == address.version)
             return "" if exact else f"in the cloud metadata/credential range {credential}"
         if self._address_listed(address):
             return ""  # an operator named this address explicitly

@@ -113,7 +113,7 @@ class LLMConfig:
 
     @classmethod
     def from_endpoint(cls, name: str, endpoint: dict[str, Any], config: dict[str, Any], *,
-                      environ: Any) -> LLMConfig:
+                      environ: Any, resolver: Any = None) -> LLMConfig:
         """The run's settings (model, numbers) on the server's endpoint (URL, key, headers)."""
         from urllib.parse import urlsplit
 
@@ -125,7 +125,9 @@ class LLMConfig:
                                           "extra_headers": endpoint.get("headers") or {},
                                           "azure_api_version": endpoint.get("azure_api_version") or ""},
                                          api_key=environ.get(key_env, "") if key_env else "")
-        guard = NetGuard([host], allow_private=bool(endpoint.get("allow_private", False)))
+        # A model endpoint has no business in a cloud credential range, even when named exactly.
+        guard = NetGuard([host], allow_private=bool(endpoint.get("allow_private", False)), credential_entries=False,
+                         **({"resolver": resolver} if resolver is not None else {}))
         return cls(**{**merged.__dict__, "endpoint": name, "guard": guard})
 
     @classmethod
@@ -207,6 +209,8 @@ class LLMPlanner:
                                            json=body, headers=self._headers(), timeout=httpx.Timeout(timeout))
                 except URLRefused as exc:
                     raise PlannerUnavailable(str(exc)) from None
+                except httpx.InvalidURL as exc:
+                    raise PlannerUnavailable(f"the endpoint's URL is not valid ({exc})") from None
                 except httpx.TimeoutException:
                     last_error, delay = f"timed out after {timeout:g}s", None
                 except httpx.TransportError as exc:
