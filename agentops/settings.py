@@ -340,6 +340,8 @@ AGENTOPS_LLM_ENDPOINTS = env_llm_endpoints("AGENTOPS_LLM_ENDPOINTS")
 AGENTOPS_MCP_STDIO_COMMANDS = env_list("AGENTOPS_MCP_STDIO_COMMANDS")
 # How long "Try it" waits for a worker to run the call, on top of the capability's timeout.
 AGENTOPS_TRY_WAIT_SECONDS = env_int("AGENTOPS_TRY_WAIT_SECONDS", 10, minimum=1)
+# The Celery queue Try it's task goes to (empty: the default queue, like runs).
+AGENTOPS_TRY_QUEUE = env_str("AGENTOPS_TRY_QUEUE")
 # Outputs larger than this are stored by reference, not inline.
 AGENTOPS_INLINE_OUTPUT_BYTES = env_int("AGENTOPS_INLINE_OUTPUT_BYTES", 16_384, minimum=256)
 # How long a worker holds a run before another may take it over.

@@ -775,9 +775,10 @@ def _try_in_worker(*, version: CapabilityVersion, arguments: dict, key: str | No
 
     wait_s = float(version.timeout_s) + settings.AGENTOPS_TRY_WAIT_SECONDS
     # expires: a worker that picks the call up after we stopped waiting drops it instead of running it.
+    routing = {"queue": settings.AGENTOPS_TRY_QUEUE} if settings.AGENTOPS_TRY_QUEUE else {}
     result = try_capability.apply_async(
         kwargs={"version_id": version.pk, "arguments": arguments, "idempotency_key": key, "trace_id": trace_id,
-                "span_id": span_id, "actor_id": user.pk}, expires=wait_s)
+                "span_id": span_id, "actor_id": user.pk}, expires=wait_s, **routing)
     try:
         data = result.get(timeout=wait_s, propagate=True, disable_sync_subtasks=False)
     except CeleryTimeout:

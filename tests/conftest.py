@@ -108,7 +108,13 @@ def worker_env() -> dict[str, str]:
     else:
         env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    # What tests/security/test_mcp_worker.py has the worker run: real stdio servers, MCP over loopback HTTP.
+    env.setdefault("AGENTOPS_MCP_STDIO_COMMANDS", ",".join(WORKER_STDIO_COMMANDS))
+    env.setdefault("AGENTOPS_HTTP_ALLOWED_HOSTS", "127.0.0.1")
     return env
+
+
+WORKER_STDIO_COMMANDS = ("python -m mcp_server_time", "python -m agentops_no_such_mcp_server")
 
 
 def _purge_broker():
