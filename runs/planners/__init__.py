@@ -51,7 +51,10 @@ def planner_from(kind: str, config: dict, *, run_id: int | None = None):
         endpoints = settings.AGENTOPS_LLM_ENDPOINTS
         name = config.get("endpoint")
         if name not in endpoints:
-            raise ValueError(f"the LLM endpoint {name!r} is not configured on this server: {ENDPOINTS_HELP}")
+            from runs.planners.llm import UnavailablePlanner
+
+            # Removed since the run started: the run is told why, as for an endpoint that is down.
+            return UnavailablePlanner(f"the LLM endpoint {name!r} is not configured on this server: {ENDPOINTS_HELP}")
         llm_config = LLMConfig.from_endpoint(name, endpoints[name], config, environ=os.environ)
         # One planner call must end well inside the worker's lease, which each pass renews.
         return LLMPlanner(llm_config, time_limit_s=settings.AGENTOPS_RUN_LEASE_SECONDS * 0.8)

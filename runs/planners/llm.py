@@ -94,6 +94,18 @@ class PlannerUnavailable(Exception):
     """The endpoint could not give an answer within the retries and the time left."""
 
 
+class UnavailablePlanner:
+    """Stands in for an LLM planner whose endpoint is not configured: every proposal is rejected, saying why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def propose(self, request: PlanningRequest) -> PlanProposal | None:
+        message = f"planner endpoint unavailable: {self.reason}"
+        return PlanProposal(plan=None, raw_output=message, reason=message,
+                            errors=(PlanError("planner_unavailable", message),))
+
+
 @dataclass(frozen=True)
 class LLMConfig:
     base_url: str
