@@ -34,11 +34,24 @@ def server_redactor() -> Redactor:
         password = urlsplit(os.environ.get(name, "")).password
         if password:
             values.append(password)
-    for endpoint in settings.AGENTOPS_LLM_ENDPOINTS.values():
-        key_env = endpoint.get("api_key_env")
-        if key_env and os.environ.get(key_env):
-            values.append(os.environ[key_env])
+    names = [endpoint.get("api_key_env") for endpoint in settings.AGENTOPS_LLM_ENDPOINTS.values()]
+    names.extend(_registry_secret_names())
+    values.extend(os.environ[name] for name in names if name and os.environ.get(name))
     return Redactor(values)
+
+
+def _registry_secret_names() -> list[str]:
+    """Every variable a registered capability or MCP server reads a secret from (one query each)."""
+    from capabilities.executors.secrets import secret_env_names
+    from capabilities.models import Capability, McpServer
+
+    names: list[str] = []
+    for config in Capability.objects.exclude(current_version=None).values_list("current_version__config", flat=True):
+        if isinstance(config, dict):
+            names.extend(secret_env_names(config))
+    for env_vars in McpServer.objects.values_list("env_vars", flat=True):
+        names.extend(str(v) for v in env_vars or [])
+    return names
 
 
 def stdio_policy(*, actor=None, context: Mapping[str, Any] | None = None) -> StdioPolicy:
