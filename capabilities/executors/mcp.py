@@ -135,12 +135,14 @@ class StdioPolicy:
 def run_session(config: Mapping[str, Any], work: Callable[[Any, _Progress], Awaitable[Any]], timeout_s: float, *,
                 guard: NetGuard | None = None, environ: Mapping[str, str] | None = None,
                 stdio: StdioPolicy | None = None, pooled: bool = True,
-                purpose: str = "call") -> tuple[Any, _Progress]:
+                purpose: str = "call", resend_safe: bool = False) -> tuple[Any, _Progress]:
     """Open (or, for stdio, reuse) a client session, run `work(client, progress)` and return its result.
 
     Raises _Timeout when it does not finish in time, _Failed with the
     exception the session raised (ExceptionGroups unwrapped), both carrying
-    how far the call got and the stdio server's stderr tail.
+    how far the call got and the stdio server's stderr tail. `resend_safe`: the
+    call changes nothing, so when a reused stdio session turns out dead it is
+    sent once more on a fresh one instead of failing.
     """
     server = _server(config, guard=guard, environ=environ, timeout_s=timeout_s, stdio=stdio or StdioPolicy())
     progress = _Progress()
@@ -148,7 +150,7 @@ def run_session(config: Mapping[str, Any], work: Callable[[Any, _Progress], Awai
     if stdio is not None and stdio.on_start is not None:
         on_start = lambda: stdio.on_start(config, purpose)  # noqa: E731
     if not isinstance(server, _HttpTarget) and pooled:
-        return _run_pooled(server, work, timeout_s, progress, on_start), progress
+        return _run_pooled(server, work, timeout_s, progress, on_start, resend_safe=resend_safe), progress
     errlog = None
     if not isinstance(server, _HttpTarget):
         from mcp.client.stdio import stdio_client
@@ -182,15 +184,29 @@ def _tail(errlog: Any) -> str:
 
 
 def _run_pooled(params: Any, work: Callable[[Any, _Progress], Awaitable[Any]], timeout_s: float,
-                progress: _Progress, on_start: Callable[[], None] | None) -> Any:
+                progress: _Progress, on_start: Callable[[], None] | None, *, resend_safe: bool) -> Any:
+    import time
+
     pool = mcp_pool.pool()
     pool.truncate_logs()
+    deadline = time.monotonic() + timeout_s
 
     def sent() -> None:
         progress.connected = True
 
+    def once(seconds: float) -> Any:
+        return pool.run(params, lambda client: work(client, progress), seconds, on_start=on_start, mark_sent=sent)
+
     try:
-        return pool.run(params, lambda client: work(client, progress), timeout_s, on_start=on_start, mark_sent=sent)
+        try:
+            return once(timeout_s)
+        except mcp_pool.SessionFailed as exc:
+            left = deadline - time.monotonic()
+            if not (exc.reused and resend_safe and left > 0.5):
+                raise
+            # The server of a reused session died since its last call: restart it and ask again.
+            progress.sent = False
+            return once(left)
     except mcp_pool.SessionTimeout as exc:
         raise _Timeout(progress, exc.stderr) from None
     except mcp_pool.SessionFailed as exc:
@@ -452,7 +468,7 @@ class McpExecutor(BaseExecutor):
 
         try:
             result, _ = run_session(spec.config, work, timeout_s, guard=self.guard, environ=self.environ,
-                                    stdio=self.stdio)
+                                    stdio=self.stdio, resend_safe=not spec.changes_state)
         except _Timeout as exc:
             where = "answering" if exc.progress.sent else "starting"
             return self.fail(spec, ErrorCode.TIMEOUT, f"MCP tool {tool} timed out {where} after {timeout_s:g}s"

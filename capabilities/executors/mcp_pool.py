@@ -41,12 +41,13 @@ CLOSE_TIMEOUT_S = 5.0
 class SessionFailed(Exception):
     """The session could not start or broke; `stderr` is the server's last words."""
 
-    def __init__(self, error: BaseException, stderr: str, *, started: bool, sent: bool) -> None:
+    def __init__(self, error: BaseException, stderr: str, *, started: bool, sent: bool, reused: bool = False) -> None:
         super().__init__(str(error))
         self.error = error
         self.stderr = stderr
         self.started = started
         self.sent = sent
+        self.reused = reused   # the session had served calls before: its server probably died meanwhile
 
 
 class SessionTimeout(Exception):
@@ -105,7 +106,7 @@ class StdioPool:
         that failed either way is discarded.
         """
         deadline = time.monotonic() + timeout_s
-        session, _fresh = self._session(params, on_start)
+        session, fresh = self._session(params, on_start)
         try:
             session.ready.result(timeout=max(0.05, min(timeout_s, START_TIMEOUT_S)))
         except FutureTimeout:
@@ -134,7 +135,8 @@ class StdioPool:
             if _is_protocol_answer(leaf):
                 raise   # the server answered with an error: the session is fine
             self._discard(session)
-            raise SessionFailed(leaf, session.stderr_tail(), started=True, sent=sent.is_set()) from None
+            raise SessionFailed(leaf, session.stderr_tail(), started=True, sent=sent.is_set(),
+                                reused=not fresh) from None
         session.calls += 1
         return result
 

@@ -61,11 +61,24 @@ def test_calls_reuse_one_server_and_a_dead_one_is_restarted(executor):
 
     os.kill(_servers()[0], signal.SIGKILL)
     time.sleep(0.3)
-    outcomes = [call(executor) for _ in range(2)]
-    # The call that meets the dead server fails (retryable), the next one starts a fresh server.
-    assert outcomes[-1].output == {"result": 3}
-    assert all(o.status in (Status.OK, Status.RETRYABLE) for o in outcomes)
+    # A read-only call that meets the dead server is sent again on a fresh one.
+    assert call(executor).output == {"result": 3}
     assert executor.starts == ["call", "call"] and len(_servers()) == 1
+
+
+def test_a_side_effecting_call_on_a_dead_server_is_not_resent(executor):
+    from runs.runtime.capability import SideEffect
+
+    assert call(executor).output == {"result": 3}
+    os.kill(_servers()[0], signal.SIGKILL)
+    time.sleep(0.3)
+    spec = CapabilitySpec(name="delete_item", kind=Kind.MCP, side_effect=SideEffect.WRITE, timeout_s=15,
+                          config={"transport": "stdio", "command": sys.executable, "args": [DEMO_SERVER],
+                                  "tool": "delete_item"})
+    failed = executor.execute(spec, {"item_id": "a1"}, idempotency_key="k")
+    assert failed.status == Status.RETRYABLE and failed.error_code.value == "connection_error"
+    assert call(executor).output == {"result": 3}   # the next call restarts the server
+    assert executor.starts == ["call", "call"]
 
 
 def test_a_timed_out_server_is_not_reused(executor):
