@@ -16,8 +16,8 @@ every call, restarted when they die or time out, stopped at shutdown. Their
 stderr goes to a real file whose tail is attached to a failed call (never to
 sys.stderr, which a Celery worker replaces with a proxy that has no file
 descriptor). A stdio command runs only when it is on the allowlist the server
-configures (`stdio_commands`, from AGENTOPS_MCP_STDIO_COMMANDS), and every
-start is reported to `on_start` (the audit trail). HTTP sessions are opened
+configures (`StdioPolicy.commands`, from AGENTOPS_MCP_STDIO_COMMANDS), and
+every start is reported to `StdioPolicy.on_start` (the audit trail). HTTP sessions are opened
 per call, inside a worker thread running its own event loop, because the
 caller's thread may already run one (Celery, Playwright).
 
