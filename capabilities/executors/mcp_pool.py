@@ -109,12 +109,15 @@ class StdioPool:
         session, fresh = self._session(params, on_start)
         try:
             session.ready.result(timeout=max(0.05, min(timeout_s, START_TIMEOUT_S)))
+        # Read the stderr tail before discarding: discarding removes the log file.
         except FutureTimeout:
+            stderr = session.stderr_tail()
             self._discard(session)
-            raise SessionTimeout(session.stderr_tail(), started=False, sent=False) from None
+            raise SessionTimeout(stderr, started=False, sent=False) from None
         except BaseException as exc:
+            stderr = session.stderr_tail()
             self._discard(session)
-            raise SessionFailed(_leaf(exc), session.stderr_tail(), started=False, sent=False) from None
+            raise SessionFailed(_leaf(exc), stderr, started=False, sent=False) from None
         sent = threading.Event()
 
         async def call() -> Any:
@@ -128,15 +131,16 @@ class StdioPool:
             result = future.result(timeout=max(0.05, deadline - time.monotonic()))
         except FutureTimeout:
             future.cancel()
+            stderr = session.stderr_tail()
             self._discard(session)   # a server that did not answer may be hung: never reuse it
-            raise SessionTimeout(session.stderr_tail(), started=True, sent=sent.is_set()) from None
+            raise SessionTimeout(stderr, started=True, sent=sent.is_set()) from None
         except BaseException as exc:
             leaf = _leaf(exc)
             if _is_protocol_answer(leaf):
                 raise   # the server answered with an error: the session is fine
+            stderr = session.stderr_tail()
             self._discard(session)
-            raise SessionFailed(leaf, session.stderr_tail(), started=True, sent=sent.is_set(),
-                                reused=not fresh) from None
+            raise SessionFailed(leaf, stderr, started=True, sent=sent.is_set(), reused=not fresh) from None
         session.calls += 1
         return result
 
