@@ -27,6 +27,17 @@ def capability_guard() -> NetGuard:
     return NetGuard(settings.AGENTOPS_HTTP_ALLOWED_HOSTS, allow_private=settings.AGENTOPS_HTTP_ALLOW_PRIVATE)
 
 
+def guarded_client(guard: NetGuard | None = None, **kw: Any):
+    """An httpx.Client for anything new that must leave the server (notifications...): every request
+    is checked by the guard and sent to the checked address; no redirects, no environment proxies."""
+    import httpx
+
+    from capabilities.executors.netguard import GuardedTransport
+
+    return httpx.Client(transport=GuardedTransport(guard or capability_guard()), follow_redirects=False,
+                        trust_env=False, **kw)
+
+
 def server_redactor() -> Redactor:
     """The secrets the server itself holds: removed from every error text we store or show."""
     values = [settings.SECRET_KEY]

@@ -155,7 +155,10 @@ class BaseExecutor(ABC):
         trace_id = trace_id or new_trace_id()
         span_id = span_id or new_span_id()
         timeout = spec.timeout_s if timeout_s is None else timeout_s
-        observation = self._refusal(spec, arguments, timeout)
+        try:
+            observation = self._refusal(spec, arguments, timeout)
+        except RecursionError:
+            observation = Observation.failure(ErrorCode.INVALID_ARGUMENTS, "the arguments are nested too deeply")
         if observation is None:
             try:
                 observation = self._run(spec, arguments, idempotency_key=idempotency_key, timeout_s=timeout,

@@ -325,6 +325,8 @@ def proposal_from_answer(content: str, *, tokens: int, cost: float) -> PlanPropo
         data = json.loads(text)
     except ValueError as exc:
         return _malformed(content, f"the model's answer is not valid JSON ({exc})", tokens, cost)
+    except RecursionError:
+        return _malformed(content, "the model's answer is nested too deeply", tokens, cost)
     if isinstance(data, dict) and data.get("no_further_plan") is True and not data.get("steps"):
         return PlanProposal(plan=None, tokens=tokens, cost=cost, reason=str(data.get("reason") or ""),
                             raw_output=content, no_further_plan=True)
@@ -351,7 +353,7 @@ def _parse_response(response: httpx.Response) -> _Answer:
     try:
         data = response.json()
         content = data["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         # A 200 that is not a chat completion: the endpoint is wrong, not the model.
         raise PlannerUnavailable(f"the endpoint's answer is not a chat completion "
                                  f"(HTTP {response.status_code}, {len(response.content)} bytes)") from None

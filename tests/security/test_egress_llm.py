@@ -43,3 +43,24 @@ def test_an_endpoint_removed_mid_run_stops_the_run_with_the_reason(settings, ope
     run = Run.objects.get(pk=run.pk)
     assert (run.status, run.stop_reason) == ("stopped", "plan_rejected")
     assert "not configured" in run.stop_detail and recorder.requests == []
+
+
+def test_a_deeply_nested_model_answer_is_a_rejected_plan_not_a_crash():
+    from runs.planners.llm import proposal_from_answer
+
+    deep = "[" * 100_000 + "]" * 100_000
+    proposal = proposal_from_answer('{"steps": ' + deep + "}", tokens=5, cost=0.0)
+    assert proposal.errors[0].code == "malformed_plan" and proposal.tokens == 5
+
+
+def test_deeply_nested_arguments_are_refused_by_the_executor(tmp_path):
+    from capabilities.executors.base import FileOutputStore
+    from capabilities.executors.python import PythonExecutor
+    from runs.runtime.capability import CapabilitySpec, Kind
+
+    arguments = current = {}
+    for _ in range(5_000):
+        current["x"] = current = {}
+    observation = PythonExecutor(output_store=FileOutputStore(tmp_path)).execute(
+        CapabilitySpec(name="f", kind=Kind.PYTHON, config={"function": "m:f"}), arguments)
+    assert observation.error_code.value == "invalid_arguments" and "nested too deeply" in observation.error_message

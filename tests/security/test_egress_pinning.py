@@ -97,3 +97,14 @@ def test_every_mcp_http_request_goes_through_the_guard(mcp_http_port, tmp_path):
     steady = NetGuard(["localhost"], allow_private=True, resolver=lambda host, port: ["127.0.0.1"])
     executor = McpExecutor(guard=steady, output_store=FileOutputStore(tmp_path), environ={})
     assert executor.execute(spec, {"a": 1, "b": 2}).output == {"result": 3}
+
+
+def test_the_client_for_new_egress_uses_the_same_guard(recorder, settings):
+    from capabilities.egress import guarded_client
+    from capabilities.executors.netguard import URLRefused
+
+    settings.AGENTOPS_HTTP_ALLOWED_HOSTS = ["127.0.0.1"]
+    with guarded_client() as client:
+        assert client.get(f"{recorder.url}/hook").status_code == 200
+        with pytest.raises(URLRefused):
+            client.get("http://169.254.169.254/latest/")
