@@ -9,7 +9,7 @@ from agentops.roles import sync_role_groups
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("capabilities", "0002_i13a_stdio_mcp_permission"),
+        ("capabilities", "0003_i13a_stdio_mcp_permission"),
         ('agentops', '0002_roles'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

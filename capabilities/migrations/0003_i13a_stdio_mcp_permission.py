@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('capabilities', '0001_initial'),
+        ('capabilities', '0002_i12_volatile_paths_polling_until_rate_limit_window'),
     ]
 
     operations = [
