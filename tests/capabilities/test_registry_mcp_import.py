@@ -101,7 +101,7 @@ def test_overriding_the_side_effect_to_a_write_clears_idempotent_inferred_from_r
     api = api_for(registry_admin)
     server_id = api.post("/api/mcp-servers/", {"name": "inv2", "transport": "stdio", "command": "python",
                                                 "args": [SERVER]}, format="json").json()["id"]
-    tools = {t["name"]: t for t in api.get(f"/api/mcp-servers/{server_id}/tools/").json()}
+    tools = {t["name"]: t for t in api.post(f"/api/mcp-servers/{server_id}/tools/").json()}
     assert tools["slow"]["idempotent"] is True and tools["add"]["idempotent"] is True
     imported = api.post(f"/api/mcp-servers/{server_id}/import/", {"tools": [
         {"name": "slow", "side_effect": "write", "permission": "capabilities.view_capability"},
