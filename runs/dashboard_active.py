@@ -31,8 +31,14 @@ def runs_url(**params) -> str:
     return reverse("runs:list") + ("?" + urlencode(clean) if clean else "")
 
 
-def local_param(moment: datetime) -> str:
-    """A moment as the list's datetime-local filters read it (the current time zone, to the second)."""
+def local_param(moment: datetime, *, upper: bool = False) -> str:
+    """A moment as the list's datetime-local filters read it (the current time zone, to the second).
+
+    An upper bound rounds up to the next whole second, so a run that finished in the
+    same second as the dashboard was drawn is still behind its figure.
+    """
+    if upper and moment.microsecond:
+        moment = moment.replace(microsecond=0) + timedelta(seconds=1)
     return timezone.localtime(moment).strftime("%Y-%m-%dT%H:%M:%S")
 
 
@@ -161,8 +167,8 @@ def trends(current: dict, previous: dict) -> dict[str, dict]:
 
 def drill_down_links(*, start: datetime, end: datetime) -> dict[str, str]:
     """Where each headline card leads: the runs behind the figure."""
-    created = {"created_from": local_param(start), "created_to": local_param(end)}
-    finished = {"finished_from": local_param(start), "finished_to": local_param(end)}
+    created = {"created_from": local_param(start), "created_to": local_param(end, upper=True)}
+    finished = {"finished_from": local_param(start), "finished_to": local_param(end, upper=True)}
     return {
         "runs_created": runs_url(**created),
         "finished_total": runs_url(status="finished", **finished),

@@ -567,10 +567,10 @@ def run_dashboard(request):
     active_rows, active_total = active.active_runs_by_burn(include_evaluations=include_evaluations, now=now)
     links = active.drill_down_links(start=data["start"], end=data["end"])
     bucket_links = [active.runs_url(created_from=active.local_param(start),
-                                    created_to=active.local_param(start + window.bucket))
+                                    created_to=active.local_param(min(start + window.bucket, now), upper=True))
                     for start in data["bucket_starts"]] if "bucket_starts" in data else None
     finished_links = [active.runs_url(status="finished", finished_from=active.local_param(start),
-                                      finished_to=active.local_param(start + window.bucket))
+                                      finished_to=active.local_param(min(start + window.bucket, now), upper=True))
                       for start in data["bucket_starts"]] if "bucket_starts" in data else None
     data["outcomes_chart"] = charts.stacked_bars(
         title=f"Runs created per interval by outcome, {window.label}", labels=data["labels"],

@@ -138,3 +138,12 @@ class TestRunListFilters:
         assert goals(finished_from=since) == {"budget stop"}
         assert goals(repeated="on") == {"old stall"}
         assert goals(status="active") == {"still going"}
+
+
+def test_an_upper_bound_rounds_up_to_the_next_second():
+    from datetime import datetime, timezone as tz
+
+    moment = datetime(2026, 12, 1, 15, 0, 5, 500_000, tzinfo=tz.utc)
+    assert dashboard_active.local_param(moment).endswith(":05")
+    assert dashboard_active.local_param(moment, upper=True).endswith(":06")
+    assert dashboard_active.local_param(moment.replace(microsecond=0), upper=True).endswith(":05")
