@@ -109,8 +109,9 @@ def run_timeline(*, run: Run, revisions: list[PlanRevision], approvals: list[App
         step_last_end[step_id] = e
         classes = ["attempt", status]
         title = f"{label} {kind_label(kind)} {capability}: {status}{' ' + code if code else ''}"
-        if repeated and sig in by_signature:
-            earlier_label, earlier_start, earlier_lane = by_signature[sig]
+        outcome_key = (sig, status, code)  # the same call with the same outcome (as trace_review matches)
+        if repeated and outcome_key in by_signature:
+            earlier_label, earlier_start, earlier_lane = by_signature[outcome_key]
             title += f"; repeats {earlier_label} without progress"
             classes.append("repeated")
             if len(connectors) < MAX_CONNECTORS:
@@ -118,7 +119,7 @@ def run_timeline(*, run: Run, revisions: list[PlanRevision], approvals: list[App
         if uid == stop_uid:
             classes.append("stop" if trigger.kind == "attempt" else "completion")
             title += "; stopped the run" if trigger.kind == "attempt" else "; met the completion criteria"
-        by_signature[sig] = (label, s, capability)
+        by_signature[outcome_key] = (label, s, capability)
         bars.append(_Bar(capability, s, e, COLOURS.get(status, COLOURS["ok"]), title, _attempt_href(uid),
                          " ".join(classes), failed=status != "ok"))
     for revision in revisions:

@@ -30,10 +30,12 @@ def with_review_fields(attempts: QuerySet[Attempt]) -> QuerySet[Attempt]:
     """Annotate the uid of the earlier attempt a repeat repeats.
 
     The runtime flags only the repeat itself (repeated_without_progress); the
-    earlier attempt is the latest one before it with the same signature. The
+    earlier attempt is the latest one before it with the same signature and the same
+    outcome (status and error code: the stored part of the runtime's fingerprint). The
     subquery runs for flagged rows only and rides the (run, signature) index.
     """
-    earlier = (Attempt.objects.filter(run=OuterRef("run"), signature_hash=OuterRef("signature_hash"))
+    earlier = (Attempt.objects.filter(run=OuterRef("run"), signature_hash=OuterRef("signature_hash"),
+                                      status=OuterRef("status"), error_code=OuterRef("error_code"))
                .filter(Q(started_at__lt=OuterRef("started_at"))
                        | Q(started_at=OuterRef("started_at"), id__lt=OuterRef("id")))
                .order_by("-started_at", "-id").values("uid")[:1])

@@ -237,3 +237,19 @@ def test_the_timeline_and_json_view_escape_run_data(client_for, viewer, make_run
     detail = client_for(viewer).get(f"/runs/{run.pk}/attempts/{attempt.uid}/").content.decode()
     assert "<script>alert(2)</script>" not in detail and "&lt;script&gt;alert(2)&lt;/script&gt;" in detail
     assert "<b>key</b>" not in detail
+
+
+@pytest.mark.django_db
+def test_a_repeat_links_to_the_earlier_attempt_with_the_same_outcome(client_for, viewer, make_run, make_revision,
+                                                                     make_step, make_attempt):
+    run = make_run(status="stopped", stop_reason="stalled")
+    step = make_step(make_revision(run))
+    start = timezone.now() - timedelta(minutes=1)
+    same = make_attempt(step, number=1, status="retryable", error_code="timeout", signature_hash="q",
+                        started_at=start)
+    make_attempt(step, number=2, status="ok", signature_hash="q", started_at=start + timedelta(seconds=5))
+    repeat = make_attempt(step, number=3, status="retryable", error_code="timeout", signature_hash="q",
+                          repeated_without_progress=True, started_at=start + timedelta(seconds=10))
+    body = client_for(viewer).get(url(run)).content.decode()
+    assert f'href="?attempt={same.uid}#attempt-{same.uid}">r1·s1#1</a>' in row_of(body, repeat)
+    assert "r1·s1#3 repeats r1·s1#1" in body  # the timeline's arc joins the same pair
