@@ -22,6 +22,7 @@ from .decide import Decision, Verdict, decide
 from .events import (ApprovalDecided, ApprovalRequested, AttemptFinished, DecisionMade, Event, PlanProposed,
                      RunStopped, StatusChanged)
 from .history import AttemptKind, HistoryEntry, appended, repeated_without_progress
+from .intents import CallIntent, IntentLog, LeaseLost, NoIntentLog
 from .observation import ErrorCode, Observation, SideEffectStatus, Status
 from .plan import PlanError, Step, parse_plan
 from .planning import PlanNotReady, PlanningRequest, PlanProposal
@@ -75,7 +76,8 @@ class _Executed:
 class Controller:
     def __init__(self, registry: CapabilityRegistry, executor: Executor, planner: Planner, clock: Clock,
                  authorizer: Authorizer, approvals: ApprovalBook, *, rng: random.Random | None = None,
-                 history_window: int = 20) -> None:
+                 history_window: int = 20, intents: IntentLog | None = None,
+                 abandon_on: tuple[type[BaseException], ...] = ()) -> None:
         self.registry = registry
         self.executor = executor
         self.planner = planner
@@ -84,6 +86,10 @@ class Controller:
         self.approvals = approvals
         self.rng = rng or random.Random()
         self.history_window = history_window
+        self.intents = intents or NoIntentLog()
+        # Errors of the collaborators' infrastructure (a database restarting): the pass is
+        # abandoned, not decided, so the run is not stopped internal_error for an outage.
+        self.abandon_on = abandon_on
 
     # -- public -------------------------------------------------------------------------
 
@@ -93,6 +99,8 @@ class Controller:
         p = _Pass(state)
         try:
             self._pass(p)
+        except (LeaseLost, *self.abandon_on):
+            raise  # another worker owns the run now, or the pass cannot be recorded: leave no trace
         except Exception as exc:  # noqa: BLE001 - every stop path must record a reason
             p.state = state
             self._stop(p, StopKind.INTERNAL_ERROR, None, f"{type(exc).__name__}: {exc}")
@@ -309,6 +317,10 @@ class Controller:
         if spec.permission and not self.authorizer.permits(spec.permission):
             return self._stop(p, StopKind.TERMINAL_FAILURE, ErrorCode.PERMISSION_DENIED.value,
                               f"step {step.id}: the owner no longer holds {spec.permission!r} for {spec.name}")
+        interrupted = self.intents.interrupted()
+        if interrupted is not None and (interrupted.revision, interrupted.step_id) == (s.revision, step.id):
+            # A call of this step was sent by a worker that died before recording its outcome.
+            return self._execute(p, progress, spec, interrupted.kind, now, interrupted=interrupted)
         args_hash = arguments_hash(step.arguments)
         if spec.requires_approval and progress.approved_arguments_hash != args_hash:
             request = ApprovalRequest(kind="step", run_id=s.run_id, revision=s.revision, step_id=step.id,
@@ -323,6 +335,10 @@ class Controller:
         timeout = min(spec.timeout_s, s.budgets.per_call_timeout_s,
                       B.remaining_time(s.budgets, s.started_at, started))
         attempt_id, span_id = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+        if spec.changes_state:
+            # Write-ahead: the intent is durable before the call can have any effect.
+            self.intents.begin(CallIntent(attempt_id, s.revision, progress.step.id, spec.name, kind,
+                                          progress.attempts + 1, key, started, timeout))
         observation = self.executor.execute(spec, progress.step.arguments, idempotency_key=key, timeout_s=timeout,
                                             trace_id=s.trace_id, span_id=span_id)
         ended = self.clock.now()
@@ -363,13 +379,18 @@ class Controller:
                           last_attempt_id=attempt_id)
         return entry
 
-    def _execute(self, p: _Pass, progress: StepProgress, spec: CapabilitySpec, kind: str, now: float) -> None:
+    def _execute(self, p: _Pass, progress: StepProgress, spec: CapabilitySpec, kind: str, now: float,
+                 interrupted: CallIntent | None = None) -> None:
         step = progress.step
         signature = action_signature(spec.name, step.arguments)
         # Side-effecting calls carry a key that is stable across retries and revisions.
         key = idempotency_key(p.state.run_id, step.id, signature) if spec.changes_state else None
         history_before = p.state.history
-        progress, executed = self._call(p, progress, spec, kind, key)
+        if interrupted is not None:
+            key = interrupted.idempotency_key  # the key the lost call was sent with
+            progress, executed = self._interrupted_call(p, progress, spec, interrupted)
+        else:
+            progress, executed = self._call(p, progress, spec, kind, key)
         progress = self._note_commit(progress, executed.observation)
         if spec.changes_state and executed.observation.side_effect is SideEffectStatus.UNKNOWN:
             self._emit_attempt(p, progress, spec, executed, repeated=False)
@@ -385,6 +406,26 @@ class Controller:
             progress, executed = resolved
             progress = self._note_commit(progress, executed.observation)
         self._conclude(p, progress, spec, kind, executed, history_before)
+
+    def _interrupted_call(self, p: _Pass, progress: StepProgress, spec: CapabilitySpec,
+                          intent: CallIntent) -> tuple[StepProgress, _Executed]:
+        """The lost call, as an attempt whose outcome is unknown: it was sent and counts as a call."""
+        s, ended = p.state, self.clock.now()
+        progress = replace(progress, attempts=max(intent.attempt, progress.attempts + 1),
+                           retries_used=progress.retries_used + int(intent.kind == AttemptKind.RETRY),
+                           polls_used=progress.polls_used + int(intent.kind == AttemptKind.POLL))
+        observation = Observation.failure(
+            ErrorCode.CONNECTION_ERROR, "the worker making this call was lost before its outcome was recorded",
+            side_effect=SideEffectStatus.UNKNOWN if spec.changes_state else SideEffectStatus.NOT_COMMITTED)
+        observation = observation.with_timing(latency_s=max(0.0, ended - intent.started_at),
+                                              attempt=progress.attempts, trace_id=s.trace_id,
+                                              span_id=uuid.uuid4().hex[:16])
+        usage = s.usage.counted_call(spec.name, retry=intent.kind == AttemptKind.RETRY,
+                                     poll=intent.kind == AttemptKind.POLL,
+                                     iteration=intent.kind != AttemptKind.RESOLVE)
+        p.state = replace(s, usage=usage)
+        return progress, self._finished(p, progress, spec, intent.kind, intent.idempotency_key, intent.attempt_id,
+                                        intent.started_at, ended, observation)
 
     def _note_commit(self, progress: StepProgress, observation: Observation) -> StepProgress:
         if observation.side_effect is SideEffectStatus.COMMITTED:
