@@ -20,7 +20,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from capabilities.models import Capability
-from runs.choices import FINISHED_STATUSES, RunStatus
+from runs.choices import FINISHED_STATUSES, ApprovalState, RunStatus
 from runs.models import Run
 from runs.persistence import DjangoApprovalBook, Lease, PassWriter
 from runs.runtime.capability import CapabilitySpec
@@ -300,7 +300,18 @@ def requeue_orphaned_runs(now=None) -> int:
         .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
         .filter(Q(next_action_at__isnull=True) | Q(next_action_at__lt=quiet_since))
         .values_list("pk", flat=True)[:500])
-    for run_id in orphans:
+    # A decided approval whose run still says awaiting_approval (decided before this
+    # version moved runs out of it, or a wake-up lost with its worker): queue it too.
+    decided = list(
+        Run.objects.filter(status=RunStatus.AWAITING_APPROVAL,
+                           approvals__state__in=[ApprovalState.APPROVED, ApprovalState.REJECTED],
+                           approvals__decided_at__gte=F("updated_at"))
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+        .values_list("pk", flat=True).distinct()[:500])
+    if decided:
+        Run.objects.filter(pk__in=decided, status=RunStatus.AWAITING_APPROVAL).update(status=RunStatus.QUEUED,
+                                                                                       updated_at=now)
+    for run_id in orphans + decided:
         log.warning("run %s had no worker for over %s s: queued again", run_id, settings.AGENTOPS_RUN_LEASE_SECONDS)
         advance_run.apply_async((run_id,))
-    return len(orphans)
+    return len(orphans) + len(decided)

@@ -54,8 +54,8 @@ def planner_from(kind: str, config: dict, *, run_id: int | None = None):
 
         key_env = config.get("api_key_env") or ""
         llm_config = LLMConfig.from_planner_config(config, api_key=os.environ.get(key_env, "") if key_env else "")
-        # One planner call must end well inside the worker's lease, which each pass renews.
-        return LLMPlanner(llm_config, time_limit_s=settings.AGENTOPS_RUN_LEASE_SECONDS * 0.8)
+        # The lease is renewed while the planner thinks; this only bounds one propose() call.
+        return LLMPlanner(llm_config, time_limit_s=max(96.0, settings.AGENTOPS_RUN_LEASE_SECONDS * 0.8))
     if kind == "external" and run_id is not None:
         from runs.planners.external import ExternalPlanner
 
