@@ -173,7 +173,7 @@ class PassWriter:
                 side_effect_status="unknown", in_flight=True,
                 worker=(self.lease.worker if self.lease else "")[:100],
                 lease_token=self.lease.token if self.lease else None,
-                trace_id=self.run.trace_id[:32], span_id="")
+                trace_id=self.run.trace_id[:32], span_id=intent.span_id[:16])
         self._intents[intent.attempt_id] = row.pk
 
     def interrupted(self) -> CallIntent | None:
@@ -189,7 +189,7 @@ class PassWriter:
         intent = CallIntent(attempt_id=row.uid, revision=row.step.revision.number, step_id=row.step.key,
                             capability=row.capability_name, kind=row.kind, attempt=row.number,
                             idempotency_key=row.idempotency_key or None, started_at=row.started_at.timestamp(),
-                            timeout_s=0.0)
+                            timeout_s=0.0, span_id=row.span_id)
         self._intents[row.uid] = row.pk
         self._interrupted = intent
 

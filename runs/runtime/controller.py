@@ -338,7 +338,7 @@ class Controller:
         if spec.changes_state:
             # Write-ahead: the intent is durable before the call can have any effect.
             self.intents.begin(CallIntent(attempt_id, s.revision, progress.step.id, spec.name, kind,
-                                          progress.attempts + 1, key, started, timeout))
+                                          progress.attempts + 1, key, started, timeout, span_id))
         observation = self.executor.execute(spec, progress.step.arguments, idempotency_key=key, timeout_s=timeout,
                                             trace_id=s.trace_id, span_id=span_id)
         ended = self.clock.now()
@@ -419,7 +419,7 @@ class Controller:
             side_effect=SideEffectStatus.UNKNOWN if spec.changes_state else SideEffectStatus.NOT_COMMITTED)
         observation = observation.with_timing(latency_s=max(0.0, ended - intent.started_at),
                                               attempt=progress.attempts, trace_id=s.trace_id,
-                                              span_id=uuid.uuid4().hex[:16])
+                                              span_id=intent.span_id or uuid.uuid4().hex[:16])
         usage = s.usage.counted_call(spec.name, retry=intent.kind == AttemptKind.RETRY,
                                      poll=intent.kind == AttemptKind.POLL,
                                      iteration=intent.kind != AttemptKind.RESOLVE)

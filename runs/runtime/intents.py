@@ -28,6 +28,7 @@ class CallIntent:
     idempotency_key: str | None
     started_at: float
     timeout_s: float
+    span_id: str = ""            # the span the call is sent with, so the trace can be matched to it
 
 
 @runtime_checkable
