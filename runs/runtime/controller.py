@@ -17,6 +17,7 @@ from typing import Any
 from . import budgets as B
 from .approvals import ApprovalRequest
 from .capability import CapabilitySpec
+from .checkpoint import bounded_for_history
 from .completion import completion_met
 from .decide import Decision, Verdict, decide
 from .events import (ApprovalDecided, ApprovalRequested, AttemptFinished, DecisionMade, Event, PlanProposed,
@@ -374,7 +375,7 @@ class Controller:
             repeated_without_progress=repeated))
         entry = HistoryEntry(attempt_id=attempt_id, capability=spec.name, arguments=step.arguments,
                              signature=signature, fingerprint=outcome_fingerprint(observation), kind=kind,
-                             observation=observation)
+                             observation=bounded_for_history(observation, attempt_id))
         p.state = replace(p.state, history=appended(p.state.history, entry, self.history_window),
                           last_attempt_id=attempt_id)
         return entry
