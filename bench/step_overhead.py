@@ -144,7 +144,9 @@ def end_to_end(steps: int, capability: str = "get_ticket_status") -> None:
     figures = statements_per_pass(ticket.pk, user)
     verbs = ", ".join(f"{n:g} {v}" for v, n in sorted(figures["per_pass"].items()) if n)
     print(f"  statements per pass: {figures['total']:.2f} ({verbs}); once per slice (claim, load, release): "
-          f"{figures['slice']:.0f}; a side-effecting pass adds {figures['side_effect_extra']} (its intent)")
+          f"{figures['slice']:.0f}; a run with a side-effecting step adds {figures['side_effect_extra']} (its intent: "
+          "1 UPDATE of the run in its own transaction, the attempt INSERTed before the call and UPDATEd after; "
+          "plus that capability's spec, permission and version looked up once)")
 
 
 def _self_enqueue_step(steps: int) -> float:

@@ -67,6 +67,16 @@ class TestFencedLeases:
         second = engine.claim(run.pk, "b")
         assert second.token == first.token + 1
 
+    def test_the_heartbeat_renews_only_a_lease_still_held(self, operator, demo_capabilities):
+        run = ticket_run(operator)
+        lease = engine.claim(run.pk, "a")
+        Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() + timedelta(seconds=1))
+        assert engine.renew(lease)
+        assert Run.objects.get(pk=run.pk).lease_expires_at > timezone.now() + timedelta(seconds=5)
+        expire_lease(run.pk)
+        assert engine.claim(run.pk, "b")
+        assert not engine.renew(lease)
+
     def test_a_redelivered_copy_cannot_reclaim_its_own_live_lease(self, operator, demo_capabilities):
         run = ticket_run(operator)
         assert engine.claim(run.pk, "host:task-1")
