@@ -284,6 +284,7 @@ def experiment(args) -> dict:
     user, _ = User.objects.get_or_create(username="chaos", defaults={"is_superuser": True, "is_staff": True})
     procs = Processes(env, workdir, args.workers)
     figures: dict = {"runs": args.runs, "workers": args.workers, "lease_s": LEASE_S}
+    began = time.monotonic()
     run_ids: list[int] = []
     try:
         slow = start_run(user, [{"capability": "ledger_slow", "arguments": {"item": "slow", "seconds": LEASE_S * 2.5}}],
@@ -359,7 +360,7 @@ def experiment(args) -> dict:
                     status__in=["completed", "stopped", "cancelled"]).exists()):
                 break
             time.sleep(1)
-        figures.update(worker_kills=kills, redis_restarts=redis_restarts, pg_restarts=pg_restarts,
+        figures.update(elapsed_s=round(time.monotonic() - began), worker_kills=kills, redis_restarts=redis_restarts, pg_restarts=pg_restarts,
                        unexpected_process_deaths=procs.unexpected_deaths, approval_decided_in_outage=decided_in_outage)
     finally:
         procs.stop()

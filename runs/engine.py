@@ -7,22 +7,22 @@ worker is harmless ("someone else has it" is a normal outcome).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import replace
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import InterfaceError, OperationalError, close_old_connections, connections, transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Greatest
+from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from capabilities.models import Capability
 from runs.choices import FINISHED_STATUSES, ApprovalState, RunStatus
 from runs.models import Run
-from runs.persistence import DjangoApprovalBook, Lease, PassWriter
+# claim, release and renew are the engine's API too (tests and tools call engine.claim).
+from runs.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release, renew  # noqa: F401
+from runs.persistence import DjangoApprovalBook, PassWriter
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.controller import Controller
 from runs.runtime.intents import LeaseLost
@@ -105,11 +105,6 @@ class DjangoRegistry:
         return [s for s in specs if not (s.changes_state and s.permission) or authorizer.permits(s.permission)]
 
 
-# Database errors abandon a pass instead of stopping the run: the database is down
-# or restarting, nothing was decided, and the next worker resumes from the checkpoint.
-INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
-
-
 def build_controller(run: Run, writer: PassWriter | None = None, registry: DjangoRegistry | None = None) -> Controller:
     from capabilities.ratelimit import rate_limited_executor
     from runs.planners import planner_for
@@ -117,64 +112,6 @@ def build_controller(run: Run, writer: PassWriter | None = None, registry: Djang
     return Controller(registry=registry or DjangoRegistry(), executor=rate_limited_executor(),
                       planner=planner_for(run), clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
                       approvals=DjangoApprovalBook(run), intents=writer, abandon_on=INFRASTRUCTURE_ERRORS)
-
-
-def claim(run_id: int, worker: str) -> Lease | None:
-    """Take the run's lease with one conditional UPDATE, raising its fencing token.
-
-    None if someone else holds a live lease (or the run has finished). Re-claiming
-    one's own live lease is refused too: a redelivered copy of a task must not
-    take over from the original while it may still be inside a call.
-    """
-    now = timezone.now()
-    updated = Run.objects.filter(pk=run_id).exclude(status__in=FINISHED_STATUSES).filter(
-        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    ).update(lease_owner=worker, lease_token=F("lease_token") + 1,
-             lease_expires_at=now + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS))
-    if not updated:
-        return None
-    # The UPDATE above serialises claims; reading the token back is safe as no other claim can succeed.
-    token = Run.objects.filter(pk=run_id, lease_owner=worker).values_list("lease_token", flat=True).first()
-    return Lease(run_id, worker, token) if token is not None else None
-
-
-def release(lease: Lease) -> None:
-    Run.objects.filter(pk=lease.run_id, lease_owner=lease.worker, lease_token=lease.token).update(
-        lease_owner="", lease_expires_at=None)
-
-
-def renew(lease: Lease) -> bool:
-    """Extend a live lease (never shortening one sized to a long call); False when it is lost."""
-    until = timezone.now() + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)
-    return bool(Run.objects.filter(pk=lease.run_id, lease_owner=lease.worker, lease_token=lease.token).update(
-        lease_expires_at=Greatest(F("lease_expires_at"), Value(until))))
-
-
-class LeaseKeeper(threading.Thread):
-    """Renews the lease every third of its length while the worker is busy (inside a call, say)."""
-
-    def __init__(self, lease: Lease):
-        super().__init__(name=f"lease-{lease.run_id}", daemon=True)
-        self.lease = lease
-        self.lost = False
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        interval = max(1.0, settings.AGENTOPS_RUN_LEASE_SECONDS / 3)
-        try:
-            while not self._done.wait(interval):
-                try:
-                    if not renew(self.lease):
-                        self.lost = True
-                        return
-                except INFRASTRUCTURE_ERRORS:
-                    log.warning("could not renew the lease of run %s; retrying", self.lease.run_id)
-                    close_old_connections()
-        finally:
-            connections.close_all()  # this thread's connection only
-
-    def stop(self) -> None:
-        self._done.set()
 
 
 def run_advance(*, run_id: int, worker: str, slice_seconds: float = SLICE_SECONDS) -> float | None:

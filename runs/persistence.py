@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone as dt_timezone
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -25,73 +24,11 @@ from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 from runs.runtime import events as ev
 from runs.runtime.approvals import ApprovalDecision, ApprovalRequest
 from runs.runtime.controller import Transition
+from runs.leases import Lease, fenced_update
 from runs.runtime.intents import CallIntent, LeaseLost
 from runs.runtime.state import RunState
 from runs.runtime.signatures import arguments_hash
 from runs.runtime.stop import status_for_stop, stop_kind
-
-
-@dataclass(frozen=True)
-class Lease:
-    """A worker's hold on a run: only the holder of the current token may write its passes."""
-
-    run_id: int
-    worker: str
-    token: int
-
-
-def fenced_update(run_id: int, lease: Lease | None, values: dict[str, Any], *, increments: dict[str, int] | None = None,
-                  returning: tuple[str, ...] = ()) -> Any:
-    """UPDATE the run row only while `lease` is still the current one.
-
-    Without `returning`: the row count (values may be expressions). With it: one
-    UPDATE ... RETURNING (PostgreSQL, SQLite 3.35+) of those columns plus the
-    registry's version, or None when the lease was lost. One statement either way.
-    """
-    where = {"pk": run_id}
-    if lease is not None:
-        where.update(lease_owner=lease.worker, lease_token=lease.token)
-    increments = increments or {}
-    if not returning:
-        return Run.objects.filter(**where).update(**values, **{k: F(k) + n for k, n in increments.items()})
-    qn, meta = connection.ops.quote_name, Run._meta
-    sets, params = [], []
-    for name, value in values.items():
-        field = meta.get_field(name)
-        sets.append(f"{qn(field.column)} = %s")
-        params.append(field.get_db_prep_save(value, connection))
-    for name, n in increments.items():
-        column = qn(meta.get_field(name).column)
-        sets.append(f"{column} = {column} + %s")
-        params.append(n)
-    conditions = [f"{qn(meta.pk.column)} = %s"]
-    params.append(run_id)
-    if lease is not None:
-        conditions += [f"{qn('lease_owner')} = %s", f"{qn('lease_token')} = %s"]
-        params += [lease.worker, lease.token]
-    cols = ", ".join(qn(meta.get_field(c).column) for c in returning)
-    version = f"(SELECT MAX({qn('updated_at')}) FROM {qn(Capability._meta.db_table)})"
-    sql = f"UPDATE {qn(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
-    with connection.cursor() as cursor:
-        if _can_return_from_update():
-            cursor.execute(f"{sql} RETURNING {cols}, {version}", params)
-            return cursor.fetchone()
-        cursor.execute(sql, params)
-        if not cursor.rowcount:
-            return None
-        cursor.execute(f"SELECT {cols}, {version} FROM {qn(meta.db_table)} WHERE {qn(meta.pk.column)} = %s",
-                       [run_id])
-        return cursor.fetchone()
-
-
-def _can_return_from_update() -> bool:
-    if connection.vendor == "postgresql":
-        return True
-    if connection.vendor == "sqlite":
-        import sqlite3
-
-        return sqlite3.sqlite_version_info >= (3, 35)
-    return False
 
 
 def _at(epoch: float) -> datetime:
