@@ -206,6 +206,8 @@ def statements_per_pass(ticket_id: int, user) -> dict:
     side-effecting pass adds (its write-ahead intent) over a read."""
     from capabilities.models import CapabilityVersion
 
+    CapabilityVersion.objects.filter(capability__name="get_ticket_status").update(
+        polling_interval_s=0.001, polling_max_attempts=1000)
     poll = {"capability": "get_ticket_status", "arguments": {"ticket_id": ticket_id}}
     short, long_ = _statements([poll], 11, user), _statements([poll], 31, user)
     per_pass = {verb: (long_[verb] - short[verb]) / 20 for verb in set(long_) | set(short)}
