@@ -109,9 +109,13 @@ def build_controller(run: Run, writer: PassWriter | None = None, registry: Djang
     from capabilities.ratelimit import rate_limited_executor
     from runs.planners import planner_for
 
+    from runs.runtime.ids import RandomIds
+
     return Controller(registry=registry or DjangoRegistry(), executor=rate_limited_executor(),
                       planner=planner_for(run), clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
-                      approvals=DjangoApprovalBook(run), intents=writer, abandon_on=INFRASTRUCTURE_ERRORS)
+                      approvals=DjangoApprovalBook(run), ids=RandomIds(),
+                      approval_ttl_s=settings.AGENTOPS_APPROVAL_TTL_SECONDS, intents=writer,
+                      abandon_on=INFRASTRUCTURE_ERRORS)
 
 
 def run_advance(*, run_id: int, worker: str, slice_seconds: float = SLICE_SECONDS) -> float | None:

@@ -189,6 +189,7 @@ class PassWriter:
         if stopped is not None:
             values.update(status=status_for_stop(stop_kind(stopped.stop_reason)).value,
                           stop_reason=stopped.stop_reason, stop_detail=stopped.detail, finished_at=now,
+                          stall_kind=(stopped.stall_kind or "") if stopped.stop_reason == "stalled" else "",
                           lease_owner="", lease_expires_at=None, next_action_at=None)
         elif self.lease is not None:
             values["lease_expires_at"] = now + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)
@@ -324,7 +325,8 @@ def _record_approval_request(run: Run, event: ev.ApprovalRequested) -> None:
         run=run, kind=request.kind, revision=revision, step=step, capability_name=request.capability or "",
         arguments=event.arguments or {} if request.kind == "step" else {"steps": list(event.steps)},
         arguments_hash=request.arguments_hash or "", plan_hash=request.plan_hash or "",
-        expires_at=timezone.now() + timezone.timedelta(seconds=settings.AGENTOPS_APPROVAL_TTL_SECONDS),
+        expires_at=_at(request.expires_at) if request.expires_at is not None
+        else timezone.now() + timezone.timedelta(seconds=settings.AGENTOPS_APPROVAL_TTL_SECONDS),
     )
     if step is not None:
         Step.objects.filter(pk=step.pk).update(approval_state=ApprovalState.PENDING,

@@ -60,12 +60,14 @@ def run_cancel(*, run_id: int, user) -> Run:
     return run
 
 
-def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None, attempt=None) -> None:
+def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None, attempt=None,
+               stall_kind: str = "") -> None:
     """Record why a run stopped and close what it left open. Call inside a transaction."""
     now = now or timezone.now()
     run.status = status
     run.stop_reason = stop_reason
     run.stop_detail = detail
+    run.stall_kind = stall_kind if stop_reason == "stalled" else ""
     run.stop_attempt = attempt
     run.finished_at = now
     run.lease_owner = ""
@@ -74,8 +76,8 @@ def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None
     if run.state:
         run.state = {**run.state, "status": status, "stop_reason": stop_reason, "stop_detail": detail}
     # Only the fields a stop owns: a full save would overwrite what others changed meanwhile.
-    run.save(update_fields=["status", "stop_reason", "stop_detail", "stop_attempt", "finished_at", "lease_owner",
-                            "lease_expires_at", "next_action_at", "state", "updated_at"])
+    run.save(update_fields=["status", "stop_reason", "stop_detail", "stall_kind", "stop_attempt", "finished_at",
+                            "lease_owner", "lease_expires_at", "next_action_at", "state", "updated_at"])
     run_close_open_records(run_id=run.pk, now=now)
 
 

@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('capabilities', '0001_initial'),
-        ('runs', '0003_evaluation_planner_choice'),
+        ('runs', '0004_i12_stall_kind_approval_expired_tool_error_lookup'),
     ]
 
     operations = [
