@@ -2,7 +2,10 @@
 
 The Celery task calls `run_advance`; so do tests and the evaluation runner. Only
 the worker holding a run's lease advances it, so a duplicate delivery or a second
-worker is harmless ("someone else has it" is a normal outcome).
+worker is harmless ("someone else has it" is a normal outcome). The lease is fenced
+(runs/leases.py): a worker that lost it writes nothing. Side-effecting calls are
+preceded by a committed intent (runs/persistence.PassWriter.begin), so a worker
+lost mid-call leaves an outcome the next one resolves instead of repeating.
 """
 from __future__ import annotations
 
