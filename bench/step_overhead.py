@@ -67,7 +67,7 @@ def in_process(steps: int) -> None:
     print(f"  checkpoint JSON trip median {statistics.median(checkpoint_s) * 1e6:8.1f} µs")
 
 
-def end_to_end(steps: int, capability: str = "get_ticket_status") -> None:
+def end_to_end(steps: int, capability: str = "get_ticket_status", dbos_python: str = "") -> None:
     env = {**os.environ}
     var_dir = tempfile.mkdtemp(prefix="agentops-bench-")
     env.setdefault("AGENTOPS_VAR_DIR", var_dir)
@@ -141,12 +141,26 @@ def end_to_end(steps: int, capability: str = "get_ticket_status") -> None:
     print(f"  per step: AgentOps {step_s * 1000:7.2f} ms   self-enqueueing Celery task {self_enqueue_s * 1000:6.2f} ms"
           f"   bare insert+commit {bare_s * 1000:6.2f} ms")
     print(f"  ratios: {step_s / bare_s:5.1f}x a bare commit, {step_s / self_enqueue_s:4.2f}x the self-enqueueing task")
+    if dbos_python and connection.vendor == "postgresql":
+        dbos_s = _dbos_step(dbos_python, steps)
+        print(f"  DBOS workflow step (one row per step, same database) {dbos_s * 1000:6.2f} ms: "
+              f"AgentOps is {step_s / dbos_s:4.2f}x")
     figures = statements_per_pass(ticket.pk, user)
     verbs = ", ".join(f"{n:g} {v}" for v, n in sorted(figures["per_pass"].items()) if n)
     print(f"  statements per pass: {figures['total']:.2f} ({verbs}); once per slice (claim, load, release): "
           f"{figures['slice']:.0f}; a run with a side-effecting step adds {figures['side_effect_extra']} (its intent: "
           "1 UPDATE of the run in its own transaction, the attempt INSERTed before the call and UPDATEd after; "
           "plus that capability's spec, permission and version looked up once)")
+
+
+def _dbos_step(python: str, steps: int) -> float:
+    from django.db import connection
+
+    db = connection.settings_dict
+    url = f"postgresql://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    out = subprocess.run([python, str(ROOT / "bench" / "dbos_step.py"), url, str(steps)], capture_output=True,
+                         text=True, timeout=600, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["step_s"]
 
 
 def _self_enqueue_step(steps: int) -> float:
@@ -225,12 +239,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--in-process-only", action="store_true")
+    parser.add_argument("--dbos-python", default="",
+                        help="an interpreter with dbos installed: also time a DBOS workflow step (PostgreSQL only)")
     parser.add_argument("--capability", default="get_ticket_status", choices=["get_ticket_status", "get_document"],
                         help="the polled capability: get_document is pure (the runtime's own cost)")
     args = parser.parse_args()
     in_process(args.steps)
     if not args.in_process_only:
-        end_to_end(args.steps, args.capability)
+        end_to_end(args.steps, args.capability, args.dbos_python)
 
 
 if __name__ == "__main__":
