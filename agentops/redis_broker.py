@@ -4,7 +4,8 @@ With Celery 5.7 / kombu 5.7 a worker exits ("Unrecoverable error:
 AttributeError("'NoneType' object has no attribute 'hostname'")", kombu #2582, or
 "... no attribute 'client'") when Redis restarts: closing the dead channel tries to
 put its unacknowledged messages back, and a task finishing meanwhile acks, through
-a connection that is already gone. Here those give up quietly instead: the messages stay in Redis's unacked index, and any worker's
+a connection that is already gone. Here those give up quietly instead: the
+messages stay in Redis's unacked index, and any worker's
 periodic `restore_visible` redelivers them once the visibility timeout (sized to
 the run lease in settings) has passed, so nothing is lost and the worker
 reconnects as it does after any other broker outage.

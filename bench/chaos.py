@@ -360,7 +360,8 @@ def experiment(args) -> dict:
                     status__in=["completed", "stopped", "cancelled"]).exists()):
                 break
             time.sleep(1)
-        figures.update(elapsed_s=round(time.monotonic() - began), worker_kills=kills, redis_restarts=redis_restarts, pg_restarts=pg_restarts,
+        figures.update(elapsed_s=round(time.monotonic() - began), worker_kills=kills, redis_restarts=redis_restarts,
+                       pg_restarts=pg_restarts,
                        unexpected_process_deaths=procs.unexpected_deaths, approval_decided_in_outage=decided_in_outage)
     finally:
         procs.stop()

@@ -114,8 +114,8 @@ def build_controller(run: Run, writer: PassWriter | None = None, registry: Djang
 
     from runs.runtime.ids import RandomIds
 
-    return Controller(registry=registry or DjangoRegistry(), executor=rate_limited_executor(),
-                      planner=planner_for(run), clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
+    return Controller(registry=registry or DjangoRegistry(),
+                      executor=rate_limited_executor(context={"run_id": run.pk}), planner=planner_for(run), clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
                       approvals=DjangoApprovalBook(run), ids=RandomIds(),
                       approval_ttl_s=settings.AGENTOPS_APPROVAL_TTL_SECONDS, intents=writer,
                       abandon_on=INFRASTRUCTURE_ERRORS)
