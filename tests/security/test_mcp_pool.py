@@ -38,9 +38,17 @@ def _servers():
     return found
 
 
+def _wait_for_no_servers(timeout_s=10.0):
+    # A server discarded by an earlier test may still be exiting: counts must start from none.
+    deadline = time.monotonic() + timeout_s
+    while _servers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def executor(tmp_path):
     mcp_pool.pool().close_all()
+    _wait_for_no_servers()
     starts = []
     policy = StdioPolicy(commands=(sys.executable,), on_start=lambda config, purpose: starts.append(purpose))
     executor = McpExecutor(stdio=policy, output_store=FileOutputStore(tmp_path), environ={})
@@ -92,7 +100,5 @@ def test_close_all_stops_every_server(executor):
     call(executor)
     assert len(_servers()) == 1
     mcp_pool.pool().close_all()
-    deadline = time.monotonic() + 10
-    while _servers() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    _wait_for_no_servers()
     assert _servers() == [] and mcp_pool.pool().size() == 0
