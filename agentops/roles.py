@@ -3,6 +3,10 @@
 VIEWER = "viewer"
 OPERATOR = "operator"
 REGISTRY_ADMIN = "registry admin"
+LEAD_OPERATOR = "lead operator"
+# Operators cancel and resubmit only their own runs; this permission (the lead
+# operator role) extends that to everyone's.
+MANAGE_ALL_RUNS = "runs.manage_all_runs"
 
 _VIEW = [
     "runs.view_run", "runs.view_planrevision", "runs.view_step", "runs.view_attempt", "runs.view_decision",
@@ -15,15 +19,19 @@ _VIEW = [
 ROLE_PERMISSIONS = {
     VIEWER: _VIEW,
     OPERATOR: _VIEW + [
+        # cancel_run covers the operator's own runs; others' need MANAGE_ALL_RUNS.
         "runs.start_run", "runs.cancel_run", "runs.decide_approval", "runs.run_evaluation",
         # What the demo capabilities require of a run's owner.
         "capabilities.create_ticket", "capabilities.send_notification",
     ],
+    LEAD_OPERATOR: [],  # filled below: an operator who may act on every run
     REGISTRY_ADMIN: _VIEW + [
         "capabilities.add_capability", "capabilities.change_capability", "capabilities.add_mcpserver",
         "capabilities.change_mcpserver",
     ],
 }
+
+ROLE_PERMISSIONS[LEAD_OPERATOR] = ROLE_PERMISSIONS[OPERATOR] + [MANAGE_ALL_RUNS]
 
 
 def sync_role_groups(apps, schema_editor=None):
@@ -41,5 +49,9 @@ def sync_role_groups(apps, schema_editor=None):
         perms = []
         for name in names:
             app_label, codename = name.split(".")
-            perms.append(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+            # A permission added by a later migration does not exist yet in an earlier
+            # one; that later migration syncs again.
+            perm = Permission.objects.filter(content_type__app_label=app_label, codename=codename).first()
+            if perm is not None:
+                perms.append(perm)
         group.permissions.set(perms)

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentops.api import Pagination
+from agentops.api import PAGE_PARAMETERS, Pagination, paginated
 from agentops.permissions import require_perm
 from runs import services
 from runs.budget_usage import run_budget_usage
@@ -31,7 +31,8 @@ class RunOutput(serializers.ModelSerializer):
 
 
 class RevisionOutput(serializers.ModelSerializer):
-    triggering_attempt = serializers.CharField(source="triggering_attempt.uid", default=None)
+    triggering_attempt = serializers.CharField(source="triggering_attempt.uid", default=None, allow_null=True,
+                                               help_text="The attempt whose observation caused this revision.")
 
     class Meta:
         model = PlanRevision
@@ -87,7 +88,7 @@ class RunListApi(APIView):
         planner = serializers.ChoiceField(choices=Planner.choices, required=False)
         owner = serializers.CharField(required=False)
 
-    @extend_schema(parameters=[RunFilterInput], responses=RunOutput(many=True))
+    @extend_schema(operation_id="runs_list", parameters=[RunFilterInput, *PAGE_PARAMETERS], responses=paginated(RunOutput))
     def get(self, request):
         filters = self.RunFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)
@@ -149,7 +150,7 @@ class RunRevisionsApi(APIView):
 class RunAttemptsApi(APIView):
     permission_classes = [require_perm("runs.view_run")]
 
-    @extend_schema(responses=AttemptOutput(many=True))
+    @extend_schema(operation_id="runs_attempts_list", parameters=PAGE_PARAMETERS, responses=paginated(AttemptOutput))
     def get(self, request, run_id: int):
         run = get_object_or_404(Run, pk=run_id)
         attempts = (Attempt.objects.filter(run=run)
@@ -167,7 +168,8 @@ class ApprovalListApi(APIView):
         state = serializers.ChoiceField(choices=["pending", "approved", "rejected", "expired"], default="pending")
         run = serializers.IntegerField(required=False)
 
-    @extend_schema(parameters=[ApprovalFilterInput], responses=ApprovalOutput(many=True))
+    @extend_schema(operation_id="approvals_list", parameters=[ApprovalFilterInput, *PAGE_PARAMETERS],
+                   responses=paginated(ApprovalOutput))
     def get(self, request):
         filters = self.ApprovalFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)

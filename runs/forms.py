@@ -1,11 +1,11 @@
 """The start-a-run form: typed fields that become run_start's arguments."""
 from __future__ import annotations
 
-import json
 from dataclasses import fields as dc_fields
 
 from django import forms
 
+from agentops import jsonlimits
 from runs.models import Planner
 from runs.runtime.budgets import Budgets
 
@@ -67,12 +67,22 @@ class RunStartForm(forms.Form):
         if not raw:
             return {}
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).")
+            value = jsonlimits.loads(raw)
+        except jsonlimits.JSONLimitError as exc:
+            raise forms.ValidationError(str(exc)) from None
         if not isinstance(value, dict):
             raise forms.ValidationError("Planner settings must be a JSON object.")
         return value
+
+    def clean_completion_equals(self):
+        raw = self.cleaned_data["completion_equals"]
+        try:
+            jsonlimits.loads(raw)
+        except jsonlimits.JSONTooLarge as exc:
+            raise forms.ValidationError(str(exc)) from None
+        except jsonlimits.JSONLimitError:
+            pass  # plain text is fine here
+        return raw
 
     def run_start_arguments(self) -> dict:
         data = self.cleaned_data
@@ -80,8 +90,10 @@ class RunStartForm(forms.Form):
         if data["completion_check"] == "equals":
             raw = data["completion_equals"]
             try:
-                completion["equals"] = json.loads(raw)
-            except json.JSONDecodeError:
+                completion["equals"] = jsonlimits.loads(raw)
+            except jsonlimits.JSONTooLarge:
+                raise  # clean_completion_equals refused it already
+            except jsonlimits.JSONLimitError:
                 completion["equals"] = raw
         else:
             completion[data["completion_check"]] = True

@@ -179,7 +179,8 @@ def run_detail(request, run_id: int):
         "attempts_page": attempts_page,
         "gauges": selectors.budget_gauges(run=run, capability_calls=capability_calls),
         "approvals": selectors.run_approvals(run=run),
-        "can_cancel": request.user.has_perm("runs.cancel_run") and not run.is_finished,
+        "can_cancel": (request.user.has_perm("runs.cancel_run") and not run.is_finished
+                       and services.can_manage_run(request.user, run)),
     }
     if request.htmx:
         html = render_to_string("runs/detail.html#trace", context, request=request)
