@@ -19,7 +19,8 @@ URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)[^/\s@]+@", re.IGNO
 def cleanse_urls(value, substitute: str, _depth: int = 0):
     """The value with URL userinfo replaced, looking into dicts, lists and tuples."""
     if isinstance(value, str):
-        return URL_USERINFO.sub(lambda m: m.group("scheme") + substitute + "@", value)
+        # str(): lazy strings pass isinstance() but the regex needs the real text.
+        return URL_USERINFO.sub(lambda m: m.group("scheme") + substitute + "@", str(value))
     if _depth < 8 and isinstance(value, dict):
         return {k: cleanse_urls(v, substitute, _depth + 1) for k, v in value.items()}
     if _depth < 8 and isinstance(value, (list, tuple)):

@@ -19,11 +19,17 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
 from agentops.models import ApiToken, AuditAction
-from agentops.services import InvalidInput, NotAllowed, audit
+from agentops.services import InvalidInput, ServiceError, audit
 
 KEY_PREFIX = "ao_"
 REVOKED_BY_OWNER = "revoked by owner"
 REVOKED_PASSWORD_CHANGED = "password changed"
+
+
+class TokenNotFound(ServiceError):
+    # Someone else's token is "not found" too: its existence is none of the caller's business.
+    status = 404
+    code = "not_found"
 
 
 def hash_key(key: str) -> str:
@@ -59,7 +65,7 @@ def token_revoke(*, user, token_id: int) -> ApiToken:
     """Revoke one of the user's own tokens (revoking twice is harmless)."""
     token = ApiToken.objects.select_for_update().filter(pk=token_id).first()
     if token is None or token.user_id != user.pk:
-        raise NotAllowed("You can revoke only your own tokens.")
+        raise TokenNotFound("You have no such token.")
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
         token.revoked_reason = REVOKED_BY_OWNER
