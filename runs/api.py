@@ -44,7 +44,7 @@ class RevisionOutput(serializers.ModelSerializer):
 class AttemptOutput(serializers.ModelSerializer):
     step = serializers.CharField(source="step.key")
     revision = serializers.IntegerField(source="step.revision.number")
-    capability_version = serializers.IntegerField(source="capability_version.number", default=None)
+    capability_version = serializers.IntegerField(source="capability_version.number", default=None, allow_null=True)
     decision = serializers.SerializerMethodField()
     arguments = serializers.JSONField(source="step.arguments")
     output_ref = serializers.SerializerMethodField()
@@ -68,8 +68,8 @@ class AttemptOutput(serializers.ModelSerializer):
 
 class ApprovalOutput(serializers.ModelSerializer):
     revision = serializers.IntegerField(source="revision.number")
-    step = serializers.CharField(source="step.key", default=None)
-    decided_by = serializers.CharField(source="decided_by.username", default=None)
+    step = serializers.CharField(source="step.key", default=None, allow_null=True)
+    decided_by = serializers.CharField(source="decided_by.username", default=None, allow_null=True)
     run_goal = serializers.CharField(source="run.goal")
 
     class Meta:
