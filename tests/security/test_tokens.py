@@ -172,3 +172,12 @@ class TestRevokedOnPasswordChange:
         operator.last_login = timezone.now()
         operator.save(update_fields=["last_login"])
         assert _with_token(key).get("/api/runs/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_command_prints_a_working_key(operator, capsys):
+    from django.core.management import call_command
+
+    call_command("create_api_token", "otto", "--days", "3")
+    key = capsys.readouterr().out.strip()
+    assert _with_token(key).get("/api/runs/").status_code == 200
