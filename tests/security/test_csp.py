@@ -36,7 +36,15 @@ def pages(db, operator):
             "/account/password/", "/api/docs/"]
     if attempt is not None:
         urls.append(f"/runs/{run.pk}/attempts/{attempt.uid}/")
-    return urls
+    return urls + [f"/evaluations/{_an_evaluation(operator).pk}/", "/admin/", "/admin/auth/user/",
+                   f"/admin/auth/user/{operator.pk}/change/", "/admin/agentops/auditevent/"]
+
+
+def _an_evaluation(user):
+    from runs.evaluation.services import evaluation_start, evaluation_suites_sync
+
+    suite = next(s for s in evaluation_suites_sync() if s.name == "standard")
+    return evaluation_start(user=user, suite_id=suite.pk, label="csp")
 
 
 @pytest.fixture

@@ -52,8 +52,12 @@ def world(transactional_db):
     waiting = services.run_start(owner=admin, goal="Waits for plan approval", planner="scripted",
                                  planner_config=plan, completion=completion, require_plan_approval=True)
     engine.run_advance(run_id=waiting.pk, worker="csp")
+    from runs.evaluation.services import evaluation_start, evaluation_suites_sync
+
+    suite = next(s for s in evaluation_suites_sync() if s.name == "standard")
+    evaluation = evaluation_start(user=admin, suite_id=suite.pk, label="csp")
     return {"admin": admin, "done": done, "waiting": waiting, "attempt": done.attempts.first(),
-            "capability": Capability.objects.order_by("name").first().name}
+            "capability": Capability.objects.order_by("name").first().name, "evaluation": evaluation}
 
 
 @pytest.fixture
@@ -91,7 +95,9 @@ def test_every_page_loads_without_a_policy_violation_or_an_off_site_request(watc
     urls = ["/runs/", "/runs/start/", "/runs/approvals/", "/runs/dashboard/", f"/runs/{w['done'].pk}/",
             f"/runs/{w['waiting'].pk}/", "/capabilities/", f"/capabilities/{w['capability']}/",
             "/capabilities/new-capability/", f"/capabilities/{w['capability']}/edit/", "/capabilities/mcp-servers/new/",
-            "/evaluations/", "/evaluations/readiness/", "/account/tokens/", "/account/password/", "/api/docs/"]
+            "/evaluations/", "/evaluations/readiness/", f"/evaluations/{w['evaluation'].pk}/", "/account/tokens/",
+            "/account/password/", "/api/docs/", "/admin/", "/admin/auth/user/",
+            f"/admin/auth/user/{w['admin'].pk}/change/"]
     if w["attempt"] is not None:
         urls.append(f"/runs/{w['done'].pk}/attempts/{w['attempt'].uid}/")
     for url in urls:
