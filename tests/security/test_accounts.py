@@ -106,5 +106,15 @@ class TestErrorReports:
         assert self.SECRET not in page
         assert "redis.internal" in page and "db.internal" in page  # the rest stays readable
 
+    def test_posted_passwords_are_hidden_even_with_debug_on(self, settings):
+        settings.DEBUG = True
+        request = RequestFactory().post("/login/", {"username": "otto", "password": self.SECRET})
+        request.sensitive_post_parameters = ["password"]
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError:
+            page = ExceptionReporter(request, *sys.exc_info()).get_traceback_html()
+        assert self.SECRET not in page and "otto" in page
+
     def test_the_filter_is_the_default(self, settings):
         assert settings.DEFAULT_EXCEPTION_REPORTER_FILTER == "agentops.debug.CredentialCleansingFilter"
