@@ -1,4 +1,4 @@
-"""The three roles and what each may do. A data migration creates the groups."""
+"""The roles and what each may do. Data migrations create the groups."""
 
 VIEWER = "viewer"
 OPERATOR = "operator"
@@ -7,6 +7,8 @@ LEAD_OPERATOR = "lead operator"
 # Operators cancel and resubmit only their own runs; this permission (the lead
 # operator role) extends that to everyone's.
 MANAGE_ALL_RUNS = "runs.manage_all_runs"
+# Registering and starting stdio MCP servers runs programs on the hosts: its own role, given on purpose.
+STDIO_MCP_ADMIN = "stdio mcp admin"
 
 _VIEW = [
     "runs.view_run", "runs.view_planrevision", "runs.view_step", "runs.view_attempt", "runs.view_decision",
@@ -29,6 +31,7 @@ ROLE_PERMISSIONS = {
         "capabilities.add_capability", "capabilities.change_capability", "capabilities.add_mcpserver",
         "capabilities.change_mcpserver",
     ],
+    STDIO_MCP_ADMIN: _VIEW + ["capabilities.run_stdio_mcpserver"],
 }
 
 ROLE_PERMISSIONS[LEAD_OPERATOR] = ROLE_PERMISSIONS[OPERATOR] + [MANAGE_ALL_RUNS]
