@@ -53,11 +53,15 @@ def world(transactional_db):
     waiting = services.run_start(owner=admin, goal="Waits for plan approval", planner="scripted",
                                  planner_config=plan, completion=completion, require_plan_approval=True)
     engine.run_advance(run_id=waiting.pk, worker="csp")
+    # Waits for an approval nobody gives, so even a worker left running by other tests leaves it be.
+    to_cancel = services.run_start(owner=admin, goal="Cancel me", planner="scripted", planner_config=plan,
+                                   completion=completion, require_plan_approval=True)
+    engine.run_advance(run_id=to_cancel.pk, worker="csp")
     from runs.evaluation.services import evaluation_start, evaluation_suites_sync
 
     suite = next(s for s in evaluation_suites_sync() if s.name == "standard")
     evaluation = evaluation_start(user=admin, suite_id=suite.pk, label="csp")
-    return {"admin": admin, "done": done, "waiting": waiting, "attempt": done.attempts.first(),
+    return {"admin": admin, "done": done, "waiting": waiting, "to_cancel": to_cancel, "attempt": done.attempts.first(),
             "capability": Capability.objects.order_by("name").first().name, "evaluation": evaluation}
 
 
@@ -124,11 +128,11 @@ def test_htmx_and_the_former_inline_handlers_work_under_the_policy(watched, live
     expect(page.locator("body")).to_contain_text("Approved by root", timeout=10_000)
     check("approval by htmx")
     # ... and the cancel confirmation (was an inline onsubmit): dismissing keeps the run, accepting cancels.
-    page.goto(f"{live_server.url}/runs/{world['waiting'].pk}/")
+    page.goto(f"{live_server.url}/runs/{world['to_cancel'].pk}/")
     page.once("dialog", lambda d: d.dismiss())
     page.get_by_role("button", name="Cancel run").click()
     page.wait_for_timeout(300)
-    run = world["waiting"]
+    run = world["to_cancel"]
     run.refresh_from_db()
     assert run.cancel_requested_at is None and run.status != RunStatus.CANCELLED
     page.once("dialog", lambda d: d.accept())
