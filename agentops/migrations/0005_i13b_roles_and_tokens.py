@@ -25,7 +25,7 @@ def hash_legacy_tokens(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("agentops", "0004_i13b_api_tokens"),
-        ("runs", "0005_i13b_manage_all_runs"),
+        ("runs", "0006_i13b_manage_all_runs"),
         ("authtoken", "0004_alter_tokenproxy_options"),
     ]
 
