@@ -1,6 +1,7 @@
 """The start-a-run form: typed fields that become run_start's arguments."""
 from __future__ import annotations
 
+import json
 from dataclasses import fields as dc_fields
 
 from django import forms
