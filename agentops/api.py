@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError as DjangoValidationError
 from django.http import Http404
-from rest_framework import exceptions, status
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -14,6 +15,32 @@ from agentops.services import ServiceError
 class Pagination(PageNumberPagination):
     page_size_query_param = "page_size"
     max_page_size = 500
+
+
+_PAGES: dict[type, type] = {}
+
+
+def paginated(serializer_class: type) -> type:
+    """The OpenAPI shape of a Pagination answer whose results are `serializer_class` items.
+
+    Our views are plain APIViews calling the paginator themselves, so drf-spectacular
+    cannot see the pagination: document it with responses=paginated(ItemOutput).
+    """
+    if serializer_class not in _PAGES:
+        name = "Paginated" + serializer_class.__name__.removesuffix("Output") + "List"
+        _PAGES[serializer_class] = type(name, (serializers.Serializer,), {
+            "count": serializers.IntegerField(min_value=0),
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": serializer_class(many=True),
+        })
+    return _PAGES[serializer_class]
+
+
+PAGE_PARAMETERS = [
+    OpenApiParameter("page", int, description="Page number, from 1."),
+    OpenApiParameter("page_size", int, description=f"Items per page (default 50, at most {Pagination.max_page_size})."),
+]
 
 
 class Conflict(exceptions.APIException):

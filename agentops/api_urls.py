@@ -4,3 +4,12 @@ urlpatterns = [
     path("", include("runs.api_urls")),
     path("", include("capabilities.api_urls")),
 ]
+
+# API tokens: the user's own, and the password login that issues one.
+from agentops import api_accounts  # noqa: E402
+
+urlpatterns += [
+    path("tokens/", api_accounts.TokenListCreateApi.as_view(), name="api-token-list"),
+    path("tokens/<int:token_id>/revoke/", api_accounts.TokenRevokeApi.as_view(), name="api-token-revoke"),
+    path("auth/token/", api_accounts.TokenLoginApi.as_view(), name="api-token-login"),
+]

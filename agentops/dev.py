@@ -59,12 +59,16 @@ def ensure_chromium() -> None:
         print("Chromium is missing: browser tests will be skipped (apt-get install chromium).", flush=True)
 
 
-def manage(*args: str) -> None:
-    run(str(PY), "manage.py", *args)
+def manage(*args: str, **kw) -> None:
+    run(str(PY), "manage.py", *args, **kw)
 
 
 def up(args: list[str]) -> int:
     ensure_venv("")
+    # The embedded default is a local install for one person: DEBUG on unless told
+    # otherwise. With DATABASE_URL set (a real deployment) the setting's default (off) holds.
+    if not os.environ.get("DATABASE_URL"):
+        os.environ.setdefault("DEBUG", "true")
     manage("migrate", "--noinput")
     manage("collectstatic", "--noinput", "--verbosity", "0")
     manage("seed_demo")
@@ -75,7 +79,9 @@ def up(args: list[str]) -> int:
 def test(args: list[str]) -> int:
     ensure_venv("test")
     ensure_chromium()
-    manage("collectstatic", "--noinput", "--verbosity", "0")
+    # Collecting static files needs no real SECRET_KEY (tests get theirs from agentops.pytest_env).
+    manage("collectstatic", "--noinput", "--verbosity", "0",
+           env={**os.environ, "SECRET_KEY": os.environ.get("SECRET_KEY") or "collectstatic-only"})
     return subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT).returncode
 
 

@@ -20,6 +20,8 @@ class AuditAction(models.TextChoices):
     PLAN_REJECTED = "plan.rejected"
     PLAN_SUBMITTED = "plan.submitted"
     EVALUATION_STARTED = "evaluation.started"
+    TOKEN_CREATED = "token.created"
+    TOKEN_REVOKED = "token.revoked"
 
 
 
@@ -55,3 +57,32 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self):
         return f"{self.worker} @ {self.seen_at:%H:%M:%S}"
+
+
+class ApiToken(models.Model):
+    """An API token: only its SHA-256 is stored; the key is shown once, at creation.
+
+    A key is 32 random bytes, so a plain (unsalted, fast) hash is enough: there is
+    nothing to guess from it. Tokens expire, and are revoked by their owner or when
+    the owner's password changes (agentops.tokens).
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12, help_text="The key's first characters, to recognise it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_reason = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "-created_at"], name="apitoken_user_created_idx")]
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…) of {self.user_id}"
+
+    def is_active(self, now) -> bool:
+        return self.revoked_at is None and self.expires_at > now

@@ -9,3 +9,9 @@ from pathlib import Path
 os.environ.setdefault("AGENTOPS_VAR_DIR", str(Path(__file__).resolve().parent.parent / "var" / "test"))
 # Playwright runs an event loop in the test thread; Django's ORM is still used synchronously.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+# Tests run with the production default (DEBUG off), which needs a SECRET_KEY: one per
+# session, inherited by the worker and server processes tests start. The test client
+# and the live server speak plain HTTP, so the HTTPS-only defaults are relaxed here.
+os.environ.setdefault("SECRET_KEY", "test-" + __import__("secrets").token_urlsafe(40))
+for _name in ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE"):
+    os.environ.setdefault(_name, "false")

@@ -1,8 +1,12 @@
-"""The three roles and what each may do. A data migration creates the groups."""
+"""The roles and what each may do. Data migrations create the groups."""
 
 VIEWER = "viewer"
 OPERATOR = "operator"
 REGISTRY_ADMIN = "registry admin"
+LEAD_OPERATOR = "lead operator"
+# Operators cancel and resubmit only their own runs; this permission (the lead
+# operator role) extends that to everyone's.
+MANAGE_ALL_RUNS = "runs.manage_all_runs"
 # Registering and starting stdio MCP servers runs programs on the hosts: its own role, given on purpose.
 STDIO_MCP_ADMIN = "stdio mcp admin"
 
@@ -17,16 +21,20 @@ _VIEW = [
 ROLE_PERMISSIONS = {
     VIEWER: _VIEW,
     OPERATOR: _VIEW + [
+        # cancel_run covers the operator's own runs; others' need MANAGE_ALL_RUNS.
         "runs.start_run", "runs.cancel_run", "runs.decide_approval", "runs.run_evaluation",
         # What the demo capabilities require of a run's owner.
         "capabilities.create_ticket", "capabilities.send_notification",
     ],
+    LEAD_OPERATOR: [],  # filled below: an operator who may act on every run
     REGISTRY_ADMIN: _VIEW + [
         "capabilities.add_capability", "capabilities.change_capability", "capabilities.add_mcpserver",
         "capabilities.change_mcpserver",
     ],
     STDIO_MCP_ADMIN: _VIEW + ["capabilities.run_stdio_mcpserver"],
 }
+
+ROLE_PERMISSIONS[LEAD_OPERATOR] = ROLE_PERMISSIONS[OPERATOR] + [MANAGE_ALL_RUNS]
 
 
 def sync_role_groups(apps, schema_editor=None):
@@ -44,5 +52,9 @@ def sync_role_groups(apps, schema_editor=None):
         perms = []
         for name in names:
             app_label, codename = name.split(".")
-            perms.append(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+            # A permission added by a later migration does not exist yet in an earlier
+            # one; that later migration syncs again.
+            perm = Permission.objects.filter(content_type__app_label=app_label, codename=codename).first()
+            if perm is not None:
+                perms.append(perm)
         group.permissions.set(perms)

@@ -93,9 +93,10 @@ def env_llm_endpoints(name: str) -> dict[str, dict]:
 VAR_DIR = Path(env_str("AGENTOPS_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-# The embedded default is a local install for one person: DEBUG is on unless the
-# environment turns it off, and production must turn it off (README).
-DEBUG = env_bool("DEBUG", True)
+# DEBUG is off unless asked for (DEBUG=true); `python3 agentops/dev.py up` asks for it
+# on the embedded default. Its error pages are still cleansed (agentops.debug).
+DEBUG = env_bool("DEBUG", False)
+DEFAULT_EXCEPTION_REPORTER_FILTER = "agentops.debug.CredentialCleansingFilter"
 
 
 def _secret_key() -> str:
@@ -105,7 +106,8 @@ def _secret_key() -> str:
     if not DEBUG:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. With DEBUG off AgentOps refuses to start without an explicit "
-            "SECRET_KEY; generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+            "SECRET_KEY; generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'. "
+            "For a local try-out, `python3 agentops/dev.py up` (or DEBUG=true) uses a generated key instead."
         )
     # Generated once for this installation and kept out of git (var/ is ignored).
     path = VAR_DIR / "secret_key"
@@ -136,6 +138,9 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "django_htmx",
+    "axes",
+    "csp",
+    "drf_spectacular_sidecar",
     "template_partials",
     "agentops",
     "capabilities",
@@ -152,9 +157,11 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "axes.middleware.AxesMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
 
 ROOT_URLCONF = "agentops.urls"
@@ -171,6 +178,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "agentops.context_processors.navigation",
+                "csp.context_processors.nonce",
             ],
         },
     },
@@ -219,9 +227,25 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+     "OPTIONS": {"min_length": env_int("AGENTOPS_PASSWORD_MIN_LENGTH", 10, minimum=8)}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# --- Login throttling (django-axes): the login page and the API's token login ----
+# Failures are counted per username and address together, so a guesser cannot lock
+# a colleague out from everywhere; the lock lifts after the cool-off.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AGENTOPS_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_int("AGENTOPS_LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "agentops.accounts.lockout_response"
+AXES_VERBOSE = False
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:list"
@@ -255,18 +279,47 @@ SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SILENCED_SYSTEM_CHECKS = env_list("SILENCED_SYSTEM_CHECKS")
 
+# --- Content-Security-Policy (django-csp 4): no inline scripts, nothing off-site --
+# Scripts come from our static files (htmx included; its config is in a <meta> tag,
+# with eval and injected indicator styles off). Inline style *attributes* (progress
+# bar widths) are allowed; inline <style> and <script> elements are not.
+from csp.constants import NONCE, NONE, SELF  # noqa: E402
+
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, NONCE],
+        "style-src-attr": ["'unsafe-inline'"],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
+
 # --- API ----------------------------------------------------------------------
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 1_048_576, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
+# Every JSON body and JSON form field: nesting depth and (form fields) size.
+AGENTOPS_JSON_MAX_DEPTH = env_int("AGENTOPS_JSON_MAX_DEPTH", 64, minimum=8)
+AGENTOPS_JSON_FIELD_MAX_BYTES = env_int("AGENTOPS_JSON_FIELD_MAX_BYTES", 262_144, minimum=1024)
+# API tokens: the longest lifetime a user may give one, and the default.
+AGENTOPS_API_TOKEN_MAX_DAYS = env_int("AGENTOPS_API_TOKEN_MAX_DAYS", 365, minimum=1)
+AGENTOPS_API_TOKEN_DEFAULT_DAYS = env_int("AGENTOPS_API_TOKEN_DEFAULT_DAYS", 90, minimum=1)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "agentops.tokens.ApiTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON only: a multipart body on a JSONField was a 500 elsewhere (pitfalls).
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # Bounded depth and size (agentops.jsonlimits): deep JSON is a 400, not a RecursionError.
+    "DEFAULT_PARSER_CLASSES": ["agentops.parsers.LimitedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "agentops.api.Pagination",
     "PAGE_SIZE": 50,
@@ -281,6 +334,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
+    # The API docs page is served from our own static files, never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # No badge from validator.swagger.io: nothing on the docs page leaves the server.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "runs.choices.RunStatus",
         "EvaluationStatusEnum": "runs.models.Evaluation.Status",
@@ -364,5 +422,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # axes logs every successful login at INFO; lock-outs and failures still show at WARNING.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

@@ -13,6 +13,8 @@ from typing import Any
 from django import forms
 from django.urls import reverse
 
+from agentops import jsonlimits
+
 from capabilities.models import CapabilityVersion, Kind, McpServer
 from capabilities.services import ERROR_CODES, HTTP_METHODS, SIDE_EFFECTS
 
@@ -86,9 +88,9 @@ class JSONTextField(forms.CharField):
         if not (value or "").strip():
             return self.empty
         try:
-            return json.loads(value)
-        except ValueError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+            return jsonlimits.loads(value)
+        except jsonlimits.JSONLimitError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
 
 def _labelled(name: str, field: forms.Field) -> forms.Field:

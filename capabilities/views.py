@@ -156,16 +156,16 @@ def validate_schema(request):
     if not (request.user.has_perm("capabilities.add_capability")
             or request.user.has_perm("capabilities.change_capability")):
         raise PermissionDenied
-    import json
-
     text = request.POST.get("schema", "")
     if not text.strip():
         errors = []  # blank means the default object schema
     else:
+        from agentops import jsonlimits
+
         try:
-            errors = services.schema_problems(json.loads(text))
-        except ValueError as exc:
-            errors = [f"Not valid JSON: {exc}"]
+            errors = services.schema_problems(jsonlimits.loads(text))
+        except jsonlimits.JSONLimitError as exc:
+            errors = [str(exc)]
     return render(request, "capabilities/form.html#schema_errors", {"schema_errors": errors, "checked": True})
 
 

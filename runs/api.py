@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentops.api import Pagination
+from agentops.api import PAGE_PARAMETERS, Pagination, paginated
 from agentops.permissions import require_perm
 from runs import services
 from runs.budget_usage import revisions_used, run_budget_usage
@@ -39,7 +39,8 @@ class RunOutput(serializers.ModelSerializer):
 
 
 class RevisionOutput(serializers.ModelSerializer):
-    triggering_attempt = serializers.CharField(source="triggering_attempt.uid", default=None)
+    triggering_attempt = serializers.CharField(source="triggering_attempt.uid", default=None, allow_null=True,
+                                               help_text="The attempt whose observation caused this revision.")
 
     class Meta:
         model = PlanRevision
@@ -51,7 +52,7 @@ class RevisionOutput(serializers.ModelSerializer):
 class AttemptOutput(serializers.ModelSerializer):
     step = serializers.CharField(source="step.key")
     revision = serializers.IntegerField(source="step.revision.number")
-    capability_version = serializers.IntegerField(source="capability_version.number", default=None)
+    capability_version = serializers.IntegerField(source="capability_version.number", default=None, allow_null=True)
     decision = serializers.SerializerMethodField()
     arguments = serializers.JSONField(source="step.arguments")
     output_ref = serializers.SerializerMethodField()
@@ -75,8 +76,8 @@ class AttemptOutput(serializers.ModelSerializer):
 
 class ApprovalOutput(serializers.ModelSerializer):
     revision = serializers.IntegerField(source="revision.number")
-    step = serializers.CharField(source="step.key", default=None)
-    decided_by = serializers.CharField(source="decided_by.username", default=None)
+    step = serializers.CharField(source="step.key", default=None, allow_null=True)
+    decided_by = serializers.CharField(source="decided_by.username", default=None, allow_null=True)
     run_goal = serializers.CharField(source="run.goal")
 
     class Meta:
@@ -95,7 +96,7 @@ class RunListApi(APIView):
         planner = serializers.ChoiceField(choices=Planner.choices, required=False)
         owner = serializers.CharField(required=False)
 
-    @extend_schema(parameters=[RunFilterInput], responses=RunOutput(many=True))
+    @extend_schema(operation_id="runs_list", parameters=[RunFilterInput, *PAGE_PARAMETERS], responses=paginated(RunOutput))
     def get(self, request):
         filters = self.RunFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)
@@ -157,7 +158,7 @@ class RunRevisionsApi(APIView):
 class RunAttemptsApi(APIView):
     permission_classes = [require_perm("runs.view_run")]
 
-    @extend_schema(responses=AttemptOutput(many=True))
+    @extend_schema(operation_id="runs_attempts_list", parameters=PAGE_PARAMETERS, responses=paginated(AttemptOutput))
     def get(self, request, run_id: int):
         run = get_object_or_404(Run, pk=run_id)
         attempts = (Attempt.objects.filter(run=run)
@@ -175,7 +176,8 @@ class ApprovalListApi(APIView):
         state = serializers.ChoiceField(choices=["pending", "approved", "rejected", "expired"], default="pending")
         run = serializers.IntegerField(required=False)
 
-    @extend_schema(parameters=[ApprovalFilterInput], responses=ApprovalOutput(many=True))
+    @extend_schema(operation_id="approvals_list", parameters=[ApprovalFilterInput, *PAGE_PARAMETERS],
+                   responses=paginated(ApprovalOutput))
     def get(self, request):
         filters = self.ApprovalFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)

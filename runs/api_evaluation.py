@@ -10,7 +10,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentops.api import Pagination
+from agentops.api import PAGE_PARAMETERS, Pagination, paginated
 from agentops.permissions import require_perm
 from agentops.services import InvalidInput
 from runs.evaluation import selectors, services
@@ -90,7 +90,7 @@ class EvaluationListStartApi(APIView):
         planner_config = serializers.JSONField(required=False, default=dict,
                                                help_text="That planner's settings (llm: endpoint, model, ...).")
 
-    @extend_schema(responses=EvaluationOutput(many=True))
+    @extend_schema(operation_id="evaluations_list", parameters=PAGE_PARAMETERS, responses=paginated(EvaluationOutput))
     def get(self, request):
         paginator = Pagination()
         rows = Evaluation.objects.select_related("suite", "started_by").order_by("-created_at", "-id")

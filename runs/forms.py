@@ -6,6 +6,7 @@ from dataclasses import fields as dc_fields
 
 from django import forms
 
+from agentops import jsonlimits
 from runs.models import Planner
 from runs.runtime.budgets import Budgets
 
@@ -93,12 +94,22 @@ class RunStartForm(forms.Form):
         if not raw:
             return {}
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).")
+            value = jsonlimits.loads(raw)
+        except jsonlimits.JSONLimitError as exc:
+            raise forms.ValidationError(str(exc)) from None
         if not isinstance(value, dict):
             raise forms.ValidationError("Planner settings must be a JSON object.")
         return value
+
+    def clean_completion_equals(self):
+        raw = self.cleaned_data["completion_equals"]
+        try:
+            jsonlimits.loads(raw)
+        except jsonlimits.JSONTooLarge as exc:
+            raise forms.ValidationError(str(exc)) from None
+        except jsonlimits.JSONLimitError:
+            pass  # plain text is fine here
+        return raw
 
     def run_start_arguments(self) -> dict:
         data = self.cleaned_data
@@ -106,8 +117,10 @@ class RunStartForm(forms.Form):
         if data["completion_check"] == "equals":
             raw = data["completion_equals"]
             try:
-                completion["equals"] = json.loads(raw)
-            except json.JSONDecodeError:
+                completion["equals"] = jsonlimits.loads(raw)
+            except jsonlimits.JSONTooLarge:
+                raise  # clean_completion_equals refused it already
+            except jsonlimits.JSONLimitError:
                 completion["equals"] = raw
         else:
             completion[data["completion_check"]] = True
@@ -119,7 +132,7 @@ class RunStartForm(forms.Form):
 
     def add_budget_errors_now(self) -> None:
         """Budget errors the service would report, added in the same round as the form's own errors."""
-        from runs.services import _budget_errors as budget_errors
+        from runs.services import budget_errors
 
         budgets = {name.removeprefix("budget_"): value for name, value in self.cleaned_data.items()
                    if name.startswith("budget_") and value is not None}

@@ -71,6 +71,8 @@ class Run(models.Model):
         permissions = [
             ("start_run", "Can start runs"),
             ("cancel_run", "Can cancel runs"),
+            # Without it an operator cancels and resubmits only their own runs.
+            ("manage_all_runs", "Can cancel and resubmit runs of other users"),
         ]
         indexes = [
             models.Index(fields=["status", "-created_at"], name="run_status_created_idx"),

@@ -37,11 +37,25 @@ def _require(user, perm: str, action: str) -> None:
         raise NotAllowed(f"You do not have permission to {action}.")
 
 
+def can_manage_run(user, run: Run) -> bool:
+    """An operator acts on (cancels, resubmits, plans for) their own runs; others' need manage_all_runs."""
+    from agentops.roles import MANAGE_ALL_RUNS
+
+    return run.owner_id == user.pk or user.has_perm(MANAGE_ALL_RUNS)
+
+
+def _require_manage(user, run: Run, action: str) -> None:
+    if not can_manage_run(user, run):
+        raise NotAllowed(f"Only the run's owner ({run.owner.get_username()}) may {action} run {run.pk}; "
+                         "other users' runs need the 'manage all runs' permission.")
+
+
 @transaction.atomic
 def run_cancel(*, run_id: int, user) -> Run:
     """Cancel a run: at once when no worker holds it, else at the next step boundary."""
     _require(user, "runs.cancel_run", "cancel runs")
     run = Run.objects.select_for_update().get(pk=run_id)
+    _require_manage(user, run, "cancel")
     if run.is_finished:
         raise Conflict(f"Run {run.pk} has already finished ({run.get_status_display()}).")
     now = timezone.now()
@@ -144,26 +158,70 @@ def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
     return approval
 
 
-def _budget_errors(budgets: dict) -> dict[str, str]:
+# Upper bounds keep every budget a plain JSON number the database and the runtime handle.
+BUDGET_MAX_INT = 1_000_000_000
+BUDGET_MAX_FLOAT = 1e9
+BUDGET_MAX_CAPABILITIES = 500
+
+
+def _budget_number_error(value, kind: str) -> str | None:
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be a number, got {type(value).__name__}"
+    if kind == "int" and isinstance(value, float) and not value.is_integer():
+        return "must be a whole number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    if value < 0:
+        return "must be zero or more"
+    if value > (BUDGET_MAX_INT if kind == "int" else BUDGET_MAX_FLOAT):
+        return f"may be at most {BUDGET_MAX_INT if kind == 'int' else BUDGET_MAX_FLOAT:g}"
+    return None
+
+
+def budget_errors(budgets) -> dict[str, str]:
+    """The one budget validator (the start form, the API and evaluations reach it through run_start).
+
+    Checks types and ranges before Budgets.from_dict converts anything, so "inf",
+    NaN, 1e309, negatives and a list where an object belongs are a 400, not a 500.
+    """
+    from dataclasses import fields as dc_fields
+
     from runs.runtime.budgets import Budgets
 
     if not isinstance(budgets, dict):
         return {"budgets": "budgets must be an object"}
-    try:
-        parsed = Budgets.from_dict(budgets)
-    except (TypeError, ValueError) as exc:
-        return {"budgets": str(exc)}
+    known = {f.name: f.type for f in dc_fields(Budgets)}
+    unknown = sorted(str(name) for name in budgets if name not in known)
+    if unknown:
+        return {"budgets": f"unknown budgets: {', '.join(unknown[:10])}"}
     errors = {}
-    for name, value in parsed.to_dict().items():
+    for name, value in budgets.items():
+        key = "budgets." + str(name)
         if name == "max_calls_per_capability":
-            if any(v < 0 for v in value.values()):
-                errors["budgets." + name] = "limits must be zero or more"
-        elif value is None or value < 0 or value != value:
-            errors["budgets." + name] = "must be zero or more"
+            if not isinstance(value, dict):
+                errors[key] = 'must be an object of capability name to limit, e.g. {"search_documents": 3}'
+            elif len(value) > BUDGET_MAX_CAPABILITIES:
+                errors[key] = f"at most {BUDGET_MAX_CAPABILITIES} capabilities"
+            else:
+                problems = {cap: _budget_number_error(limit, "int") for cap, limit in value.items()}
+                problems = {cap: p for cap, p in problems.items() if p}
+                if problems:
+                    errors[key] = "; ".join(f"{cap}: {p}" for cap, p in list(problems.items())[:5])
+        else:
+            problem = _budget_number_error(value, "int" if known[name] == "int" else "float")
+            if problem:
+                errors[key] = problem
+    if errors:
+        return errors
+    parsed = Budgets.from_dict(budgets)
     if parsed.deadline_s <= 0:
         errors["budgets.deadline_s"] = "the deadline must be more than 0 seconds"
     if parsed.deadline_s > 7 * 86_400:
         errors["budgets.deadline_s"] = "the deadline may be at most 7 days"
+    if parsed.per_call_timeout_s <= 0:
+        errors["budgets.per_call_timeout_s"] = "the per-call timeout must be more than 0 seconds"
     return errors
 
 
@@ -189,7 +247,7 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
     completion_problems = completion_errors(completion)
     if completion_problems:
         errors["completion"] = "; ".join(completion_problems)
-    errors.update(_budget_errors(budgets))
+    errors.update(budget_errors(budgets))
     if not isinstance(planner_config, dict):
         errors["planner_config"] = "planner_config must be an object"
     else:
@@ -229,7 +287,8 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
                 tokens: int = 0, cost: float = 0.0, reason_code: str = "", reason: str = ""):
     """Store an external agent's plan for the revision its run waits for, and advance the run.
 
-    Only the run's owner (who must still hold runs.start_run) may submit. The plan is
+    Only the run's owner (who must still hold runs.start_run) may submit, or a holder of
+    runs.manage_all_runs. The plan is
     not checked here beyond its shape: the runtime validates it exactly as it would a
     plan from any other planner, and a rejection comes back through GET .../planning/.
     """
@@ -240,8 +299,7 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
 
     _require(user, "runs.start_run", "submit plans")
     run = Run.objects.select_for_update().get(pk=run_id)
-    if run.owner_id != user.pk:
-        raise NotAllowed("Only the run's owner may submit its plans.")
+    _require_manage(user, run, "submit plans for")
     if run.planner != "external":
         raise Conflict(f"Run {run.pk} uses the {run.planner} planner, not an external one.")
     if run.is_finished:

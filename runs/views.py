@@ -271,7 +271,8 @@ def run_detail(request, run_id: int):
         "attempts_page": attempts_page,
         "gauges": selectors.budget_gauges(run=run, capability_calls=capability_calls),
         "approvals": approvals,
-        "can_cancel": request.user.has_perm("runs.cancel_run") and not run.is_finished,
+        "can_cancel": (request.user.has_perm("runs.cancel_run") and not run.is_finished
+                       and services.can_manage_run(request.user, run)),
         "can_start": request.user.has_perm("runs.start_run"),
         "trigger": trigger,
         "trigger_repeats": trigger_repeats,

@@ -6,8 +6,6 @@ shows it finished stops the polling.
 """
 from __future__ import annotations
 
-import json
-
 from django import forms
 from django.contrib import messages
 from django.core.serializers.json import DjangoJSONEncoder
@@ -17,6 +15,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from agentops import jsonlimits
 from agentops.services import ServiceError
 from runs.evaluation import export, selectors, services
 from runs.evaluation.charts import evaluation_charts
@@ -42,9 +41,9 @@ class StartEvaluationForm(forms.Form):
     def clean_planner_config(self):
         raw = self.cleaned_data["planner_config"].strip()
         try:
-            value = json.loads(raw) if raw else {}
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc.msg}.") from None
+            value = jsonlimits.loads(raw) if raw else {}
+        except jsonlimits.JSONLimitError as exc:
+            raise forms.ValidationError(str(exc)) from None
         if not isinstance(value, dict):
             raise forms.ValidationError("Planner settings must be a JSON object.")
         return value

@@ -13,11 +13,11 @@ class TestApiConventions:
         assert set(response.json()["error"]) >= {"code", "message"}
 
     def test_it_accepts_token_authentication(self, operator):
-        from rest_framework.authtoken.models import Token
+        from agentops.tokens import token_create
 
-        token = Token.objects.create(user=operator)
+        _, key = token_create(user=operator, name="test")
         api = APIClient()
-        api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
         assert api.get("/api/runs/").status_code == 200
 
     def test_it_answers_malformed_json_with_400_and_a_clear_message(self, operator, api_for):

@@ -10,7 +10,11 @@ from runs import engine, services
 from runs.models import Approval
 
 PUBLIC = {"login", "logout", "healthz"}
-ROLES = ("anonymous", "nobody", "viewer", "operator", "registry_admin")
+# "operator" owns the run under test; "other_operator" does not; "lead_operator" holds
+# runs.manage_all_runs and may act on every run.
+ROLES = ("anonymous", "nobody", "viewer", "operator", "other_operator", "lead_operator", "registry_admin")
+OWNER_ONLY = {"/runs/{run}/cancel/", "/api/runs/{run}/cancel/"}
+AUTHENTICATED = {"nobody", "viewer", "operator", "other_operator", "lead_operator", "registry_admin"}
 
 
 def _patterns(resolver=None, prefix=""):
@@ -83,6 +87,8 @@ MATRIX = [
     ("get", "/capabilities/{capability}/edit/", None, {"registry_admin"}),
     ("post", "/capabilities/{capability}/enabled/", {"enabled": "false"}, {"registry_admin"}),
     ("get", "/capabilities/mcp-servers/new/", None, {"registry_admin"}),
+    ("get", "/account/tokens/", None, AUTHENTICATED),
+    ("get", "/account/password/", None, AUTHENTICATED),
     ("get", "/api/runs/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/api/runs/{run}/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/api/runs/{run}/attempts/", None, {"viewer", "operator", "registry_admin"}),
@@ -94,13 +100,46 @@ MATRIX = [
     ("post", "/api/runs/{run}/cancel/", None, {"operator"}),
     ("get", "/api/capabilities/", None, {"viewer", "operator", "registry_admin"}),
     ("post", "/api/capabilities/{capability}/disable/", None, {"registry_admin"}),
+    ("get", "/api/tokens/", None, AUTHENTICATED),
+    ("post", "/api/tokens/", {"name": "matrix"}, AUTHENTICATED),
 ]
+
+
+def _with_new_roles(template, allowed):
+    """What an operator may do, a lead operator may; another operator too, except on runs it does not own."""
+    allowed = set(allowed)
+    if "operator" in allowed:
+        allowed.add("lead_operator")
+        if template not in OWNER_ONLY:
+            allowed.add("other_operator")
+    return allowed
+
+
+MATRIX = [(m, t, b, _with_new_roles(t, a)) for m, t, b, a in MATRIX]
+
+
+@pytest.fixture
+def lead_operator(roles):
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user(username="lena", password="pw-lena")
+    user.groups.add(Group.objects.get(name="lead operator"))
+    return user
+
+
+def test_only_the_lead_operator_role_holds_manage_all_runs():
+    from agentops.roles import MANAGE_ALL_RUNS, ROLE_PERMISSIONS
+
+    assert [role for role, perms in ROLE_PERMISSIONS.items() if MANAGE_ALL_RUNS in perms] == ["lead operator"]
+    assert set(ROLE_PERMISSIONS["operator"]) < set(ROLE_PERMISSIONS["lead operator"])
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("method,template,body,allowed", MATRIX, ids=[f"{m} {t}" for m, t, _, _ in MATRIX])
-def test_role_endpoint_matrix(method, template, body, allowed, world, nobody, viewer, operator, registry_admin):
-    users = {"nobody": nobody, "viewer": viewer, "operator": operator, "registry_admin": registry_admin}
+def test_role_endpoint_matrix(method, template, body, allowed, world, nobody, viewer, operator, second_operator,
+                              lead_operator, registry_admin):
+    users = {"nobody": nobody, "viewer": viewer, "operator": operator, "other_operator": second_operator,
+             "lead_operator": lead_operator, "registry_admin": registry_admin}
     url = template.format(run=world["run"].pk, approval=world["approval"].pk, capability=world["capability"].name)
     # Refused roles first: an allowed POST may change what a later request sees.
     for role in sorted(ROLES, key=lambda r: r in allowed):

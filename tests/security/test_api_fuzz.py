@@ -1,0 +1,106 @@
+"""Schemathesis over the whole API with every role: no server error, every answer as documented.
+
+In process (the WSGI application, the test database), each role authenticating with
+its own API token. Bounded for CI: AGENTOPS_FUZZ_EXAMPLES examples per operation and
+role (default 8; about two minutes on two cores for all roles).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings as hypothesis_settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import response_schema_conformance
+
+from runs import engine, services
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]
+EXAMPLES = int(os.environ.get("AGENTOPS_FUZZ_EXAMPLES", "8"))
+ROLES = ("anonymous", "nobody", "viewer", "operator", "lead operator", "registry admin")
+
+
+def _openapi_schema():
+    from django.core.wsgi import get_wsgi_application
+    from drf_spectacular.generators import SchemaGenerator
+    from drf_spectacular.renderers import OpenApiJsonRenderer
+
+    spec = json.loads(OpenApiJsonRenderer().render(SchemaGenerator().get_schema(request=None, public=True)))
+    schema = schemathesis.openapi.from_dict(spec)
+    schema.app = get_wsgi_application()
+    return schema
+
+
+@pytest.fixture
+def keep_connection():
+    """Like Django's test client: requests must not close the connection holding the test's transaction."""
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def world(roles, keep_connection):
+    """Something behind the ids: a run waiting for plan approval, its approval, the capabilities."""
+    from django.contrib.auth.models import Group, User
+
+    from capabilities.services import python_capabilities_sync
+
+    python_capabilities_sync()
+    owner = User.objects.create_user("owner", password="pw-owner-long")
+    owner.groups.add(Group.objects.get(name="operator"))
+    run = services.run_start(owner=owner, goal="Fuzzed", planner="scripted",
+                             planner_config={"plans": [[{"capability": "search_documents",
+                                                         "arguments": {"q": "travel"}}]]},
+                             completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
+                             require_plan_approval=True)
+    engine.run_advance(run_id=run.pk, worker="fuzz")
+    from capabilities.models import Capability
+    from runs.models import Approval
+
+    return {"run_id": run.pk, "approval_id": Approval.objects.get(run=run).pk,
+            "name": Capability.objects.order_by("name").first().name}
+
+
+def _headers_for(role: str) -> dict[str, str]:
+    from django.contrib.auth.models import Group, User
+
+    from agentops.tokens import token_create
+
+    if role == "anonymous":
+        return {}
+    user = User.objects.create_user("fuzz-" + role.replace(" ", "-"), password="pw-fuzz-long-enough")
+    if role != "nobody":
+        user.groups.add(Group.objects.get(name=role))
+    _, key = token_create(user=user, name="fuzz")
+    return {"Authorization": f"Token {key}"}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_api_answers_as_documented_for_every_role(role, world):
+    schema = _openapi_schema()
+    headers = _headers_for(role)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) > 20
+    for operation in operations:
+        # Random ids (mostly 404s), then the ids of real objects, so the answers with a body are checked too.
+        names = re.findall(r"{(\w+)}", operation.path)
+        strategies = [operation.as_strategy()]
+        if names and all(name in world for name in names):
+            strategies.append(operation.as_strategy(path_parameters={name: world[name] for name in names}))
+        for strategy in strategies:
+            @hypothesis_settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+                                 suppress_health_check=list(HealthCheck))
+            @given(case=strategy)
+            def check(case):
+                case.call_and_validate(headers=headers, checks=[not_a_server_error, response_schema_conformance])
+
+            check()

@@ -1,0 +1,187 @@
+"""Input that would be used against the server is a clear 400, within a second, never a 500.
+
+Deep JSON (10,000 levels), huge JSON fields, non-finite numbers and wrong types, on
+every API body and every JSON form field.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.test import APIClient
+
+DEEP = "[" * 10_000 + "]" * 10_000
+DEEP_OBJECT = '{"a":' * 10_000 + "1" + "}" * 10_000
+COMPLETION = {"capability": "search_documents", "path": "documents.0.id", "exists": True}
+
+
+@pytest.fixture
+def admin(db):
+    from django.contrib.auth.models import User
+
+    from capabilities.services import python_capabilities_sync
+
+    python_capabilities_sync()
+    return User.objects.create_superuser("root", "root@example.com", "pw-root-long-enough")
+
+
+@pytest.fixture
+def api(admin):
+    client = APIClient()
+    client.force_authenticate(admin)
+    return client
+
+
+def _api_routes(resolver=None, prefix=""):
+    for entry in (resolver or get_resolver()).url_patterns:
+        if isinstance(entry, URLResolver):
+            yield from _api_routes(entry, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern) and prefix.startswith("api/") and "(?P<format>" not in str(entry.pattern):
+            yield "/" + re.sub(r"<(?:\w+:)?\w+>", "1", prefix + str(entry.pattern))
+
+
+def _timed(call):
+    started = time.monotonic()
+    response = call()
+    assert time.monotonic() - started < 1.0, "refusing bad input must be quick"
+    return response
+
+
+class TestApiBodies:
+    @pytest.mark.parametrize("body", [DEEP, DEEP_OBJECT], ids=["array", "object"])
+    def test_every_api_endpoint_refuses_deep_json_with_400(self, api, body):
+        checked = 0
+        for url in _api_routes():
+            response = _timed(lambda: api.post(url, data=body, content_type="application/json"))
+            # 404: an endpoint on a missing object, which never reads the body.
+            assert response.status_code in (400, 404, 405), (url, response.status_code)
+            if response.status_code == 400:
+                assert "nested more than" in response.json()["error"]["message"], url
+                checked += 1
+        assert checked >= 8
+
+    @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e309"])
+    def test_non_finite_numbers_in_a_body_are_refused(self, api, literal):
+        body = '{"goal": "g", "completion": {"capability": "search_documents", "exists": true}, ' \
+               '"budgets": {"max_cost": %s}}' % literal
+        response = api.post("/api/runs/start/", data=body, content_type="application/json")
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "malformed_json"
+
+    @pytest.mark.parametrize("budgets,field", [
+        ({"max_cost": "inf"}, "budgets.max_cost"),
+        ({"max_cost": "NaN"}, "budgets.max_cost"),
+        ({"max_cost": -1}, "budgets.max_cost"),
+        ({"max_cost": 1e300}, "budgets.max_cost"),
+        ({"max_tokens": 2.5}, "budgets.max_tokens"),
+        ({"max_tokens": True}, "budgets.max_tokens"),
+        ({"max_iterations": 10**30}, "budgets.max_iterations"),
+        ({"max_calls_per_capability": ["search_documents"]}, "budgets.max_calls_per_capability"),
+        ({"max_calls_per_capability": "search_documents"}, "budgets.max_calls_per_capability"),
+        ({"max_calls_per_capability": {"search_documents": "3"}}, "budgets.max_calls_per_capability"),
+        ({"max_calls_per_capability": {"search_documents": -3}}, "budgets.max_calls_per_capability"),
+        ({"deadline_s": 0}, "budgets.deadline_s"),
+        ({"per_call_timeout_s": 0}, "budgets.per_call_timeout_s"),
+        ({"max_bogus": 1}, "budgets"),
+    ])
+    def test_budgets_must_be_finite_numbers_in_range(self, api, budgets, field):
+        response = api.post("/api/runs/start/", {"goal": "g", "completion": COMPLETION, "budgets": budgets},
+                            format="json")
+        assert response.status_code == 400, response.content
+        assert field in response.json()["error"]["fields"]
+
+    def test_budgets_as_a_list_are_refused(self, api):
+        response = api.post("/api/runs/start/", {"goal": "g", "completion": COMPLETION, "budgets": [1]}, format="json")
+        assert response.status_code == 400
+        assert "budgets" in response.json()["error"]["fields"]
+
+    def test_valid_budgets_still_start_a_run(self, api):
+        response = api.post("/api/runs/start/", {"goal": "g", "completion": COMPLETION, "budgets": {
+            "max_cost": 2.5, "max_calls_per_capability": {"search_documents": 3}, "deadline_s": 60}}, format="json")
+        assert response.status_code == 201, response.content
+        assert response.json()["budgets"]["max_calls_per_capability"] == {"search_documents": 3}
+
+    def test_a_body_at_the_depth_limit_is_accepted_and_one_past_it_is_not(self, api, settings):
+        from agentops import jsonlimits
+
+        limit = settings.AGENTOPS_JSON_MAX_DEPTH
+        jsonlimits.loads("[" * limit + "]" * limit)
+        with pytest.raises(jsonlimits.JSONLimitError, match="nested more than"):
+            jsonlimits.loads("[" * (limit + 1) + "]" * (limit + 1))
+
+
+class TestFormFields:
+    """The JSON textareas of the pages: the start form, evaluations, the registry forms."""
+
+    def _client(self, client, admin):
+        client.force_login(admin)
+        return client
+
+    def test_start_run_planner_settings(self, client, admin):
+        response = _timed(lambda: self._client(client, admin).post("/runs/start/", {
+            "goal": "g", "planner": "scripted", "planner_config": DEEP, "completion_capability": "search_documents",
+            "completion_check": "exists"}))
+        assert response.status_code == 400
+        assert "nested more than" in response.content.decode()
+
+    def test_start_run_expected_value(self, client, admin):
+        response = _timed(lambda: self._client(client, admin).post("/runs/start/", {
+            "goal": "g", "planner": "rules", "completion_capability": "search_documents",
+            "completion_check": "equals", "completion_equals": DEEP}))
+        assert response.status_code == 400
+        assert "nested more than" in response.content.decode()
+
+    @pytest.mark.parametrize("value", ["inf", "nan", "1e309", "-1"])
+    def test_start_run_budget_fields(self, client, admin, value):
+        response = self._client(client, admin).post("/runs/start/", {
+            "goal": "g", "planner": "rules", "completion_capability": "search_documents",
+            "completion_check": "exists", "budget_max_cost": value})
+        assert response.status_code == 400
+
+    def test_start_evaluation_planner_settings(self, client, admin):
+        from runs.models import Evaluation
+
+        response = _timed(lambda: self._client(client, admin).post("/evaluations/start/", {
+            "planner_config": DEEP}, follow=True))
+        assert response.status_code == 200
+        assert "nested more than" in response.content.decode()
+        assert not Evaluation.objects.exists()
+
+    def test_validate_schema(self, client, admin):
+        response = _timed(lambda: self._client(client, admin).post("/capabilities/validate-schema/",
+                                                                  {"schema": DEEP_OBJECT}))
+        assert response.status_code == 200
+        assert "nested more than" in response.content.decode()
+
+    def test_a_huge_json_field_is_refused_by_size(self, client, admin, settings):
+        big = json.dumps({"type": "object", "description": "x" * (settings.AGENTOPS_JSON_FIELD_MAX_BYTES + 10)})
+        response = self._client(client, admin).post("/capabilities/validate-schema/", {"schema": big})
+        assert "the limit is" in response.content.decode()
+
+    def test_capability_create_and_edit(self, client, admin):
+        from capabilities.models import Capability
+
+        form = {"name": "deep_one", "kind": "http", "url": "https://api.example.com/x", "method": "GET",
+                "schema": DEEP_OBJECT, "headers": DEEP, "max_argument_bytes": 1000, "max_output_bytes": 1000,
+                "timeout_s": 5, "retry_max_attempts": 1, "retry_backoff_base_s": 1, "retry_backoff_cap_s": 1,
+                "side_effect": "none"}
+        c = self._client(client, admin)
+        response = _timed(lambda: c.post("/capabilities/new-capability/", form))
+        assert response.status_code == 400
+        assert "nested more than" in response.content.decode()
+        name = Capability.objects.first().name
+        response = _timed(lambda: c.post(f"/capabilities/{name}/edit/", {**form, "name": name}))
+        assert response.status_code == 400
+        assert "nested more than" in response.content.decode()
+
+    def test_capability_try(self, client, admin):
+        from capabilities.models import Capability
+
+        name = Capability.objects.first().name
+        response = _timed(lambda: self._client(client, admin).post(f"/capabilities/{name}/try/",
+                                                                  {"arguments": DEEP_OBJECT}))
+        assert response.status_code == 400
+        assert "nested more than" in response.content.decode()
