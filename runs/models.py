@@ -73,15 +73,16 @@ class Run(models.Model):
             models.Index(fields=["stop_reason", "-finished_at"], name="run_stop_finished_idx"),
             models.Index(fields=["owner", "-created_at"], name="run_owner_created_idx"),
             models.Index(fields=["planner", "-created_at"], name="run_planner_created_idx"),
-            models.Index(fields=["-created_at"], name="run_created_idx"),
-            models.Index(fields=["finished_at"], name="run_finished_idx"),
+            # Keyset pagination of the runs list: every sort key with the id as tie-break.
+            models.Index(fields=["-created_at", "-id"], name="run_created_id_idx"),
+            models.Index(fields=["finished_at", "id"], name="run_finished_id_idx"),
             # The dashboard counts live runs (evaluation IS NULL) over a time window.
             models.Index(fields=["evaluation", "created_at"], name="run_eval_created_idx"),
             models.Index(fields=["evaluation", "finished_at"], name="run_eval_finished_idx"),
-            # The runs list sorts by these.
-            models.Index(fields=["-tool_calls"], name="run_tool_calls_idx"),
-            models.Index(fields=["-tokens"], name="run_tokens_idx"),
-            models.Index(fields=["-cost"], name="run_cost_idx"),
+            # The runs list sorts by these (keyset: value, then id).
+            models.Index(fields=["tool_calls", "id"], name="run_tool_calls_id_idx"),
+            models.Index(fields=["tokens", "id"], name="run_tokens_id_idx"),
+            models.Index(fields=["cost", "id"], name="run_cost_id_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=values_of(RunStatus)), name="run_status_valid"),
@@ -203,6 +204,8 @@ class Attempt(models.Model):
             models.Index(fields=["-started_at"], name="attempt_time_idx"),
             # Repeated signatures within a run (stall highlighting).
             models.Index(fields=["run", "signature_hash"], name="attempt_run_signature_idx"),
+            # "Capability used" filter of the runs list (EXISTS) and per-run call counts, index-only.
+            models.Index(fields=["run", "capability_name"], name="attempt_run_capability_idx"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["step", "number"], name="attempt_number_unique_per_step"),
@@ -411,3 +414,6 @@ class EvaluationResult(models.Model):
 
     def __str__(self):
         return f"{self.task} ({self.mode})"
+
+
+from runs.models_rollup import AttemptRollup, RunRollup  # noqa: E402,F401  (dashboard rollups, runs.rollup)

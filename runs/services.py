@@ -61,6 +61,7 @@ def run_cancel(*, run_id: int, user) -> Run:
 def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None, attempt=None) -> None:
     """Record why a run stopped and close what it left open. Call inside a transaction."""
     now = now or timezone.now()
+    was_finished = run.is_finished
     run.status = status
     run.stop_reason = stop_reason
     run.stop_detail = detail
@@ -75,6 +76,10 @@ def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None
     # Nobody may approve a step of a finished run.
     Approval.objects.filter(run=run, state=ApprovalState.PENDING).update(state=ApprovalState.EXPIRED, decided_at=now)
     Step.objects.filter(run=run, approval_state=ApprovalState.PENDING).update(approval_state=ApprovalState.EXPIRED)
+    if not was_finished:
+        from runs import rollup
+
+        rollup.record_run_finished(run)  # the dashboard's counts, in this same transaction
 
 
 @transaction.atomic

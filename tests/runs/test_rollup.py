@@ -1,0 +1,90 @@
+"""The dashboard rollup: written when a run finishes, equal to a recount, read with live rows."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from runs import dashboard, rollup
+from runs.models import AttemptRollup, Run, RunRollup
+
+
+def _snapshot():
+    runs = sorted(RunRollup.objects.values_list("kind", "hour", "category", "runs"))
+    attempts = sorted(AttemptRollup.objects.values_list("hour", "capability_name", "bin", "attempts", "errors",
+                                                        "repeated", "latency_min", "latency_max"))
+    return runs, [a[:6] + (round(a[6], 9), round(a[7], 9)) for a in attempts]
+
+
+class TestRecording:
+    def test_it_counts_a_run_when_services_finish_it(self, make_run, make_revision, make_step, make_attempt,
+                                                     operator):
+        from runs.services import run_cancel
+
+        run = make_run(status="queued")
+        step = make_step(make_revision(run))
+        make_attempt(step, latency_s=0.3)
+        make_attempt(step, number=2, latency_s=0.3, status="retryable", repeated_without_progress=True)
+        assert not RunRollup.objects.exists() and not AttemptRollup.objects.exists()  # live: read from the tables
+        run_cancel(run_id=run.pk, user=operator)
+        run.refresh_from_db()
+        assert set(RunRollup.objects.values_list("kind", "hour", "category", "runs")) == {
+            ("created", rollup.hour_of(run.created_at), "cancelled", 1),
+            ("finished", rollup.hour_of(run.finished_at), "cancelled", 1)}
+        row = AttemptRollup.objects.get()
+        assert (row.attempts, row.errors, row.repeated) == (2, 1, 1)
+        assert row.latency_min == row.latency_max == pytest.approx(0.3)
+
+    def test_it_leaves_evaluation_runs_out(self, make_run, operator):
+        from runs.models import Evaluation, EvaluationSuite
+
+        evaluation = Evaluation.objects.create(suite=EvaluationSuite.objects.create(name="s", tasks=[]),
+                                               started_by=operator)
+        make_run(status="stopped", stop_reason="stalled", evaluation=evaluation)
+        assert not RunRollup.objects.exists()
+
+    def test_a_rebuild_gives_the_same_rows_as_recording_as_runs_finish(self, make_run, make_revision, make_step,
+                                                                       make_attempt):
+        now = timezone.now()
+        for i in range(6):
+            run = make_run(status="stopped" if i % 2 else "completed", created_at=now - timedelta(hours=i * 5),
+                           finished_at=now - timedelta(hours=i * 5 - 1))
+            step = make_step(make_revision(run), capability="create_ticket" if i % 3 else "search_documents")
+            for n in range(1, 4):
+                make_attempt(step, number=n, latency_s=0.05 * n * (i + 1), started_at=now - timedelta(hours=i * 5),
+                             status="ok" if n < 3 else "retryable")
+        incremental = _snapshot()
+        rollup.rebuild()
+        assert _snapshot() == incremental
+
+
+@pytest.mark.parametrize("window_key", ["1h", "24h", "7d", "30d"])
+def test_the_dashboard_equals_a_direct_count_over_the_tables(window_key, make_run, make_revision, make_step,
+                                                               make_attempt):
+    """Finished (rollup), live (tables) and current-hour runs together, checked against plain counts."""
+    now = timezone.now()
+    ages = [timedelta(minutes=m) for m in (3, 20, 50, 70, 130, 600, 1500, 3000, 9000, 20000, 40000)]
+    for n, age in enumerate(ages):
+        status = ["completed", "stopped", "running", "awaiting_approval"][n % 4]
+        run = make_run(status=status, created_at=now - age,
+                       finished_at=now - age + timedelta(minutes=1) if status in ("completed", "stopped") else None)
+        step = make_step(make_revision(run))
+        for k in range(1, 3):
+            make_attempt(step, number=k, latency_s=0.01 * (n + k), started_at=now - age + timedelta(seconds=k),
+                         status="ok" if k == 1 else "retryable")
+    data = dashboard.dashboard(window_key=window_key, now=now)
+    start = data["start"]
+    runs = Run.objects.filter(created_at__gte=start, created_at__lte=now)
+    assert data["runs_created"] == runs.count()
+    assert data["finished_total"] == Run.objects.filter(finished_at__gte=start, finished_at__lte=now).count()
+    from runs.models import Attempt
+
+    attempts = Attempt.objects.filter(started_at__gte=start, started_at__lte=now)
+    assert data["attempts_total"] == attempts.count()
+    if attempts.exists():
+        (row,) = data["capabilities"]
+        assert row["errors"] == attempts.exclude(status="ok").count()
+        latencies = sorted(attempts.values_list("latency_s", flat=True))
+        assert row["p50"] == pytest.approx(latencies[(len(latencies) * 50 + 99) // 100 - 1], rel=0.06)
+        assert row["p95"] == pytest.approx(latencies[(len(latencies) * 95 + 99) // 100 - 1], rel=0.06)
