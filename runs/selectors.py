@@ -13,7 +13,9 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from runs.choices import ApprovalState
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
+from runs.pagination import Ordering
 
+RUNS_PER_PAGE = 50
 ATTEMPTS_PER_PAGE = 100
 APPROVALS_PER_PAGE = 20
 
@@ -52,6 +54,12 @@ class RunFilters:
     sort: str = "-created"
 
 
+def run_ordering(sort: str) -> Ordering:
+    """The keyset ordering of a sort key (unknown keys sort newest first). Unfinished runs
+    sort after finished ones by finish time, in either direction."""
+    return Ordering.of(RUN_SORTS.get(sort, RUN_SORTS["-created"]), nullable=frozenset({"finished_at"}))
+
+
 def run_list(*, filters: RunFilters) -> QuerySet[Run]:
     runs = Run.objects.select_related("owner").defer("state", "completion", "planner_config")
     if filters.status:
@@ -69,7 +77,7 @@ def run_list(*, filters: RunFilters) -> QuerySet[Run]:
     if filters.capability:
         # EXISTS per run rides the (run, started_at) index instead of joining every attempt.
         runs = runs.filter(Exists(Attempt.objects.filter(run=OuterRef("pk"), capability_name=filters.capability)))
-    return runs.order_by(*RUN_SORTS.get(filters.sort, RUN_SORTS["-created"]))
+    return runs.order_by(*run_ordering(filters.sort).order_by())
 
 
 # --- One run's trace -------------------------------------------------------------

@@ -26,6 +26,7 @@ from runs import dashboard as dashboard_data
 from runs import selectors, services
 from runs.choices import RunStatus, StopReason
 from runs.models import Approval, Attempt, Planner, Run
+from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
 
 APPROVALS_CHANGED_EVENT = "approvals-changed"
 
@@ -57,6 +58,14 @@ def _page_number(request, name="page") -> str:
 
 
 # --- Runs list -----------------------------------------------------------------------
+
+
+def _page_int(request) -> int:
+    """The page number shown (and, without a cursor, served by OFFSET); junk means page 1."""
+    try:
+        return max(1, int(request.GET.get("page") or 1))
+    except ValueError:
+        return 1
 
 
 SORT_CHOICES = [("-created", "newest first"), ("created", "oldest first"), ("-finished", "finished, latest first"),
@@ -101,9 +110,14 @@ def run_list(request):
         filters = form.filters()
     else:
         filters = selectors.RunFilters()
-    page = Paginator(selectors.run_list(filters=filters), 50).get_page(_page_number(request))
+    try:
+        page = keyset_page(selectors.run_list(filters=filters), ordering=selectors.run_ordering(filters.sort),
+                           per_page=selectors.RUNS_PER_PAGE, after=request.GET.get("after"),
+                           before=request.GET.get("before"), number=_page_int(request))
+    except InvalidCursor as exc:
+        return forbidden(request, str(exc), status=400)
     live = any(run.status in selectors.LIVE_STATUSES for run in page.object_list)
-    context = {"form": form, "page": page, "live": live, "sort": filters.sort,
+    context = {"form": form, "page": page, "live": live, "sort": filters.sort, "count_cap": COUNT_CAP,
                "filtered": any(v for k, v in vars(filters).items() if k != "sort")}
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
     return render(request, template, context)
