@@ -316,10 +316,26 @@ def decorate_approvals(approvals: list[Approval]) -> list[Approval]:
 # --- Trace download -----------------------------------------------------------------
 
 
-def trace_attempts(*, run: Run, chunk_size: int = 500) -> Iterator[Attempt]:
-    """Every attempt with its decision, fetched in chunks so 5,000 stay cheap in memory."""
-    return (Attempt.objects.filter(run=run).select_related("decision", "step").order_by("started_at", "id")
-            .iterator(chunk_size=chunk_size))
+TRACE_ATTEMPT_COLUMNS = (
+    "uid", "step__key", "number", "kind", "capability_name", "capability_version_id", "signature", "signature_hash",
+    "idempotency_key", "started_at", "ended_at", "latency_s", "trace_id", "span_id", "repeated_without_progress",
+    "status", "state_changed", "output_json", "output_ref_id", "error_code", "error_category", "error_message",
+    "retry_guidance", "retry_after_s", "side_effect_status", "decision__id", "decision__decision",
+    "decision__reason", "usage_json", "decision__created_at")
+
+
+def trace_attempt_rows(*, run: Run, chunk_size: int = 2000) -> Iterator[tuple]:
+    """Every attempt with its decision as plain tuples (TRACE_ATTEMPT_COLUMNS), in chunks.
+
+    Outputs and usage come back as the database's JSON text, to be written out as
+    they are: no parse and re-serialise of every output, no model instances.
+    """
+    from django.db.models import TextField
+    from django.db.models.functions import Cast
+
+    return (Attempt.objects.filter(run=run).order_by("started_at", "id")
+            .annotate(output_json=Cast("output", TextField()), usage_json=Cast("decision__usage", TextField()))
+            .values_list(*TRACE_ATTEMPT_COLUMNS).iterator(chunk_size=chunk_size))
 
 
 def trace_decisions_without_attempt(*, run: Run) -> QuerySet[Decision]:

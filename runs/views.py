@@ -6,6 +6,7 @@ through runs.services. htmx requests get the page's partial ("page.html#name").
 from __future__ import annotations
 
 import json
+import uuid
 from functools import wraps
 
 from django import forms
@@ -273,13 +274,7 @@ def _trace_chunks(run: Run):
             "expected_outcome": step.expected_outcome, "depends_on": step.depends_on, "status": step.status,
             "approval_state": step.approval_state})
     yield '], "attempts": ['
-    buffer = []
-    for i, attempt in enumerate(selectors.trace_attempts(run=run)):
-        buffer.append(("," if i else "") + _dumps(_attempt_dict(attempt)))
-        if len(buffer) >= 200:
-            yield "".join(buffer)
-            buffer = []
-    yield "".join(buffer)
+    yield from _trace_attempts_json(run)
     yield '], "decisions_without_attempt": ['
     for i, decision in enumerate(selectors.trace_decisions_without_attempt(run=run)):
         yield ("," if i else "") + _dumps(_decision_dict(decision))
@@ -316,27 +311,49 @@ def _decision_dict(decision) -> dict:
             "created_at": decision.created_at}
 
 
-def _attempt_dict(attempt: Attempt) -> dict:
-    try:
-        decision = _decision_dict(attempt.decision)
-    except Attempt.decision.RelatedObjectDoesNotExist:
+def _trace_attempts_json(run: Run, rows_per_chunk: int = 200):
+    """The attempts array's items, a chunk per `rows_per_chunk` attempts.
+
+    Rows come as tuples with outputs as the database's own JSON text; that text is
+    put in place of a per-download random marker after the rest is serialised, so an
+    output is never parsed and serialised again (the download runs at the rate the
+    rows are read). The marker cannot occur in the data: it is new for each download.
+    """
+    token = uuid.uuid4().hex
+    output_mark, usage_mark = f"\x00{token}o", f"\x00{token}u"
+    output_quoted, usage_quoted = _dumps(output_mark), _dumps(usage_mark)
+    output_url = reverse("runs:output", args=[run.pk, token]).replace(token, "{}")
+    buffer = []
+    for i, row in enumerate(selectors.trace_attempt_rows(run=run)):
+        a = dict(zip(selectors.TRACE_ATTEMPT_COLUMNS, row))
         decision = None
-    return {
-        "uid": attempt.uid, "step": attempt.step.key, "number": attempt.number, "kind": attempt.kind,
-        "capability": attempt.capability_name, "capability_version_id": attempt.capability_version_id,
-        "signature": attempt.signature, "signature_hash": attempt.signature_hash,
-        "idempotency_key": attempt.idempotency_key, "started_at": attempt.started_at, "ended_at": attempt.ended_at,
-        "latency_s": attempt.latency_s, "trace_id": attempt.trace_id, "span_id": attempt.span_id,
-        "repeated_without_progress": attempt.repeated_without_progress,
-        "observation": {
-            "status": attempt.status, "state_changed": attempt.state_changed, "output": attempt.output,
-            "output_ref": reverse("runs:output", args=[attempt.run_id, attempt.uid]) if attempt.output_ref_id else None,
-            "error_code": attempt.error_code or None, "error_category": attempt.error_category or None,
-            "error_message": attempt.error_message, "retry_guidance": attempt.retry_guidance,
-            "retry_after_s": attempt.retry_after_s, "side_effect": attempt.side_effect_status,
-        },
-        "decision": decision,
-    }
+        if a["decision__id"] is not None:
+            decision = {"decision": a["decision__decision"], "reason": a["decision__reason"], "usage": usage_mark,
+                        "created_at": a["decision__created_at"]}
+        text = _dumps({
+            "uid": a["uid"], "step": a["step__key"], "number": a["number"], "kind": a["kind"],
+            "capability": a["capability_name"], "capability_version_id": a["capability_version_id"],
+            "signature": a["signature"], "signature_hash": a["signature_hash"],
+            "idempotency_key": a["idempotency_key"], "started_at": a["started_at"], "ended_at": a["ended_at"],
+            "latency_s": a["latency_s"], "trace_id": a["trace_id"], "span_id": a["span_id"],
+            "repeated_without_progress": a["repeated_without_progress"],
+            "observation": {
+                "status": a["status"], "state_changed": a["state_changed"], "output": output_mark,
+                "output_ref": output_url.format(a["uid"]) if a["output_ref_id"] else None,
+                "error_code": a["error_code"] or None, "error_category": a["error_category"] or None,
+                "error_message": a["error_message"], "retry_guidance": a["retry_guidance"],
+                "retry_after_s": a["retry_after_s"], "side_effect": a["side_effect_status"],
+            },
+            "decision": decision,
+        })
+        text = text.replace(output_quoted, a["output_json"] or "null", 1)
+        if decision is not None:
+            text = text.replace(usage_quoted, a["usage_json"] or "null", 1)
+        buffer.append(("," if i else "") + text)
+        if len(buffer) >= rows_per_chunk:
+            yield "".join(buffer)
+            buffer = []
+    yield "".join(buffer)
 
 
 @permission_needed("runs.cancel_run", "cancel runs")
