@@ -73,6 +73,9 @@ class Run(models.Model):
             models.Index(fields=["stop_reason", "-finished_at"], name="run_stop_finished_idx"),
             models.Index(fields=["owner", "-created_at"], name="run_owner_created_idx"),
             models.Index(fields=["planner", "-created_at"], name="run_planner_created_idx"),
+            # The dashboard reads live runs (and their attempts) from the tables: few, whatever the total.
+            models.Index(fields=["evaluation", "created_at", "status"], include=["id"],
+                         condition=Q(status__in=["queued", "running", "awaiting_approval"]), name="run_live_idx"),
             # Keyset pagination of the runs list: every sort key with the id as tie-break.
             models.Index(fields=["-created_at", "-id"], name="run_created_id_idx"),
             models.Index(fields=["finished_at", "id"], name="run_finished_id_idx"),
@@ -200,12 +203,13 @@ class Attempt(models.Model):
         ordering = ["started_at", "id"]
         indexes = [
             models.Index(fields=["capability_name", "-started_at"], name="attempt_capability_time_idx"),
-            models.Index(fields=["run", "started_at"], name="attempt_run_time_idx"),
+            # A run's attempts in trace order; with the id, its pages are read from the index alone.
+            models.Index(fields=["run", "started_at", "id"], name="attempt_run_time_id_idx"),
             models.Index(fields=["-started_at"], name="attempt_time_idx"),
             # Repeated signatures within a run (stall highlighting).
             models.Index(fields=["run", "signature_hash"], name="attempt_run_signature_idx"),
-            # "Capability used" filter of the runs list (EXISTS) and per-run call counts, index-only.
-            models.Index(fields=["run", "capability_name"], name="attempt_run_capability_idx"),
+            # "Capability used" filter of the runs list (run ids by capability, or EXISTS), index-only.
+            models.Index(fields=["capability_name", "run"], name="attempt_capability_run_idx"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["step", "number"], name="attempt_number_unique_per_step"),

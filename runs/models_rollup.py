@@ -35,7 +35,7 @@ class AttemptRollup(models.Model):
     The latency bin is floor(ln(latency_s) * runs.rollup.BINS_PER_E): percentiles
     are read from these bins (rank by rank, interpolated between the bin's own
     minimum and maximum), so they are exact when a bin holds one distinct value
-    and within a bin's width (about 5 %) otherwise.
+    and within a bin's width (about 10 %) otherwise.
     """
 
     hour = models.IntegerField()

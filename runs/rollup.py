@@ -21,8 +21,8 @@ from runs.models import Attempt, Run
 from runs.models_rollup import AttemptRollup, RunRollup
 
 HOUR_S = 3600
-# Latency bins per factor e: 20 makes each bin ~5 % wide.
-BINS_PER_E = 20
+# Latency bins per factor e: 10 makes each bin ~10 % wide (percentiles interpolate within it).
+BINS_PER_E = 10
 # Latencies below this share the lowest bin (ln(0) is undefined).
 MIN_LATENCY_S = 1e-4
 

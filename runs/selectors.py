@@ -75,9 +75,26 @@ def run_list(*, filters: RunFilters) -> QuerySet[Run]:
     if filters.created_to:
         runs = runs.filter(created_at__lte=filters.created_to)
     if filters.capability:
-        # EXISTS per run rides the (run, started_at) index instead of joining every attempt.
-        runs = runs.filter(Exists(Attempt.objects.filter(run=OuterRef("pk"), capability_name=filters.capability)))
+        runs = runs.filter(_used_capability(filters.capability))
     return runs.order_by(*run_ordering(filters.sort).order_by())
+
+
+def _used_capability(name: str) -> Q:
+    """Runs that called this capability.
+
+    Up to COUNT_CAP such runs, their ids are read first from the (capability, run)
+    index and the list is filtered by id: then no sort order can make the database
+    walk a million runs looking for the few that match (a LIMIT plan assumes matches
+    are spread evenly along the sort index, and they need not be). Beyond that the
+    matches are common enough for a per-run EXISTS probe.
+    """
+    from runs.pagination import COUNT_CAP
+
+    run_ids = list(Attempt.objects.filter(capability_name=name).order_by().values_list("run_id", flat=True)
+                   .distinct()[:COUNT_CAP + 1])
+    if len(run_ids) <= COUNT_CAP:
+        return Q(pk__in=run_ids)
+    return Q(Exists(Attempt.objects.filter(run=OuterRef("pk"), capability_name=name)))
 
 
 # --- One run's trace -------------------------------------------------------------
@@ -107,6 +124,16 @@ def run_attempts(*, run: Run) -> QuerySet[Attempt]:
     """A run's attempts in order, light enough to page through thousands."""
     return (Attempt.objects.filter(run=run).select_related("step", "decision", "output_ref")
             .defer("output", "output_ref__content", "decision__usage").order_by("started_at", "id"))
+
+
+def run_attempt_ids(*, run: Run) -> QuerySet:
+    """A run's attempt ids in trace order: paged (COUNT and OFFSET) on the (run, started_at, id)
+    index alone, so a late page of 50,000 attempts reads ids, not 50,000 rows."""
+    return Attempt.objects.filter(run=run).order_by("started_at", "id").values_list("id", flat=True)
+
+
+def attempts_in_order(*, run: Run, ids: list[int]) -> list[Attempt]:
+    return list(run_attempts(run=run).filter(pk__in=ids))
 
 
 def attempt_position(*, run: Run, uid: str) -> int | None:

@@ -178,14 +178,14 @@ def _mark_attempts(attempts, repeated, run):
 @require_GET
 def run_detail(request, run_id: int):
     run = _get_run(run_id)
-    attempts_qs = selectors.run_attempts(run=run)
     page_number = _page_number(request, "attempts_page")
     if request.GET.get("attempt"):
         position = selectors.attempt_position(run=run, uid=request.GET["attempt"])
         if position is not None:
             page_number = position // selectors.ATTEMPTS_PER_PAGE + 1
-    attempts_page = Paginator(attempts_qs, selectors.ATTEMPTS_PER_PAGE).get_page(page_number)
-    attempts = _mark_attempts(list(attempts_page.object_list), selectors.repeated_signatures(run=run), run)
+    attempts_page = Paginator(selectors.run_attempt_ids(run=run), selectors.ATTEMPTS_PER_PAGE).get_page(page_number)
+    attempts_page.object_list = selectors.attempts_in_order(run=run, ids=list(attempts_page.object_list))
+    attempts = _mark_attempts(attempts_page.object_list, selectors.repeated_signatures(run=run), run)
     revisions = selectors.run_revisions(run=run)
     capability_calls = selectors.run_capability_calls(run=run)
     context = {
