@@ -21,6 +21,7 @@ from django.utils import timezone
 from runs import rollup
 from runs.choices import FINISHED_STATUSES, RunStatus
 from runs.models import Approval, Attempt, AttemptRollup, Run, RunRollup
+from runs.querytools import one_of
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ def run_counts(*, span: Span, starts: list[datetime], window: TimeWindow) -> tup
 def attempt_stats(*, span: Span) -> list[dict]:
     """Per capability: calls, errors, repeated, latency avg/p50/p95, merged from rollup bins and live rows.
 
-    Two queries (three on PostgreSQL), each returning at most (capabilities x latency bins) rows.
+    Two queries, each returning at most (capabilities x latency bins) rows.
     """
     bins: list[dict] = []
     if span.has_rollup:
@@ -199,12 +200,11 @@ def attempt_stats(*, span: Span) -> list[dict]:
     live = Attempt.objects.filter(run__evaluation__isnull=True)
     recent = rollup.attempt_bins(live.filter(started_at__gte=span.split, started_at__lte=span.end), hour=False)
     if span.has_rollup:
-        live_runs = Run.objects.filter(evaluation__isnull=True, status__in=LIVE_STATUSES).values_list("pk", flat=True)
-        if connection.vendor == "postgresql":
-            # Given as a list, PostgreSQL probes the (run, started_at) index per live run; given the
-            # subquery, it may merge-join the whole attempt table instead.
-            live_runs = list(live_runs)
-        of_live_runs = live.filter(run_id__in=live_runs, started_at__gte=span.start, started_at__lt=span.split)
+        live_runs = Run.objects.filter(evaluation__isnull=True, status__in=LIVE_STATUSES).values("pk")
+        # The live runs are live operations already: no join back to the run. Probed run by run
+        # on the (run, started_at) index, never a merge over the whole attempt table.
+        of_live_runs = Attempt.objects.filter(one_of(Attempt, "run", live_runs),
+                                              started_at__gte=span.start, started_at__lt=span.split)
         recent = recent.union(rollup.attempt_bins(of_live_runs, hour=False), all=True)
     bins += list(recent)
     return _capability_rows(bins)

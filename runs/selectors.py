@@ -14,8 +14,11 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from runs.choices import ApprovalState
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 from runs.pagination import Ordering
+from runs.querytools import one_of
 
 RUNS_PER_PAGE = 50
+# A filter matching at most this many runs is resolved to their ids first (see _used_capability).
+SELECTIVE_MATCHES = 100_000
 ATTEMPTS_PER_PAGE = 100
 APPROVALS_PER_PAGE = 20
 
@@ -79,21 +82,18 @@ def run_list(*, filters: RunFilters) -> QuerySet[Run]:
     return runs.order_by(*run_ordering(filters.sort).order_by())
 
 
-def _used_capability(name: str) -> Q:
+def _used_capability(name: str):
     """Runs that called this capability.
 
-    Up to COUNT_CAP such runs, their ids are read first from the (capability, run)
-    index and the list is filtered by id: then no sort order can make the database
-    walk a million runs looking for the few that match (a LIMIT plan assumes matches
-    are spread evenly along the sort index, and they need not be). Beyond that the
-    matches are common enough for a per-run EXISTS probe.
+    While few runs did (up to SELECTIVE_MATCHES, counted on the (capability, run)
+    index), their ids are found first and the runs probed by id, so no sort order can
+    make the database walk a million runs looking for the few that match. Beyond that
+    matches are common, and an EXISTS probe per run along the sort index finds a page
+    quickly.
     """
-    from runs.pagination import COUNT_CAP
-
-    run_ids = list(Attempt.objects.filter(capability_name=name).order_by().values_list("run_id", flat=True)
-                   .distinct()[:COUNT_CAP + 1])
-    if len(run_ids) <= COUNT_CAP:
-        return Q(pk__in=run_ids)
+    used_by = Attempt.objects.filter(capability_name=name).order_by().values("run_id").distinct()
+    if used_by[:SELECTIVE_MATCHES + 1].count() <= SELECTIVE_MATCHES:
+        return one_of(Run, "id", used_by)
     return Q(Exists(Attempt.objects.filter(run=OuterRef("pk"), capability_name=name)))
 
 
