@@ -71,6 +71,8 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["status", "-created_at"], name="run_status_created_idx"),
             models.Index(fields=["stop_reason", "-finished_at"], name="run_stop_finished_idx"),
+            # The runs list's capped count under status + stop reason filters, from the index alone.
+            models.Index(fields=["status", "stop_reason"], name="run_status_stop_idx"),
             models.Index(fields=["owner", "-created_at"], name="run_owner_created_idx"),
             models.Index(fields=["planner", "-created_at"], name="run_planner_created_idx"),
             # The dashboard reads live runs (and their attempts) from the tables: few, whatever the total.

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterator
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import CharField, Count, Exists, Func, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from runs.choices import ApprovalState
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
@@ -116,8 +117,11 @@ def run_revisions(*, run: Run) -> list[PlanRevision]:
 
 def run_steps(*, run: Run) -> list[Step]:
     """All steps of a run (bounded by the plan-size budget) with their attempt counts."""
+    # A count per step from the (step, number) index, not a join of every attempt grouped by step.
+    counts = (Attempt.objects.filter(step=OuterRef("pk")).order_by().values("step")
+              .annotate(n=Count("*")).values("n"))
     return list(Step.objects.filter(run=run).select_related("revision", "capability_version")
-                .annotate(attempt_count=Count("attempts")).order_by("revision__number", "index"))
+                .annotate(attempt_count=Coalesce(Subquery(counts), 0)).order_by("revision__number", "index"))
 
 
 def run_attempts(*, run: Run) -> QuerySet[Attempt]:
@@ -345,10 +349,10 @@ def decorate_approvals(approvals: list[Approval]) -> list[Approval]:
 
 TRACE_ATTEMPT_COLUMNS = (
     "uid", "step__key", "number", "kind", "capability_name", "capability_version_id", "signature", "signature_hash",
-    "idempotency_key", "started_at", "ended_at", "latency_s", "trace_id", "span_id", "repeated_without_progress",
+    "idempotency_key", "started_text", "ended_text", "latency_s", "trace_id", "span_id", "repeated_without_progress",
     "status", "state_changed", "output_json", "output_ref_id", "error_code", "error_category", "error_message",
     "retry_guidance", "retry_after_s", "side_effect_status", "decision__id", "decision__decision",
-    "decision__reason", "usage_json", "decision__created_at")
+    "decision__reason", "usage_json", "decided_text")
 
 
 def trace_attempt_rows(*, run: Run, chunk_size: int = 2000) -> Iterator[tuple]:
@@ -361,8 +365,28 @@ def trace_attempt_rows(*, run: Run, chunk_size: int = 2000) -> Iterator[tuple]:
     from django.db.models.functions import Cast
 
     return (Attempt.objects.filter(run=run).order_by("started_at", "id")
-            .annotate(output_json=Cast("output", TextField()), usage_json=Cast("decision__usage", TextField()))
+            .annotate(output_json=Cast("output", TextField()), usage_json=Cast("decision__usage", TextField()),
+                      started_text=IsoText("started_at"), ended_text=IsoText("ended_at"),
+                      decided_text=IsoText("decision__created_at"))
             .values_list(*TRACE_ATTEMPT_COLUMNS).iterator(chunk_size=chunk_size))
+
+
+class IsoText(Func):
+    """A timestamp as ISO 8601 UTC text with microseconds ("2026-12-01T15:00:00.123456Z"), made by
+    the database: parsing 100,000 timestamps into datetimes only to format them again was a third
+    of the trace download's time."""
+
+    output_field = CharField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"to_char({sql} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')", params
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        # Django stores UTC as "YYYY-MM-DD HH:MM:SS[.ffffff]".
+        sql, params = compiler.compile(self.source_expressions[0])
+        return (f"(replace(substr({sql}, 1, 19), ' ', 'T') || '.' || "
+                f"substr(coalesce(nullif(substr({sql}, 21, 6), ''), '') || '000000', 1, 6) || 'Z')"), params
 
 
 def trace_decisions_without_attempt(*, run: Run) -> QuerySet[Decision]:

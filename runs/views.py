@@ -329,12 +329,12 @@ def _trace_attempts_json(run: Run, rows_per_chunk: int = 200):
         decision = None
         if a["decision__id"] is not None:
             decision = {"decision": a["decision__decision"], "reason": a["decision__reason"], "usage": usage_mark,
-                        "created_at": a["decision__created_at"]}
+                        "created_at": a["decided_text"]}
         text = _dumps({
             "uid": a["uid"], "step": a["step__key"], "number": a["number"], "kind": a["kind"],
             "capability": a["capability_name"], "capability_version_id": a["capability_version_id"],
             "signature": a["signature"], "signature_hash": a["signature_hash"],
-            "idempotency_key": a["idempotency_key"], "started_at": a["started_at"], "ended_at": a["ended_at"],
+            "idempotency_key": a["idempotency_key"], "started_at": a["started_text"], "ended_at": a["ended_text"],
             "latency_s": a["latency_s"], "trace_id": a["trace_id"], "span_id": a["span_id"],
             "repeated_without_progress": a["repeated_without_progress"],
             "observation": {
