@@ -76,7 +76,7 @@ class Run(models.Model):
             models.Index(fields=["owner", "-created_at"], name="run_owner_created_idx"),
             models.Index(fields=["planner", "-created_at"], name="run_planner_created_idx"),
             # The dashboard reads live runs (and their attempts) from the tables: few, whatever the total.
-            models.Index(fields=["evaluation", "created_at", "status"], include=["id"],
+            models.Index(fields=["evaluation", "created_at", "status", "id"],
                          condition=Q(status__in=["queued", "running", "awaiting_approval"]), name="run_live_idx"),
             # Keyset pagination of the runs list: every sort key with the id as tie-break.
             models.Index(fields=["-created_at", "-id"], name="run_created_id_idx"),

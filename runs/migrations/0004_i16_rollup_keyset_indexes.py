@@ -80,7 +80,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='run',
-            index=models.Index(condition=models.Q(('status__in', ['queued', 'running', 'awaiting_approval'])), fields=['evaluation', 'created_at', 'status'], include=('id',), name='run_live_idx'),
+            index=models.Index(condition=models.Q(('status__in', ['queued', 'running', 'awaiting_approval'])), fields=['evaluation', 'created_at', 'status', 'id'], name='run_live_idx'),
         ),
         migrations.AddIndex(
             model_name='run',
