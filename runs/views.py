@@ -62,9 +62,10 @@ def _page_number(request, name="page") -> str:
 
 
 def _page_int(request) -> int:
-    """The page number shown (and, without a cursor, served by OFFSET); junk means page 1."""
+    """The page number shown (and, without a cursor, served by OFFSET); junk means page 1, and
+    no page lies beyond the millionth (an OFFSET the database could not even hold)."""
     try:
-        return max(1, int(request.GET.get("page") or 1))
+        return min(max(1, int(request.GET.get("page") or 1)), 1_000_000)
     except ValueError:
         return 1
 

@@ -98,3 +98,8 @@ def test_the_list_pages_by_cursor_with_filters_kept(client_for, viewer, many_run
         if page.has_next:
             response = client.get("/runs/", {"sort": "created", "after": page.next_cursor, "page": number + 1})
     assert len(seen) == 23
+
+
+@pytest.mark.parametrize("page", ["abc", "-3", "0", "99999999999999999999999"])
+def test_a_junk_page_number_is_never_an_error(client_for, viewer, many_runs, page):
+    assert client_for(viewer).get("/runs/", {"page": page}).status_code == 200
