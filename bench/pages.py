@@ -4,7 +4,7 @@
 Builds (once per database) N runs spread over 30 days (every tenth with a step and two
 attempts over five capabilities), one run with 50,000 attempts and 10,000 runs awaiting
 approval, with a bulk loader (COPY on PostgreSQL, multi-row INSERTs on SQLite), rebuilds
-the dashboard rollup from it, then times each page server side (median of 3) and counts
+the dashboard rollup from it, then times each page server side and counts
 its queries, beside the target where the issue set one (best and median of 5 rounds).
 
     .venv/bin/python bench/pages.py --runs 100000                      # SQLite under --var-dir

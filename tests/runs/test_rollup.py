@@ -88,3 +88,16 @@ def test_the_dashboard_equals_a_direct_count_over_the_tables(window_key, make_ru
         latencies = sorted(attempts.values_list("latency_s", flat=True))
         assert row["p50"] == pytest.approx(latencies[(len(latencies) * 50 + 99) // 100 - 1], rel=0.06)
         assert row["p95"] == pytest.approx(latencies[(len(latencies) * 95 + 99) // 100 - 1], rel=0.06)
+
+
+def test_the_rebuild_command_recounts_runs_loaded_by_hand(make_run):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    run = make_run(status="completed")
+    RunRollup.objects.all().delete()  # as after a bulk load that bypassed run_finish
+    out = StringIO()
+    call_command("rebuild_rollup", stdout=out)
+    assert "Rollup rebuilt: 2 run rows" in out.getvalue()
+    assert RunRollup.objects.get(kind="finished").hour == rollup.hour_of(run.finished_at)
