@@ -21,9 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -33,37 +31,94 @@ CAPABILITY = "bench_slow_lookup"
 
 
 def serve(port: int, delay: float) -> None:
-    """The slow peer: sleeps `delay`, then echoes n. Threads, so 64 callers wait side by side."""
+    """The slow peer: answers every GET after `delay` with {"n": n}. One asyncio loop, so
+    hundreds of callers wait side by side for almost no CPU (a thread per request would not)."""
+    import asyncio
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            time.sleep(delay)
-            n = int(parse_qs(urlsplit(self.path).query).get("n", ["0"])[0])
+    async def answer(reader, writer):
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            target = head.split(b" ", 2)[1].decode()
+            await asyncio.sleep(delay)
+            n = int(parse_qs(urlsplit(target).query).get("n", ["0"])[0])
             body = json.dumps({"n": n}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, IndexError, ValueError):
             pass
+        finally:
+            writer.close()
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    server.request_queue_size = 1024
-    server.serve_forever()
+    async def main():
+        server = await asyncio.start_server(answer, "127.0.0.1", port, backlog=1024)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
 
 
-def start_server(delay: float) -> tuple[threading.Thread, int]:
+def start_server(delay: float) -> tuple[subprocess.Popen, int]:
+    """The slow peer in its own process, so its threads take no CPU from the one measured."""
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    thread = threading.Thread(target=serve, args=(port, delay), daemon=True)
-    thread.start()
-    return thread, port
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--delay", str(delay)])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return server, port
+        except OSError:
+            time.sleep(0.05)
+    server.kill()
+    raise SystemExit("the slow HTTP server did not start")
+
+
+def call_layer(port: int, concurrency: int, waves: int, delay: float) -> list[tuple[str, float, float]]:
+    """Only the HTTP calls, no run around them: the product's HttpExecutor on `concurrency` threads,
+    against the same calls from one asyncio event loop (httpx.AsyncClient), as an async executor
+    path would make them. (name, ratio to ideal, CPU ms per call)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    from capabilities.executors.dispatch import CapabilityExecutor
+    from capabilities.executors.netguard import NetGuard
+    from capabilities.models import Capability
+
+    spec = Capability.objects.select_related("current_version").get(name=CAPABILITY).current_version.to_spec()
+    executor = CapabilityExecutor(guard=NetGuard(["127.0.0.1"], allow_private=True))
+    calls, ideal = concurrency * waves, waves * delay
+    results = []
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    with ThreadPoolExecutor(concurrency) as pool:
+        observations = list(pool.map(lambda n: executor.execute(spec, {"n": n}), range(calls)))
+    assert all(o.status.value == "ok" for o in observations), {o.error_message for o in observations}
+    results.append(("threads + HttpExecutor", ideal / (time.perf_counter() - wall),
+                    (time.process_time() - cpu) / calls * 1000))
+
+    async def gather():
+        limits = httpx.Limits(max_connections=concurrency)
+        async with httpx.AsyncClient(trust_env=False, limits=limits) as client:
+            semaphore = asyncio.Semaphore(concurrency)
+
+            async def one(n):
+                async with semaphore:
+                    response = await client.get(f"http://127.0.0.1:{port}/lookup", params={"n": n})
+                    return response.json()["n"]
+
+            return await asyncio.gather(*(one(n) for n in range(calls)))
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    assert sorted(asyncio.run(gather())) == list(range(calls))
+    results.append(("asyncio + httpx.AsyncClient", ideal / (time.perf_counter() - wall),
+                    (time.process_time() - cpu) / calls * 1000))
+    return results
 
 
 def register(port: int):
@@ -175,7 +230,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--delay", type=float, default=0.2)
     parser.add_argument("--var-dir", default=os.path.join(tempfile.gettempdir(), "agentops-bench-concurrency"))
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # internal: be the slow server
     args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.delay)
+        return
     os.environ.setdefault("AGENTOPS_VAR_DIR", args.var_dir)
     os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
     os.environ["AGENTOPS_HTTP_ALLOWED_HOSTS"] = "127.0.0.1"
@@ -185,11 +244,19 @@ def main() -> None:
     import django
 
     django.setup()
+    server, port = start_server(args.delay)
+    try:
+        register(port)
+        report(args, port, env)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def report(args, port: int, env: dict) -> None:
     from django.conf import settings
     from django.db import connection
 
-    _thread, port = start_server(args.delay)
-    register(port)
     print(f"{args.runs} runs x {args.steps} steps of {args.delay * 1000:.0f} ms on {connection.vendor}, broker "
           f"{settings.CELERY_BROKER_URL.split('://')[0]}, one worker process per pool")
     print(f"{'pool':10} {'wall s':>8} {'ideal s':>8} {'steps/s':>9} {'ideal/s':>8} {'ratio':>6} {'last run began':>15} {'worker CPU/step':>16} {'CPU-bound max':>14}")
@@ -200,6 +267,9 @@ def main() -> None:
               f"{result['cpu_ms_per_step']:13.2f} ms {1000 / result['cpu_ms_per_step']:10.0f}/s", flush=True)
     print("One process runs Python on one core at a time: steps/s cannot exceed 1000 / (worker CPU ms per step),\n"
           "whatever the pool; the ideal needs that to reach runs / delay.")
+    print(f"\nThe HTTP calls alone, {args.runs} at a time, 5 waves (ideal {5 * args.delay:.1f} s), in this process:")
+    for name, ratio, cpu_ms in call_layer(port, args.runs, 5, args.delay):
+        print(f"  {name:28} ratio {ratio:5.2f}   CPU {cpu_ms:5.2f} ms per call")
 
 
 if __name__ == "__main__":
