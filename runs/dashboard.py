@@ -145,9 +145,11 @@ class Span:
         return self.split > self.start
 
 
-def span_for(window: TimeWindow, start: datetime, now: datetime) -> Span:
+def span_for(window: TimeWindow, start: datetime, now: datetime, *, narrowed: bool = False) -> Span:
+    """How to read the window. The rollup counts all live operations: a dashboard narrowed to
+    some runs, or with buckets under an hour, reads the tables alone."""
     bucket_s = int(window.bucket.total_seconds())
-    if bucket_s % rollup.HOUR_S:
+    if bucket_s % rollup.HOUR_S or narrowed:
         return Span(start, start, now, bucket_s)
     epoch = int(now.timestamp())
     split = datetime.fromtimestamp(epoch - epoch % rollup.HOUR_S, tz=now.tzinfo)
@@ -160,9 +162,15 @@ def _rollup_bucket(span: Span):
                              output_field=IntegerField())
 
 
-def run_counts(*, span: Span, starts: list[datetime], window: TimeWindow) -> tuple[list[dict], list[dict]]:
+def _operations(runs: QuerySet | None) -> QuerySet:
+    """Live operations (runs an evaluation made are experiments, left out), or the runs given."""
+    return Run.objects.filter(evaluation__isnull=True) if runs is None else runs
+
+
+def run_counts(*, span: Span, starts: list[datetime], window: TimeWindow,
+               runs: QuerySet | None = None) -> tuple[list[dict], list[dict]]:
     """(created rows {i, status, n}, finished rows {i, stop_reason, n}) for the window. Three queries."""
-    live_runs = Run.objects.filter(evaluation__isnull=True)
+    live_runs = _operations(runs)
     created_rows, finished_rows = [], []
     if span.has_rollup:
         first, last = span.rollup_hours
@@ -184,7 +192,7 @@ def run_counts(*, span: Span, starts: list[datetime], window: TimeWindow) -> tup
     return created_rows, finished_rows
 
 
-def attempt_stats(*, span: Span) -> list[dict]:
+def attempt_stats(*, span: Span, runs: QuerySet | None = None) -> list[dict]:
     """Per capability: calls, errors, repeated, latency avg/p50/p95, merged from rollup bins and live rows.
 
     Two queries, each returning at most (capabilities x latency bins) rows.
@@ -197,10 +205,13 @@ def attempt_stats(*, span: Span) -> list[dict]:
                      .annotate(attempts=Sum("attempts"), errors=Sum("errors"), repeated=Sum("repeated"),
                                latency_sum=Sum("latency_sum"), latency_min=Min("latency_min"),
                                latency_max=Max("latency_max")))
-    live = Attempt.objects.filter(run__evaluation__isnull=True)
+    if runs is None:
+        live = Attempt.objects.filter(run__evaluation__isnull=True)
+    else:
+        live = Attempt.objects.filter(one_of(Attempt, "run", runs.values("pk")))
     recent = rollup.attempt_bins(live.filter(started_at__gte=span.split, started_at__lte=span.end), hour=False)
     if span.has_rollup:
-        live_runs = Run.objects.filter(evaluation__isnull=True, status__in=LIVE_STATUSES).values("pk")
+        live_runs = _operations(runs).filter(status__in=LIVE_STATUSES).values("pk")
         # The live runs are live operations already: no join back to the run. Probed run by run
         # on the (run, started_at) index, never a merge over the whole attempt table.
         of_live_runs = Attempt.objects.filter(one_of(Attempt, "run", live_runs),
@@ -246,14 +257,15 @@ def _binned_rank(ordered_bins: list[list], total: int, percent: int) -> float | 
     return ordered_bins[-1][5]
 
 
-def dashboard(*, window_key: str, now: datetime | None = None) -> dict:
+def dashboard(*, window_key: str, now: datetime | None = None, runs: QuerySet | None = None) -> dict:
+    """The dashboard's figures. `runs` narrows every figure to those runs (read from the tables);
+    by default they cover every live operation (runs an evaluation made are left out)."""
     window = WINDOWS.get(window_key) or WINDOWS[DEFAULT_WINDOW]
     now = now or timezone.now()
     start, end, starts = window_bounds(window, now)
-    span = span_for(window, start, now)
+    span = span_for(window, start, now, narrowed=runs is not None)
 
-    # Runs an evaluation made are experiments, not operations: they are left out.
-    outcome_rows, stop_rows = run_counts(span=span, starts=starts, window=window)
+    outcome_rows, stop_rows = run_counts(span=span, starts=starts, window=window, runs=runs)
 
     by_reason: dict[str, int] = {}
     for row in stop_rows:
@@ -263,7 +275,7 @@ def dashboard(*, window_key: str, now: datetime | None = None) -> dict:
     budget_stops = {reason.split(":", 1)[1]: n for reason, n in by_reason.items()
                     if reason.startswith("budget_exhausted:")}
 
-    capabilities = attempt_stats(span=span)
+    capabilities = attempt_stats(span=span, runs=runs)
     attempts_total = sum(c["calls"] for c in capabilities)
     repeated = sum(c["repeated"] for c in capabilities)
     approvals = approval_stats(start=start, end=end)
