@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import (Aggregate, Avg, Count, DurationField, ExpressionWrapper, F, FloatField, Func,
-                              IntegerField, Max, Min, QuerySet, Sum)
+from django.db.models import (Aggregate, Avg, BigIntegerField, Count, DurationField, ExpressionWrapper, F,
+                              FloatField, Func, IntegerField, Max, Min, QuerySet, Sum, Value)
 from django.db.models.functions import RowNumber
 from django.db.models.expressions import Window
 from django.utils import timezone
@@ -158,8 +158,9 @@ def span_for(window: TimeWindow, start: datetime, now: datetime, *, narrowed: bo
 
 def _rollup_bucket(span: Span):
     """The bucket index of a rollup hour within the window (integer division in the database)."""
-    return ExpressionWrapper((F("hour") * rollup.HOUR_S - int(span.start.timestamp())) / span.bucket_s,
-                             output_field=IntegerField())
+    # In 64 bits: hours x 3600 passes 2^31 in 2038.
+    seconds = F("hour") * Value(rollup.HOUR_S, output_field=BigIntegerField())
+    return ExpressionWrapper((seconds - int(span.start.timestamp())) / span.bucket_s, output_field=BigIntegerField())
 
 
 def _operations(runs: QuerySet | None) -> QuerySet:

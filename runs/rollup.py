@@ -79,9 +79,11 @@ def _fold_attempts(attempts: QuerySet[Attempt]) -> None:
     updates = ", ".join([f"{c} = {table}.{c} + EXCLUDED.{c}" for c in ("attempts", "errors", "repeated", "latency_sum")]
                         + [f"latency_min = {least}({table}.latency_min, EXCLUDED.latency_min)",
                            f"latency_max = {greatest}({table}.latency_max, EXCLUDED.latency_max)"])
-    # "WHERE true": SQLite needs it to parse ON CONFLICT after INSERT ... SELECT.
+    # "WHERE true": SQLite needs it to parse ON CONFLICT after INSERT ... SELECT. ORDER BY the key:
+    # runs finishing at once then lock shared rows in one order, so they queue instead of deadlocking.
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ({sql}) AS grouped WHERE true "
+                       f"ORDER BY hour, capability_name, bin "
                        f"ON CONFLICT (hour, capability_name, bin) DO UPDATE SET {updates}", params)
 
 
@@ -89,6 +91,7 @@ def _add_runs(rows: list[tuple[str, int, str, int]]) -> None:
     if not rows:
         return
     table = connection.ops.quote_name(RunRollup._meta.db_table)
+    rows = sorted(rows)  # one lock order for every transaction (see _fold_attempts)
     values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {table} (kind, hour, category, runs) VALUES {values} "
