@@ -2,25 +2,22 @@
 
 Each function issues a fixed number of queries and returns at most
 (buckets x categories) or (capabilities x latency bins) rows, whatever the
-number of runs and attempts. Latency percentiles come from the rollup's
-latency bins (nearest rank, exact within a bin's min and max). Approval
-decision times: PostgreSQL's percentile_cont, or a nearest-rank window query.
+number of runs, attempts and approvals. Latency and decision-time percentiles
+come from the rollup's bins (nearest rank, interpolated between a bin's own
+minimum and maximum, so exact when a bin holds one value).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connection
-from django.db.models import (Aggregate, Avg, BigIntegerField, Count, DurationField, ExpressionWrapper, F,
-                              FloatField, Func, IntegerField, Max, Min, QuerySet, Sum, Value)
-from django.db.models.functions import RowNumber
-from django.db.models.expressions import Window
+from django.db.models import (BigIntegerField, Count, ExpressionWrapper, F, Func, IntegerField, Max, Min, QuerySet,
+                              Sum, Value)
 from django.utils import timezone
 
 from runs import rollup
 from runs.choices import FINISHED_STATUSES, RunStatus
-from runs.models import Approval, Attempt, AttemptRollup, Run, RunRollup
+from runs.models import Approval, ApprovalRollup, Attempt, AttemptRollup, Run, RunRollup
 from runs.querytools import one_of
 
 
@@ -43,17 +40,6 @@ OUTCOMES = [s.value for s in RunStatus]
 LIVE_STATUSES = [s for s in OUTCOMES if s not in FINISHED_STATUSES]
 STOP_GROUPS = ["completed", "budget_exhausted", "terminal_failure", "stalled", "plan_rejected",
                "approval_rejected", "approval_expired", "cancelled", "internal_error"]
-
-
-class PercentileCont(Aggregate):
-    """PostgreSQL's percentile_cont(fraction) WITHIN GROUP (ORDER BY expression)."""
-
-    function = "PERCENTILE_CONT"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = FloatField()
-
-    def __init__(self, expression, fraction: float, **extra):
-        super().__init__(expression, fraction=float(fraction), **extra)
 
 
 def window_bounds(window: TimeWindow, now: datetime) -> tuple[datetime, datetime, list[datetime]]:
@@ -279,7 +265,7 @@ def dashboard(*, window_key: str, now: datetime | None = None, runs: QuerySet | 
     capabilities = attempt_stats(span=span, runs=runs)
     attempts_total = sum(c["calls"] for c in capabilities)
     repeated = sum(c["repeated"] for c in capabilities)
-    approvals = approval_stats(start=start, end=end)
+    approvals = approval_stats(start=start, end=end, span=span)
 
     return {
         "window": window,
@@ -303,55 +289,34 @@ def dashboard(*, window_key: str, now: datetime | None = None, runs: QuerySet | 
     }
 
 
-def nearest_rank_percentiles(queryset: QuerySet, group: str | None, value: str,
-                             percents: tuple[int, ...]) -> dict:
-    """{group: {p: value}} by nearest rank, returning only the ranked rows from the database.
+def approval_stats(*, start: datetime, end: datetime, span: Span | None = None) -> dict:
+    """Requests waiting now, those that lapsed in the window, and how long decisions took.
 
-    The ranking runs as a window query; the outer query keeps the rows whose rank
-    is ceil(p/100 * n), so the result is (groups x percents) rows at most.
+    Decisions come from the rollup for the whole hours of `span` and from the table for the rest
+    (a decision never changes, so nothing else is live); both as wait bins.
     """
-    partition = [F(group)] if group else []
-    inner = queryset.annotate(
-        _v=F(value),
-        _rn=Window(RowNumber(), partition_by=partition or None, order_by=[F(value).asc(), F("pk").asc()]),
-        _n=Window(Count("pk"), partition_by=partition or None),
-    ).values(*([group] if group else []), "_v", "_rn", "_n").order_by()
-    sql, params = inner.query.sql_with_params()
-    picks = " OR ".join(f"_rn = (_n * {int(p)} + 99) / 100" for p in percents)
-    group_col = f"{connection.ops.quote_name(group)}, " if group else ""
-    wanted = {}
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {group_col}_v, _rn, _n FROM ({sql}) ranked WHERE {picks}", params)
-        for row in cursor.fetchall():
-            key, v, rn, n = (row[0], *row[1:]) if group else (None, *row)
-            for p in percents:
-                if rn == (n * p + 99) // 100:
-                    wanted.setdefault(key, {})[p] = v
-    return wanted
-
-
-def approval_stats(*, start: datetime, end: datetime) -> dict:
-    """Requests waiting now, and how long decisions took for those decided in the window."""
     approvals = Approval.objects.filter(run__evaluation__isnull=True)
     waiting = approvals.filter(state="pending", expires_at__gt=timezone.now()).aggregate(n=Count("id"))["n"]
     # Requests that lapsed undecided in the window (run_finish stamps decided_at when it expires them).
     expired = approvals.filter(state="expired", decided_at__gte=start, decided_at__lte=end).count()
-    decided = approvals.filter(state__in=["approved", "rejected"], decided_at__gte=start, decided_at__lte=end)
-    wait = ExpressionWrapper(F("decided_at") - F("requested_at"), output_field=DurationField())
-    agg = decided.aggregate(n=Count("id"), avg=Avg(wait))
-    median = None
-    if agg["n"]:
-        if connection.vendor == "postgresql":
-            median = decided.aggregate(m=PercentileCont(wait, 0.5, output_field=DurationField()))["m"]
-        else:
-            median = nearest_rank_percentiles(decided.annotate(wait=wait), None, "wait", (50,)).get(None, {}).get(50)
-    return {"approvals_waiting": waiting, "approvals_decided": agg["n"], "approvals_expired": expired,
-            "decision_avg": _as_timedelta(agg["avg"]), "decision_median": _as_timedelta(median)}
-
-
-def _as_timedelta(value) -> timedelta | None:
-    """SQLite hands raw duration expressions back as microseconds."""
-    if value is None or isinstance(value, timedelta):
-        return value
-    return timedelta(microseconds=float(value))
-
+    span = span or Span(start, start, end, 0)
+    recent = approvals.filter(state__in=rollup.DECIDED, decided_at__gte=span.split, decided_at__lte=end)
+    bins = rollup.decision_bins(recent, hour=False)
+    if span.has_rollup:  # one query: the rollup's whole hours and the table's recent rows
+        first, last = span.rollup_hours
+        bins = bins.union(ApprovalRollup.objects.filter(hour__gte=first, hour__lt=last).values("bin").order_by()
+                          .annotate(decisions=Sum("decisions"), wait_sum=Sum("wait_sum"), wait_min=Min("wait_min"),
+                                    wait_max=Max("wait_max")), all=True)
+    merged: dict[int, list] = {}
+    for row in bins:
+        cell = merged.setdefault(row["bin"], [0, 0, 0, 0.0, None, None])
+        cell[0] += row["decisions"]
+        cell[3] += row["wait_sum"] or 0.0
+        cell[4] = row["wait_min"] if cell[4] is None else min(cell[4], row["wait_min"])
+        cell[5] = row["wait_max"] if cell[5] is None else max(cell[5], row["wait_max"])
+    ordered = [merged[b] for b in sorted(merged)]
+    decided = sum(c[0] for c in ordered)
+    median = _binned_rank(ordered, decided, 50)
+    return {"approvals_waiting": waiting, "approvals_decided": decided, "approvals_expired": expired,
+            "decision_avg": timedelta(seconds=sum(c[3] for c in ordered) / decided) if decided else None,
+            "decision_median": timedelta(seconds=median) if median is not None else None}

@@ -428,4 +428,4 @@ class EvaluationResult(models.Model):
         return f"{self.task} ({self.mode})"
 
 
-from runs.models_rollup import AttemptRollup, RunRollup  # noqa: E402,F401  (dashboard rollups, runs.rollup)
+from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup  # noqa: E402,F401  (dashboard rollups, runs.rollup)

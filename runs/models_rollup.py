@@ -53,3 +53,24 @@ class AttemptRollup(models.Model):
 
     def __str__(self):
         return f"h{self.hour} {self.capability_name} bin {self.bin}: {self.attempts}"
+
+
+class ApprovalRollup(models.Model):
+    """Decisions (approved or rejected) per (hour decided, bin of the wait): time to decision.
+
+    Written in the transaction that records the decision (runs.services.approval_decide);
+    a decision never changes afterwards. Bins as in AttemptRollup, over seconds waited.
+    """
+
+    hour = models.IntegerField()
+    bin = models.IntegerField()
+    decisions = models.PositiveBigIntegerField(default=0)
+    wait_sum = models.FloatField(default=0.0)
+    wait_min = models.FloatField()
+    wait_max = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hour", "bin"], name="approval_rollup_key")]
+
+    def __str__(self):
+        return f"h{self.hour} bin {self.bin}: {self.decisions}"

@@ -1,7 +1,8 @@
 """The dashboard's rollup: finished runs and their attempts, counted per hour.
 
 Written once per run, in the transaction that finishes it (runs.services.run_finish):
-two counters for the run, and one grouped INSERT ... SELECT over its attempts. Nothing
+two counters for the run, and one grouped INSERT ... SELECT over its attempts; and once
+per approval decision, in the transaction that records it (runs.services.approval_decide). Nothing
 is added per pass, so the step loop pays nothing for the dashboard. Runs still live,
 and the current hour, are read from the run and attempt tables themselves
 (runs.dashboard), so the figures are exact at every moment.
@@ -17,8 +18,8 @@ from django.db.models import Count, F, FloatField, Func, IntegerField, Max, Min,
 from django.db.models.functions import Cast, Floor, Greatest, Ln
 
 from runs.choices import FINISHED_STATUSES
-from runs.models import Attempt, Run
-from runs.models_rollup import AttemptRollup, RunRollup
+from runs.models import Approval, Attempt, Run
+from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup
 
 HOUR_S = 3600
 # Latency bins per factor e: 10 makes each bin ~10 % wide (percentiles interpolate within it).
@@ -41,9 +42,28 @@ class EpochHour(Func):
         return f"(CAST(strftime('%%s', {sql}) AS INTEGER) / {HOUR_S})", params
 
 
-def latency_bin():
-    return Cast(Floor(Ln(Greatest(F("latency_s"), Value(MIN_LATENCY_S, output_field=FloatField()))) * BINS_PER_E),
+def log_bin(expression):
+    """The bin of a positive duration in seconds: floor(ln(seconds) * BINS_PER_E)."""
+    return Cast(Floor(Ln(Greatest(expression, Value(MIN_LATENCY_S, output_field=FloatField()))) * BINS_PER_E),
                 IntegerField())
+
+
+def latency_bin():
+    return log_bin(F("latency_s"))
+
+
+class SecondsBetween(Func):
+    """Seconds from one timestamp to another, as a float."""
+
+    output_field = FloatField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        (earlier, p1), (later, p2) = (compiler.compile(e) for e in self.source_expressions)
+        return f"EXTRACT(EPOCH FROM ({later} - {earlier}))::float", (*p2, *p1)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        (earlier, p1), (later, p2) = (compiler.compile(e) for e in self.source_expressions)
+        return f"((julianday({later}) - julianday({earlier})) * 86400.0)", (*p2, *p1)
 
 
 def hour_of(moment: datetime) -> int:
@@ -65,26 +85,51 @@ def attempt_bins(attempts: QuerySet[Attempt], *, hour: bool) -> QuerySet:
                       latency_sum=Sum("latency_s"), latency_min=Min("latency_s"), latency_max=Max("latency_s")))
 
 
-_ATTEMPT_COLUMNS = ["hour", "capability_name", "bin", "attempts", "errors", "repeated", "latency_sum", "latency_min",
-                    "latency_max"]
+def decision_bins(approvals: QuerySet, *, hour: bool) -> QuerySet:
+    """Decided approvals grouped by (hour decided,) bin of the wait, with the rollup's measures."""
+    wait = SecondsBetween("requested_at", "decided_at")
+    keys = {"bin": log_bin(wait)}
+    if hour:
+        keys = {"hour": EpochHour("decided_at"), **keys}
+    return (approvals.annotate(wait=wait, **keys).values(*keys).order_by()
+            .annotate(decisions=Count("id"), wait_sum=Sum("wait"), wait_min=Min("wait"), wait_max=Max("wait")))
+
+
+def _fold(grouped: QuerySet, model, *, keys: list[str], sums: list[str], low: str, high: str) -> None:
+    """Add grouped rows to a rollup table: one INSERT ... SELECT ... ON CONFLICT DO UPDATE."""
+    columns = [*keys, *sums, low, high]
+    sql, params = grouped.values_list(*columns).query.sql_with_params()
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    cols = ", ".join(quote(c) for c in columns)
+    least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
+    updates = ", ".join([f"{c} = {table}.{c} + EXCLUDED.{c}" for c in sums]
+                        + [f"{low} = {least}({table}.{low}, EXCLUDED.{low})",
+                           f"{high} = {greatest}({table}.{high}, EXCLUDED.{high})"])
+    key = ", ".join(keys)
+    # "WHERE true": SQLite needs it to parse ON CONFLICT after INSERT ... SELECT. ORDER BY the key:
+    # transactions folding at once then lock shared rows in one order, and queue instead of deadlocking.
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ({sql}) AS grouped WHERE true "
+                       f"ORDER BY {key} ON CONFLICT ({key}) DO UPDATE SET {updates}", params)
 
 
 def _fold_attempts(attempts: QuerySet[Attempt]) -> None:
-    """Add these attempts to the rollup: one INSERT ... SELECT ... ON CONFLICT."""
-    grouped = attempt_bins(attempts, hour=True).values_list(*_ATTEMPT_COLUMNS)
-    sql, params = grouped.query.sql_with_params()
-    table = connection.ops.quote_name(AttemptRollup._meta.db_table)
-    cols = ", ".join(connection.ops.quote_name(c) for c in _ATTEMPT_COLUMNS)
-    least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
-    updates = ", ".join([f"{c} = {table}.{c} + EXCLUDED.{c}" for c in ("attempts", "errors", "repeated", "latency_sum")]
-                        + [f"latency_min = {least}({table}.latency_min, EXCLUDED.latency_min)",
-                           f"latency_max = {greatest}({table}.latency_max, EXCLUDED.latency_max)"])
-    # "WHERE true": SQLite needs it to parse ON CONFLICT after INSERT ... SELECT. ORDER BY the key:
-    # runs finishing at once then lock shared rows in one order, so they queue instead of deadlocking.
-    with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ({sql}) AS grouped WHERE true "
-                       f"ORDER BY hour, capability_name, bin "
-                       f"ON CONFLICT (hour, capability_name, bin) DO UPDATE SET {updates}", params)
+    _fold(attempt_bins(attempts, hour=True), AttemptRollup, keys=["hour", "capability_name", "bin"],
+          sums=["attempts", "errors", "repeated", "latency_sum"], low="latency_min", high="latency_max")
+
+
+def _fold_decisions(approvals: QuerySet) -> None:
+    _fold(decision_bins(approvals, hour=True), ApprovalRollup, keys=["hour", "bin"], sums=["decisions", "wait_sum"],
+          low="wait_min", high="wait_max")
+
+
+DECIDED = ["approved", "rejected"]
+
+
+def record_decision(approval_id: int) -> None:
+    """Count an approval just approved or rejected. Call in the transaction that decides it."""
+    _fold_decisions(Approval.objects.filter(pk=approval_id, state__in=DECIDED, run__evaluation__isnull=True))
 
 
 def _add_runs(rows: list[tuple[str, int, str, int]]) -> None:
@@ -118,6 +163,7 @@ def rebuild() -> None:
     """Recount everything from the run and attempt tables (after a bulk load or a restore)."""
     RunRollup.objects.all().delete()
     AttemptRollup.objects.all().delete()
+    ApprovalRollup.objects.all().delete()
     finished = Run.objects.filter(evaluation__isnull=True, status__in=list(FINISHED_STATUSES),
                                   finished_at__isnull=False)
     rows = [(RunRollup.CREATED, r["hour"], r["status"], r["n"]) for r in
@@ -128,3 +174,4 @@ def rebuild() -> None:
     for i in range(0, len(rows), 500):
         _add_runs(rows[i:i + 500])
     _fold_attempts(Attempt.objects.filter(run__in=finished.values("pk")))
+    _fold_decisions(Approval.objects.filter(state__in=DECIDED, run__evaluation__isnull=True))

@@ -114,6 +114,9 @@ def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         raise Conflict(f"Already {approval.state} by {who} at {approval.decided_at:%Y-%m-%d %H:%M:%S} UTC.")
     approval.refresh_from_db()
+    from runs import rollup
+
+    rollup.record_decision(approval.pk)  # time to decision on the dashboard, in this transaction
     if approval.step_id:
         Step.objects.filter(pk=approval.step_id).update(approval_state=new_state)
     verb = "approved" if approve else "rejected"

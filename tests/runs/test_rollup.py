@@ -104,3 +104,24 @@ def test_the_rebuild_command_recounts_runs_loaded_by_hand(make_run):
     call_command("rebuild_rollup", stdout=out)
     assert "Rollup rebuilt: 2 run rows" in out.getvalue()
     assert RunRollup.objects.get(kind="finished").hour == rollup.hour_of(run.finished_at)
+
+
+def test_a_decision_is_counted_when_services_record_it(make_run, make_revision, make_step, make_approval,
+                                                       second_operator):
+    from runs.models import Approval, ApprovalRollup
+    from runs.services import approval_decide
+
+    run = make_run(status="awaiting_approval")
+    rev = make_revision(run)
+    approval = make_approval(run, revision=rev, step=make_step(rev))
+    Approval.objects.filter(pk=approval.pk).update(requested_at=timezone.now() - timedelta(seconds=90))
+    approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+    row = ApprovalRollup.objects.get()
+    assert row.decisions == 1 and row.wait_min == pytest.approx(90, abs=2) and row.wait_min == row.wait_max
+    snapshot = list(ApprovalRollup.objects.values_list("hour", "bin", "decisions"))
+    rollup.rebuild()
+    assert list(ApprovalRollup.objects.values_list("hour", "bin", "decisions")) == snapshot
+    # An hour later the decision is read from the rollup, not the table.
+    data = dashboard.dashboard(window_key="24h", now=timezone.now() + timedelta(hours=1))
+    assert data["approvals_decided"] == 1
+    assert data["decision_median"].total_seconds() == pytest.approx(90, abs=2)
