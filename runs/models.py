@@ -218,6 +218,8 @@ class Attempt(models.Model):
             models.Index(fields=["run", "signature_hash"], name="attempt_run_signature_idx"),
             # "Capability used" filter of the runs list (run ids by capability, or EXISTS), index-only.
             models.Index(fields=["capability_name", "run"], name="attempt_capability_run_idx"),
+            # A run's calls per capability (trace gauges and filter), index-only.
+            models.Index(fields=["run", "capability_name"], name="attempt_run_capability_idx"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["step", "number"], name="attempt_number_unique_per_step"),
