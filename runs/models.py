@@ -57,6 +57,8 @@ class Run(models.Model):
     # Which worker advances the run, until when: only one worker at a time.
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Fencing token: raised by every claim, so a worker that lost the lease cannot write.
+    lease_token = models.PositiveBigIntegerField(default=0)
     next_action_at = models.DateTimeField(null=True, blank=True)
     deadline_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -204,6 +206,11 @@ class Attempt(models.Model):
     side_effect_status = models.CharField(max_length=15, choices=SideEffectStatus.choices,
                                           default="not_committed")
     repeated_without_progress = models.BooleanField(default=False)
+    # Write-ahead intent of a state-changing call: committed before the call is sent,
+    # completed with the outcome after. One left in flight means the outcome is unknown.
+    in_flight = models.BooleanField(default=False)
+    worker = models.CharField(max_length=100, blank=True)
+    lease_token = models.PositiveBigIntegerField(null=True, blank=True)
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
 
@@ -220,6 +227,8 @@ class Attempt(models.Model):
             models.Index(fields=["capability_name", "run"], name="attempt_capability_run_idx"),
             # A run's calls per capability (trace gauges and filter), index-only.
             models.Index(fields=["run", "capability_name"], name="attempt_run_capability_idx"),
+            # A claiming worker looks for its run's unresolved intents.
+            models.Index(fields=["run"], condition=Q(in_flight=True), name="attempt_in_flight_idx"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["step", "number"], name="attempt_number_unique_per_step"),

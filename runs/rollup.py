@@ -95,17 +95,17 @@ def decision_bins(approvals: QuerySet, *, hour: bool) -> QuerySet:
             .annotate(decisions=Count("id"), wait_sum=Sum("wait"), wait_min=Min("wait"), wait_max=Max("wait")))
 
 
-def _fold(grouped: QuerySet, model, *, keys: list[str], sums: list[str], low: str, high: str) -> None:
+def _fold(grouped: QuerySet, model, *, keys: list[str], sums: list[str], low: str = "", high: str = "") -> None:
     """Add grouped rows to a rollup table: one INSERT ... SELECT ... ON CONFLICT DO UPDATE."""
-    columns = [*keys, *sums, low, high]
-    sql, params = grouped.values_list(*columns).query.sql_with_params()
+    columns = [*keys, *sums, *filter(None, (low, high))]
+    sql, params = (grouped if grouped.query.combinator else grouped.values_list(*columns)).query.sql_with_params()
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     cols = ", ".join(quote(c) for c in columns)
     least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
     updates = ", ".join([f"{c} = {table}.{c} + EXCLUDED.{c}" for c in sums]
-                        + [f"{low} = {least}({table}.{low}, EXCLUDED.{low})",
-                           f"{high} = {greatest}({table}.{high}, EXCLUDED.{high})"])
+                        + ([f"{low} = {least}({table}.{low}, EXCLUDED.{low})"] if low else [])
+                        + ([f"{high} = {greatest}({table}.{high}, EXCLUDED.{high})"] if high else []))
     key = ", ".join(keys)
     # "WHERE true": SQLite needs it to parse ON CONFLICT after INSERT ... SELECT. ORDER BY the key:
     # transactions folding at once then lock shared rows in one order, and queue instead of deadlocking.
@@ -132,25 +132,23 @@ def record_decision(approval_id: int) -> None:
     _fold_decisions(Approval.objects.filter(pk=approval_id, state__in=DECIDED, run__evaluation__isnull=True))
 
 
-def _add_runs(rows: list[tuple[str, int, str, int]]) -> None:
-    if not rows:
-        return
-    table = connection.ops.quote_name(RunRollup._meta.db_table)
-    rows = sorted(rows)  # one lock order for every transaction (see _fold_attempts)
-    values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
-    with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {table} (kind, hour, category, runs) VALUES {values} "
-                       f"ON CONFLICT (kind, hour, category) DO UPDATE SET runs = {table}.runs + EXCLUDED.runs",
-                       [v for row in rows for v in row])
+def _run_counts(runs: QuerySet[Run]) -> QuerySet:
+    """Finished runs as rollup rows: (created, hour created, status) and (finished, hour finished, stop reason)."""
+    finished = runs.filter(evaluation__isnull=True, status__in=list(FINISHED_STATUSES), finished_at__isnull=False)
+
+    def rows(kind: str, moment: str, category: str) -> QuerySet:
+        return (finished.annotate(kind=Value(kind), hour=EpochHour(moment), category=F(category))
+                .values("kind", "hour", "category").order_by().annotate(runs=Count("id")))
+
+    return rows(RunRollup.CREATED, "created_at", "status").union(rows(RunRollup.FINISHED, "finished_at", "stop_reason"),
+                                                                 all=True)
 
 
-def record_run_finished(run: Run) -> None:
-    """Count a run that has just finished, with its attempts. Call in the transaction that finishes it."""
-    if run.evaluation_id is not None or run.status not in FINISHED_STATUSES or run.finished_at is None:
-        return
-    _add_runs([(RunRollup.CREATED, hour_of(run.created_at), run.status, 1),
-               (RunRollup.FINISHED, hour_of(run.finished_at), run.stop_reason, 1)])
-    _fold_attempts(Attempt.objects.filter(run_id=run.pk))
+def record_run_finished(*, run_id: int) -> None:
+    """Count a run that has just finished, with its attempts: two statements, read from the run's
+    row as it now stands. Call in the transaction that finishes it, once."""
+    _fold(_run_counts(Run.objects.filter(pk=run_id)), RunRollup, keys=["kind", "hour", "category"], sums=["runs"])
+    _fold_attempts(Attempt.objects.filter(run_id=run_id, run__evaluation__isnull=True))
 
 
 def record_attempts(attempts: QuerySet[Attempt]) -> None:
@@ -166,12 +164,6 @@ def rebuild() -> None:
     ApprovalRollup.objects.all().delete()
     finished = Run.objects.filter(evaluation__isnull=True, status__in=list(FINISHED_STATUSES),
                                   finished_at__isnull=False)
-    rows = [(RunRollup.CREATED, r["hour"], r["status"], r["n"]) for r in
-            finished.annotate(hour=EpochHour("created_at")).values("hour", "status").annotate(n=Count("id")).order_by()]
-    rows += [(RunRollup.FINISHED, r["hour"], r["stop_reason"], r["n"]) for r in
-             finished.annotate(hour=EpochHour("finished_at")).values("hour", "stop_reason").annotate(n=Count("id"))
-             .order_by()]
-    for i in range(0, len(rows), 500):
-        _add_runs(rows[i:i + 500])
+    _fold(_run_counts(Run.objects.all()), RunRollup, keys=["kind", "hour", "category"], sums=["runs"])
     _fold_attempts(Attempt.objects.filter(run__in=finished.values("pk")))
     _fold_decisions(Approval.objects.filter(state__in=DECIDED, run__evaluation__isnull=True))

@@ -52,7 +52,7 @@ def make_run(db, operator):
         if created_at is not None:
             Run.objects.filter(pk=run.pk).update(created_at=created_at)
             run.created_at = created_at
-        rollup.record_run_finished(run)  # as runs.services.run_finish does; nothing for a live run
+        rollup.record_run_finished(run_id=run.pk)  # as runs.services.run_finish does; nothing for a live run
         return run
 
     return make

@@ -125,3 +125,24 @@ def test_a_decision_is_counted_when_services_record_it(make_run, make_revision, 
     data = dashboard.dashboard(window_key="24h", now=timezone.now() + timedelta(hours=1))
     assert data["approvals_decided"] == 1
     assert data["decision_median"].total_seconds() == pytest.approx(90, abs=2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_the_engine_finishes_is_counted_once_with_its_attempts(operator, manual_advance):
+    """The fenced pass that stops a run (runs.persistence) counts it, as run_finish does."""
+    from capabilities.services import python_capabilities_sync
+    from runs import engine, services
+
+    python_capabilities_sync()
+    run = services.run_start(owner=operator, goal="Find the travel policy", budgets={"deadline_s": 60},
+                             completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
+                             planner="scripted",
+                             planner_config={"plans": [[{"capability": "search_documents", "arguments": {"q": "travel"}}]]})
+    engine.run_advance(run_id=run.pk, worker="test-worker")
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert sorted(RunRollup.objects.values_list("kind", "category", "runs")) == [
+        ("created", "completed", 1), ("finished", "completed", 1)]
+    assert sum(AttemptRollup.objects.values_list("attempts", flat=True)) == 1
+    engine.run_advance(run_id=run.pk, worker="test-worker")  # a duplicate delivery changes nothing
+    assert sum(RunRollup.objects.values_list("runs", flat=True)) == 2
