@@ -192,16 +192,17 @@ def attempt_stats(*, span: Span, runs: QuerySet | None = None) -> list[dict]:
                      .annotate(attempts=Sum("attempts"), errors=Sum("errors"), repeated=Sum("repeated"),
                                latency_sum=Sum("latency_sum"), latency_min=Min("latency_min"),
                                latency_max=Max("latency_max")))
+    # A call still in flight (its intent recorded, no outcome yet) has no latency to count.
     if runs is None:
-        live = Attempt.objects.filter(run__evaluation__isnull=True)
+        live = Attempt.objects.filter(run__evaluation__isnull=True, in_flight=False)
     else:
-        live = Attempt.objects.filter(one_of(Attempt, "run", runs.values("pk")))
+        live = Attempt.objects.filter(one_of(Attempt, "run", runs.values("pk")), in_flight=False)
     recent = rollup.attempt_bins(live.filter(started_at__gte=span.split, started_at__lte=span.end), hour=False)
     if span.has_rollup:
         live_runs = _operations(runs).filter(status__in=LIVE_STATUSES).values("pk")
         # The live runs are live operations already: no join back to the run. Probed run by run
         # on the (run, started_at) index, never a merge over the whole attempt table.
-        of_live_runs = Attempt.objects.filter(one_of(Attempt, "run", live_runs),
+        of_live_runs = Attempt.objects.filter(one_of(Attempt, "run", live_runs), in_flight=False,
                                               started_at__gte=span.start, started_at__lt=span.split)
         recent = recent.union(rollup.attempt_bins(of_live_runs, hour=False), all=True)
     bins += list(recent)
