@@ -1,24 +1,24 @@
-"""Aggregations for the dashboard, computed in the database.
+"""Aggregations for the dashboard: read from the hourly rollup (runs.rollup) and live rows.
 
 Each function issues a fixed number of queries and returns at most
-(buckets x categories) or (capabilities) rows, whatever the number of runs.
-Percentiles: PostgreSQL computes percentile_cont itself; elsewhere (SQLite) a
-window query returns only the nearest-rank rows, never every latency.
+(buckets x categories) or (capabilities x latency bins) rows, whatever the
+number of runs, attempts and approvals. Latency and decision-time percentiles
+come from the rollup's bins (nearest rank, interpolated between a bin's own
+minimum and maximum, so exact when a bin holds one value).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connection
-from django.db.models import (Aggregate, Avg, Count, DurationField, ExpressionWrapper, F, FloatField, Func,
-                              IntegerField, Q, QuerySet)
-from django.db.models.functions import RowNumber
-from django.db.models.expressions import Window
+from django.db.models import (BigIntegerField, Count, ExpressionWrapper, F, Func, IntegerField, Max, Min, QuerySet,
+                              Sum, Value)
 from django.utils import timezone
 
+from runs import rollup
 from runs.choices import FINISHED_STATUSES, RunStatus
-from runs.models import Approval, Attempt, Run
+from runs.models import Approval, ApprovalRollup, Attempt, AttemptRollup, Run, RunRollup
+from runs.querytools import one_of
 
 
 @dataclass(frozen=True)
@@ -37,19 +37,9 @@ WINDOWS = {
 }
 DEFAULT_WINDOW = "24h"
 OUTCOMES = [s.value for s in RunStatus]
+LIVE_STATUSES = [s for s in OUTCOMES if s not in FINISHED_STATUSES]
 STOP_GROUPS = ["completed", "budget_exhausted", "terminal_failure", "stalled", "plan_rejected",
                "approval_rejected", "approval_expired", "cancelled", "internal_error"]
-
-
-class PercentileCont(Aggregate):
-    """PostgreSQL's percentile_cont(fraction) WITHIN GROUP (ORDER BY expression)."""
-
-    function = "PERCENTILE_CONT"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = FloatField()
-
-    def __init__(self, expression, fraction: float, **extra):
-        super().__init__(expression, fraction=float(fraction), **extra)
 
 
 def window_bounds(window: TimeWindow, now: datetime) -> tuple[datetime, datetime, list[datetime]]:
@@ -88,10 +78,10 @@ class BucketIndex(Func):
                 (*params, self.start_epoch, self.seconds))
 
 
-def _bucketed(queryset: QuerySet, field: str, category: str, starts: list[datetime], window: TimeWindow) -> list:
+def _bucketed(queryset: QuerySet, field: str, category: str, starts: list[datetime], window: TimeWindow) -> QuerySet:
     """Rows {"i": bucket index, category: value, "n": count}, grouped in the database."""
     index = BucketIndex(field, start=starts[0], seconds=window.bucket.total_seconds())
-    return list(queryset.annotate(i=index).values("i", category).annotate(n=Count("id")).order_by())
+    return queryset.annotate(i=index).values("i", category).annotate(n=Count("id")).order_by()
 
 
 def _series_over_time(rows, key, starts, names: list[str], group=lambda v: v) -> dict[str, list[int]]:
@@ -115,17 +105,155 @@ def bucket_label(moment: datetime, window: TimeWindow) -> str:
     return local.strftime("%b %d")
 
 
-def dashboard(*, window_key: str, now: datetime | None = None) -> dict:
+# --- Where each figure is read from ------------------------------------------------------
+#
+# A window [start, now] is read in two parts: whole hours before `split` (the start of
+# the current hour) from the rollup, which holds finished runs and their attempts; and,
+# from the run and attempt tables, everything since `split` plus the runs still live
+# (and their attempts) before it. The parts are disjoint, so nothing counts twice, and
+# both stay small whatever the size of the tables. Windows with buckets under an hour
+# (the last hour) read the tables alone.
+
+
+@dataclass(frozen=True)
+class Span:
+    start: datetime
+    split: datetime
+    end: datetime
+    bucket_s: int
+
+    @property
+    def rollup_hours(self) -> tuple[int, int]:
+        return rollup.hour_of(self.start), rollup.hour_of(self.split)
+
+    @property
+    def has_rollup(self) -> bool:
+        return self.split > self.start
+
+
+def span_for(window: TimeWindow, start: datetime, now: datetime, *, narrowed: bool = False) -> Span:
+    """How to read the window. The rollup counts all live operations: a dashboard narrowed to
+    some runs, or with buckets under an hour, reads the tables alone."""
+    bucket_s = int(window.bucket.total_seconds())
+    if bucket_s % rollup.HOUR_S or narrowed:
+        return Span(start, start, now, bucket_s)
+    epoch = int(now.timestamp())
+    split = datetime.fromtimestamp(epoch - epoch % rollup.HOUR_S, tz=now.tzinfo)
+    return Span(start, max(split, start), now, bucket_s)
+
+
+def _rollup_bucket(span: Span):
+    """The bucket index of a rollup hour within the window (integer division in the database)."""
+    # In 64 bits: hours x 3600 passes 2^31 in 2038.
+    seconds = F("hour") * Value(rollup.HOUR_S, output_field=BigIntegerField())
+    return ExpressionWrapper((seconds - int(span.start.timestamp())) / span.bucket_s, output_field=BigIntegerField())
+
+
+def _operations(runs: QuerySet | None) -> QuerySet:
+    """Live operations (runs an evaluation made are experiments, left out), or the runs given."""
+    return Run.objects.filter(evaluation__isnull=True) if runs is None else runs
+
+
+def run_counts(*, span: Span, starts: list[datetime], window: TimeWindow,
+               runs: QuerySet | None = None) -> tuple[list[dict], list[dict]]:
+    """(created rows {i, status, n}, finished rows {i, stop_reason, n}) for the window. Three queries."""
+    live_runs = _operations(runs)
+    created_rows, finished_rows = [], []
+    if span.has_rollup:
+        first, last = span.rollup_hours
+        for row in (RunRollup.objects.filter(hour__gte=first, hour__lt=last).annotate(i=_rollup_bucket(span))
+                    .values("kind", "i", "category").annotate(n=Sum("runs")).order_by()):
+            if row["kind"] == RunRollup.CREATED:
+                created_rows.append({"i": row["i"], "status": row["category"], "n": row["n"]})
+            else:
+                finished_rows.append({"i": row["i"], "stop_reason": row["category"], "n": row["n"]})
+    recent = _bucketed(live_runs.filter(created_at__gte=span.split, created_at__lte=span.end),
+                       "created_at", "status", starts, window)
+    if span.has_rollup:
+        still_live = live_runs.filter(status__in=LIVE_STATUSES, created_at__gte=span.start, created_at__lt=span.split)
+        recent = recent.union(_bucketed(still_live, "created_at", "status", starts, window), all=True)
+    created_rows += list(recent)
+    finished = live_runs.filter(finished_at__gte=span.split, finished_at__lte=span.end,
+                                status__in=list(FINISHED_STATUSES))
+    finished_rows += list(_bucketed(finished, "finished_at", "stop_reason", starts, window))
+    return created_rows, finished_rows
+
+
+def attempt_stats(*, span: Span, runs: QuerySet | None = None) -> list[dict]:
+    """Per capability: calls, errors, repeated, latency avg/p50/p95, merged from rollup bins and live rows.
+
+    Two queries, each returning at most (capabilities x latency bins) rows.
+    """
+    bins: list[dict] = []
+    if span.has_rollup:
+        first, last = span.rollup_hours
+        bins += list(AttemptRollup.objects.filter(hour__gte=first, hour__lt=last)
+                     .values("capability_name", "bin").order_by()
+                     .annotate(attempts=Sum("attempts"), errors=Sum("errors"), repeated=Sum("repeated"),
+                               latency_sum=Sum("latency_sum"), latency_min=Min("latency_min"),
+                               latency_max=Max("latency_max")))
+    # A call still in flight (its intent recorded, no outcome yet) has no latency to count.
+    if runs is None:
+        live = Attempt.objects.filter(run__evaluation__isnull=True, in_flight=False)
+    else:
+        live = Attempt.objects.filter(one_of(Attempt, "run", runs.values("pk")), in_flight=False)
+    recent = rollup.attempt_bins(live.filter(started_at__gte=span.split, started_at__lte=span.end), hour=False)
+    if span.has_rollup:
+        live_runs = _operations(runs).filter(status__in=LIVE_STATUSES).values("pk")
+        # The live runs are live operations already: no join back to the run. Probed run by run
+        # on the (run, started_at) index, never a merge over the whole attempt table.
+        of_live_runs = Attempt.objects.filter(one_of(Attempt, "run", live_runs), in_flight=False,
+                                              started_at__gte=span.start, started_at__lt=span.split)
+        recent = recent.union(rollup.attempt_bins(of_live_runs, hour=False), all=True)
+    bins += list(recent)
+    return _capability_rows(bins)
+
+
+def _capability_rows(bins: list[dict]) -> list[dict]:
+    merged: dict[str, dict[int, list]] = {}
+    for row in bins:
+        cell = merged.setdefault(row["capability_name"], {}).setdefault(row["bin"], [0, 0, 0, 0.0, None, None])
+        cell[0] += row["attempts"]
+        cell[1] += row["errors"]
+        cell[2] += row["repeated"]
+        cell[3] += row["latency_sum"] or 0.0
+        cell[4] = row["latency_min"] if cell[4] is None else min(cell[4], row["latency_min"])
+        cell[5] = row["latency_max"] if cell[5] is None else max(cell[5], row["latency_max"])
+    rows = []
+    for name, by_bin in merged.items():
+        ordered = [by_bin[b] for b in sorted(by_bin)]
+        calls = sum(c[0] for c in ordered)
+        rows.append({"capability_name": name, "calls": calls, "errors": sum(c[1] for c in ordered),
+                     "repeated": sum(c[2] for c in ordered),
+                     "avg_latency": sum(c[3] for c in ordered) / calls if calls else None,
+                     "p50": _binned_rank(ordered, calls, 50), "p95": _binned_rank(ordered, calls, 95)})
+    for row in rows:
+        row["error_rate"] = row["errors"] / row["calls"] if row["calls"] else None
+    return sorted(rows, key=lambda r: (-r["calls"], r["capability_name"]))
+
+
+def _binned_rank(ordered_bins: list[list], total: int, percent: int) -> float | None:
+    """The nearest-rank percentile, found in its bin and interpolated between the bin's min and max."""
+    if not total:
+        return None
+    rank = (total * percent + 99) // 100
+    seen = 0
+    for n, _errors, _repeated, _sum, low, high in ordered_bins:
+        if seen + n >= rank:
+            return low if n == 1 else low + (high - low) * (rank - seen - 1) / (n - 1)
+        seen += n
+    return ordered_bins[-1][5]
+
+
+def dashboard(*, window_key: str, now: datetime | None = None, runs: QuerySet | None = None) -> dict:
+    """The dashboard's figures. `runs` narrows every figure to those runs (read from the tables);
+    by default they cover every live operation (runs an evaluation made are left out)."""
     window = WINDOWS.get(window_key) or WINDOWS[DEFAULT_WINDOW]
     now = now or timezone.now()
     start, end, starts = window_bounds(window, now)
+    span = span_for(window, start, now, narrowed=runs is not None)
 
-    # Runs an evaluation made are experiments, not operations: leave them out.
-    live_runs = Run.objects.filter(evaluation__isnull=True)
-    created = live_runs.filter(created_at__gte=start, created_at__lte=end)
-    outcome_rows = _bucketed(created, "created_at", "status", starts, window)
-    finished = live_runs.filter(finished_at__gte=start, finished_at__lte=end, status__in=list(FINISHED_STATUSES))
-    stop_rows = _bucketed(finished, "finished_at", "stop_reason", starts, window)
+    outcome_rows, stop_rows = run_counts(span=span, starts=starts, window=window, runs=runs)
 
     by_reason: dict[str, int] = {}
     for row in stop_rows:
@@ -135,9 +263,10 @@ def dashboard(*, window_key: str, now: datetime | None = None) -> dict:
     budget_stops = {reason.split(":", 1)[1]: n for reason, n in by_reason.items()
                     if reason.startswith("budget_exhausted:")}
 
-    attempts = Attempt.objects.filter(started_at__gte=start, started_at__lte=end, run__evaluation__isnull=True)
-    totals = attempts.aggregate(total=Count("id"), repeated=Count("id", filter=Q(repeated_without_progress=True)))
-    approvals = approval_stats(start=start, end=end)
+    capabilities = attempt_stats(span=span, runs=runs)
+    attempts_total = sum(c["calls"] for c in capabilities)
+    repeated = sum(c["repeated"] for c in capabilities)
+    approvals = approval_stats(start=start, end=end, span=span)
 
     return {
         "window": window,
@@ -154,79 +283,42 @@ def dashboard(*, window_key: str, now: datetime | None = None) -> dict:
         "budget_stop_rate": sum(budget_stops.values()) / finished_total if finished_total else None,
         "stalled": stalled,
         "budget_stops": sorted(budget_stops.items(), key=lambda item: (-item[1], item[0])),
-        "attempts_total": totals["total"],
-        "repeated_attempts": totals["repeated"],
-        "repeated_rate": totals["repeated"] / totals["total"] if totals["total"] else None,
-        "capabilities": capability_stats(attempts=attempts),
+        "attempts_total": attempts_total,
+        "repeated_attempts": repeated,
+        "repeated_rate": repeated / attempts_total if attempts_total else None,
+        "capabilities": capabilities,
         **approvals,
     }
 
 
-def capability_stats(*, attempts: QuerySet[Attempt]) -> list[dict]:
-    """Calls, error rate and p50/p95 latency per capability. Two queries (one on PostgreSQL)."""
-    grouped = attempts.values("capability_name").annotate(
-        calls=Count("id"), errors=Count("id", filter=~Q(status="ok")), avg_latency=Avg("latency_s"))
-    if connection.vendor == "postgresql":
-        grouped = grouped.annotate(p50=PercentileCont("latency_s", 0.5), p95=PercentileCont("latency_s", 0.95))
-    rows = list(grouped.order_by("-calls", "capability_name"))
-    if connection.vendor != "postgresql":
-        found = nearest_rank_percentiles(attempts, "capability_name", "latency_s", (50, 95))
-        for row in rows:
-            row.update({f"p{p}": value for p, value in found.get(row["capability_name"], {}).items()})
-    for row in rows:
-        row["error_rate"] = row["errors"] / row["calls"] if row["calls"] else None
-    return rows
+def approval_stats(*, start: datetime, end: datetime, span: Span | None = None) -> dict:
+    """Requests waiting now, those that lapsed in the window, and how long decisions took.
 
-
-def nearest_rank_percentiles(queryset: QuerySet, group: str | None, value: str,
-                             percents: tuple[int, ...]) -> dict:
-    """{group: {p: value}} by nearest rank, returning only the ranked rows from the database.
-
-    The ranking runs as a window query; the outer query keeps the rows whose rank
-    is ceil(p/100 * n), so the result is (groups x percents) rows at most.
+    Decisions come from the rollup for the whole hours of `span` and from the table for the rest
+    (a decision never changes, so nothing else is live); both as wait bins.
     """
-    partition = [F(group)] if group else []
-    inner = queryset.annotate(
-        _v=F(value),
-        _rn=Window(RowNumber(), partition_by=partition or None, order_by=[F(value).asc(), F("pk").asc()]),
-        _n=Window(Count("pk"), partition_by=partition or None),
-    ).values(*([group] if group else []), "_v", "_rn", "_n").order_by()
-    sql, params = inner.query.sql_with_params()
-    picks = " OR ".join(f"_rn = (_n * {int(p)} + 99) / 100" for p in percents)
-    group_col = f"{connection.ops.quote_name(group)}, " if group else ""
-    wanted = {}
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {group_col}_v, _rn, _n FROM ({sql}) ranked WHERE {picks}", params)
-        for row in cursor.fetchall():
-            key, v, rn, n = (row[0], *row[1:]) if group else (None, *row)
-            for p in percents:
-                if rn == (n * p + 99) // 100:
-                    wanted.setdefault(key, {})[p] = v
-    return wanted
-
-
-def approval_stats(*, start: datetime, end: datetime) -> dict:
-    """Requests waiting now, and how long decisions took for those decided in the window."""
     approvals = Approval.objects.filter(run__evaluation__isnull=True)
     waiting = approvals.filter(state="pending", expires_at__gt=timezone.now()).aggregate(n=Count("id"))["n"]
     # Requests that lapsed undecided in the window (run_finish stamps decided_at when it expires them).
     expired = approvals.filter(state="expired", decided_at__gte=start, decided_at__lte=end).count()
-    decided = approvals.filter(state__in=["approved", "rejected"], decided_at__gte=start, decided_at__lte=end)
-    wait = ExpressionWrapper(F("decided_at") - F("requested_at"), output_field=DurationField())
-    agg = decided.aggregate(n=Count("id"), avg=Avg(wait))
-    median = None
-    if agg["n"]:
-        if connection.vendor == "postgresql":
-            median = decided.aggregate(m=PercentileCont(wait, 0.5, output_field=DurationField()))["m"]
-        else:
-            median = nearest_rank_percentiles(decided.annotate(wait=wait), None, "wait", (50,)).get(None, {}).get(50)
-    return {"approvals_waiting": waiting, "approvals_decided": agg["n"], "approvals_expired": expired,
-            "decision_avg": _as_timedelta(agg["avg"]), "decision_median": _as_timedelta(median)}
-
-
-def _as_timedelta(value) -> timedelta | None:
-    """SQLite hands raw duration expressions back as microseconds."""
-    if value is None or isinstance(value, timedelta):
-        return value
-    return timedelta(microseconds=float(value))
-
+    span = span or Span(start, start, end, 0)
+    recent = approvals.filter(state__in=rollup.DECIDED, decided_at__gte=span.split, decided_at__lte=end)
+    bins = rollup.decision_bins(recent, hour=False)
+    if span.has_rollup:  # one query: the rollup's whole hours and the table's recent rows
+        first, last = span.rollup_hours
+        bins = bins.union(ApprovalRollup.objects.filter(hour__gte=first, hour__lt=last).values("bin").order_by()
+                          .annotate(decisions=Sum("decisions"), wait_sum=Sum("wait_sum"), wait_min=Min("wait_min"),
+                                    wait_max=Max("wait_max")), all=True)
+    merged: dict[int, list] = {}
+    for row in bins:
+        cell = merged.setdefault(row["bin"], [0, 0, 0, 0.0, None, None])
+        cell[0] += row["decisions"]
+        cell[3] += row["wait_sum"] or 0.0
+        cell[4] = row["wait_min"] if cell[4] is None else min(cell[4], row["wait_min"])
+        cell[5] = row["wait_max"] if cell[5] is None else max(cell[5], row["wait_max"])
+    ordered = [merged[b] for b in sorted(merged)]
+    decided = sum(c[0] for c in ordered)
+    median = _binned_rank(ordered, decided, 50)
+    return {"approvals_waiting": waiting, "approvals_decided": decided, "approvals_expired": expired,
+            "decision_avg": timedelta(seconds=sum(c[3] for c in ordered) / decided) if decided else None,
+            "decision_median": timedelta(seconds=median) if median is not None else None}

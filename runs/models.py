@@ -77,17 +77,23 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["status", "-created_at"], name="run_status_created_idx"),
             models.Index(fields=["stop_reason", "-finished_at"], name="run_stop_finished_idx"),
+            # The runs list's capped count under status + stop reason filters, from the index alone.
+            models.Index(fields=["status", "stop_reason"], name="run_status_stop_idx"),
             models.Index(fields=["owner", "-created_at"], name="run_owner_created_idx"),
             models.Index(fields=["planner", "-created_at"], name="run_planner_created_idx"),
-            models.Index(fields=["-created_at"], name="run_created_idx"),
-            models.Index(fields=["finished_at"], name="run_finished_idx"),
+            # The dashboard reads live runs (and their attempts) from the tables: few, whatever the total.
+            models.Index(fields=["evaluation", "created_at", "status", "id"],
+                         condition=Q(status__in=["queued", "running", "awaiting_approval"]), name="run_live_idx"),
+            # Keyset pagination of the runs list: every sort key with the id as tie-break.
+            models.Index(fields=["-created_at", "-id"], name="run_created_id_idx"),
+            models.Index(fields=["finished_at", "id"], name="run_finished_id_idx"),
             # The dashboard counts live runs (evaluation IS NULL) over a time window.
             models.Index(fields=["evaluation", "created_at"], name="run_eval_created_idx"),
             models.Index(fields=["evaluation", "finished_at"], name="run_eval_finished_idx"),
-            # The runs list sorts by these.
-            models.Index(fields=["-tool_calls"], name="run_tool_calls_idx"),
-            models.Index(fields=["-tokens"], name="run_tokens_idx"),
-            models.Index(fields=["-cost"], name="run_cost_idx"),
+            # The runs list sorts by these (keyset: value, then id).
+            models.Index(fields=["tool_calls", "id"], name="run_tool_calls_id_idx"),
+            models.Index(fields=["tokens", "id"], name="run_tokens_id_idx"),
+            models.Index(fields=["cost", "id"], name="run_cost_id_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=values_of(RunStatus)), name="run_status_valid"),
@@ -214,10 +220,15 @@ class Attempt(models.Model):
         ordering = ["started_at", "id"]
         indexes = [
             models.Index(fields=["capability_name", "-started_at"], name="attempt_capability_time_idx"),
-            models.Index(fields=["run", "started_at"], name="attempt_run_time_idx"),
+            # A run's attempts in trace order; with the id, its pages are read from the index alone.
+            models.Index(fields=["run", "started_at", "id"], name="attempt_run_time_id_idx"),
             models.Index(fields=["-started_at"], name="attempt_time_idx"),
             # Repeated signatures within a run (stall highlighting).
             models.Index(fields=["run", "signature_hash"], name="attempt_run_signature_idx"),
+            # "Capability used" filter of the runs list (run ids by capability, or EXISTS), index-only.
+            models.Index(fields=["capability_name", "run"], name="attempt_capability_run_idx"),
+            # A run's calls per capability (trace gauges and filter), index-only.
+            models.Index(fields=["run", "capability_name"], name="attempt_run_capability_idx"),
             # A claiming worker looks for its run's unresolved intents.
             models.Index(fields=["run"], condition=Q(in_flight=True), name="attempt_in_flight_idx"),
         ]
@@ -428,3 +439,6 @@ class EvaluationResult(models.Model):
 
     def __str__(self):
         return f"{self.task} ({self.mode})"
+
+
+from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup  # noqa: E402,F401  (dashboard rollups, runs.rollup)

@@ -9,12 +9,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterator
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import CharField, Count, Exists, Func, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from runs.choices import ApprovalState
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
+from runs.pagination import Ordering
+from runs.querytools import one_of
 
+RUNS_PER_PAGE = 50
+# A filter matching at most this many runs is resolved to their ids first (see _used_capability).
+SELECTIVE_MATCHES = 25_000
 ATTEMPTS_PER_PAGE = 100
 APPROVALS_PER_PAGE = 20
 
@@ -61,6 +67,12 @@ class RunFilters:
     evaluation_runs: str = "hide"  # hide | show | only
 
 
+def run_ordering(sort: str) -> Ordering:
+    """The keyset ordering of a sort key (unknown keys sort newest first). Unfinished runs
+    sort after finished ones by finish time, in either direction."""
+    return Ordering.of(RUN_SORTS.get(sort, RUN_SORTS["-created"]), nullable=frozenset({"finished_at"}))
+
+
 def run_list(*, filters: RunFilters) -> QuerySet[Run]:
     runs = Run.objects.select_related("owner").defer("state", "completion", "planner_config")
     if filters.status == "active":
@@ -96,9 +108,23 @@ def run_list(*, filters: RunFilters) -> QuerySet[Run]:
     if filters.created_to:
         runs = runs.filter(created_at__lte=filters.created_to)
     if filters.capability:
-        # EXISTS per run rides the (run, started_at) index instead of joining every attempt.
-        runs = runs.filter(Exists(Attempt.objects.filter(run=OuterRef("pk"), capability_name=filters.capability)))
-    return runs.order_by(*RUN_SORTS.get(filters.sort, RUN_SORTS["-created"]))
+        runs = runs.filter(_used_capability(filters.capability))
+    return runs.order_by(*run_ordering(filters.sort).order_by())
+
+
+def _used_capability(name: str):
+    """Runs that called this capability.
+
+    While few runs did (up to SELECTIVE_MATCHES, counted on the (capability, run)
+    index), their ids are found first and the runs probed by id, so no sort order can
+    make the database walk a million runs looking for the few that match. Beyond that
+    matches are common, and an EXISTS probe per run along the sort index finds a page
+    quickly.
+    """
+    used_by = Attempt.objects.filter(capability_name=name).order_by().values("run_id").distinct()
+    if used_by[:SELECTIVE_MATCHES + 1].count() <= SELECTIVE_MATCHES:
+        return one_of(Run, "id", used_by)
+    return Q(Exists(Attempt.objects.filter(run=OuterRef("pk"), capability_name=name)))
 
 
 # --- One run's trace -------------------------------------------------------------
@@ -123,8 +149,11 @@ def run_revisions(*, run: Run) -> list[PlanRevision]:
 
 def run_steps(*, run: Run) -> list[Step]:
     """All steps of a run (bounded by the plan-size budget) with their attempt counts."""
+    # A count per step from the (step, number) index, not a join of every attempt grouped by step.
+    counts = (Attempt.objects.filter(step=OuterRef("pk")).order_by().values("step")
+              .annotate(n=Count("*")).values("n"))
     return list(Step.objects.filter(run=run).select_related("revision", "capability_version")
-                .annotate(attempt_count=Count("attempts")).order_by("revision__number", "index"))
+                .annotate(attempt_count=Coalesce(Subquery(counts), 0)).order_by("revision__number", "index"))
 
 
 def run_attempts(*, run: Run) -> QuerySet[Attempt]:
@@ -133,6 +162,17 @@ def run_attempts(*, run: Run) -> QuerySet[Attempt]:
 
     return with_review_fields(Attempt.objects.filter(run=run).select_related("step", "decision", "output_ref")
                               .defer("output", "output_ref__content", "decision__usage").order_by("started_at", "id"))
+
+
+def run_attempt_ids(*, run: Run) -> QuerySet:
+    """A run's attempt ids in trace order: paged (COUNT and OFFSET) on the (run, started_at, id)
+    index alone, so a late page of 50,000 attempts reads ids, not 50,000 rows."""
+    return Attempt.objects.filter(run=run).order_by("started_at", "id").values_list("id", flat=True)
+
+
+def attempts_in_order(*, run: Run, ids) -> list[Attempt]:
+    """The attempts with these ids (a list, or a sliced run_attempt_ids queryset) in trace order."""
+    return list(run_attempts(run=run).filter(pk__in=ids))
 
 
 def attempt_position(*, run: Run, uid: str) -> int | None:
@@ -145,7 +185,8 @@ def attempt_position(*, run: Run, uid: str) -> int | None:
 
 
 def run_capability_calls(*, run: Run) -> dict[str, int]:
-    rows = Attempt.objects.filter(run=run).values("capability_name").annotate(n=Count("id")).order_by()
+    # COUNT(*), not COUNT(id): the (run, capability_name) index answers it alone.
+    rows = Attempt.objects.filter(run=run).values("capability_name").annotate(n=Count("*")).order_by()
     return {row["capability_name"]: row["n"] for row in rows}
 
 
@@ -353,10 +394,46 @@ def _decorate_expiry(approval: Approval) -> None:
 # --- Trace download -----------------------------------------------------------------
 
 
-def trace_attempts(*, run: Run, chunk_size: int = 500) -> Iterator[Attempt]:
-    """Every attempt with its decision, fetched in chunks so 5,000 stay cheap in memory."""
-    return (Attempt.objects.filter(run=run).select_related("decision", "step").order_by("started_at", "id")
-            .iterator(chunk_size=chunk_size))
+TRACE_ATTEMPT_COLUMNS = (
+    "uid", "step__key", "step__revision_id", "number", "kind", "capability_name", "capability_version_id", "signature", "signature_hash",
+    "idempotency_key", "started_text", "ended_text", "latency_s", "trace_id", "span_id", "repeated_without_progress",
+    "status", "state_changed", "output_json", "output_ref_id", "error_code", "error_category", "error_message",
+    "retry_guidance", "retry_after_s", "side_effect_status", "decision__id", "decision__decision",
+    "decision__reason", "usage_json", "decided_text")
+
+
+def trace_attempt_rows(*, run: Run, chunk_size: int = 2000) -> Iterator[tuple]:
+    """Every attempt with its decision as plain tuples (TRACE_ATTEMPT_COLUMNS), in chunks.
+
+    Outputs and usage come back as the database's JSON text, to be written out as
+    they are: no parse and re-serialise of every output, no model instances.
+    """
+    from django.db.models import TextField
+    from django.db.models.functions import Cast
+
+    return (Attempt.objects.filter(run=run).order_by("started_at", "id")
+            .annotate(output_json=Cast("output", TextField()), usage_json=Cast("decision__usage", TextField()),
+                      started_text=IsoText("started_at"), ended_text=IsoText("ended_at"),
+                      decided_text=IsoText("decision__created_at"))
+            .values_list(*TRACE_ATTEMPT_COLUMNS).iterator(chunk_size=chunk_size))
+
+
+class IsoText(Func):
+    """A timestamp as ISO 8601 UTC text with microseconds ("2026-12-01T15:00:00.123456Z"), made by
+    the database: parsing 100,000 timestamps into datetimes only to format them again was a third
+    of the trace download's time."""
+
+    output_field = CharField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"to_char({sql} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')", params
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        # Django stores UTC as "YYYY-MM-DD HH:MM:SS[.ffffff]".
+        sql, params = compiler.compile(self.source_expressions[0])
+        return (f"(replace(substr({sql}, 1, 19), ' ', 'T') || '.' || "
+                f"substr(coalesce(nullif(substr({sql}, 21, 6), ''), '') || '000000', 1, 6) || 'Z')"), params
 
 
 def trace_decisions_without_attempt(*, run: Run) -> QuerySet[Decision]:

@@ -78,6 +78,7 @@ def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None
                stall_kind: str = "") -> None:
     """Record why a run stopped and close what it left open. Call inside a transaction."""
     now = now or timezone.now()
+    was_finished = run.is_finished
     run.status = status
     run.stop_reason = stop_reason
     run.stop_detail = detail
@@ -92,11 +93,14 @@ def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None
     # Only the fields a stop owns: a full save would overwrite what others changed meanwhile.
     run.save(update_fields=["status", "stop_reason", "stop_detail", "stall_kind", "stop_attempt", "finished_at",
                             "lease_owner", "lease_expires_at", "next_action_at", "state", "updated_at"])
-    run_close_open_records(run_id=run.pk, now=now)
+    run_close_open_records(run_id=run.pk, now=now, newly_finished=not was_finished)
 
 
-def run_close_open_records(*, run_id: int, now) -> None:
-    """What a finished run leaves open: pending approvals, and intents whose outcome never came."""
+def run_close_open_records(*, run_id: int, now, newly_finished: bool = True) -> None:
+    """What a finished run leaves open: pending approvals, and intents whose outcome never came.
+
+    Call once the run row says it finished; `newly_finished` False when it had finished before
+    (it is then counted on the dashboard already)."""
     from runs.models import Attempt
 
     # Nobody may approve a step of a finished run.
@@ -109,6 +113,11 @@ def run_close_open_records(*, run_id: int, now) -> None:
         in_flight=False, ended_at=now,
         error_message="The worker making this call was lost and the run ended before its outcome was resolved: "
                       "the side effect may or may not have happened.")
+    if newly_finished:
+        # The dashboard's counts of this run and its attempts, in this same transaction.
+        from runs import rollup
+
+        rollup.record_run_finished(run_id=run_id)
 
 
 @transaction.atomic
@@ -141,6 +150,9 @@ def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         raise Conflict(f"Already {approval.state} by {who} at {approval.decided_at:%Y-%m-%d %H:%M:%S} UTC.")
     approval.refresh_from_db()
+    from runs import rollup
+
+    rollup.record_decision(approval.pk)  # time to decision on the dashboard, in this transaction
     if approval.step_id:
         Step.objects.filter(pk=approval.step_id).update(approval_state=new_state)
     # Out of awaiting_approval in the same transaction: if the wake-up below is lost (broker

@@ -6,6 +6,7 @@ through runs.services. htmx requests get the page's partial ("page.html#name").
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import replace
 from functools import wraps
 
@@ -29,6 +30,7 @@ from runs import selectors, services, trace_review
 from runs.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
 from runs.trace_review import TraceFilters
 from runs.models import Approval, Attempt, Planner, Run
+from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
 
 APPROVALS_CHANGED_EVENT = "approvals-changed"
 
@@ -60,6 +62,15 @@ def _page_number(request, name="page") -> str:
 
 
 # --- Runs list -----------------------------------------------------------------------
+
+
+def _page_int(request) -> int:
+    """The page number shown (and, without a cursor, served by OFFSET); junk means page 1, and
+    no page lies beyond the millionth (an OFFSET the database could not even hold)."""
+    try:
+        return min(max(1, int(request.GET.get("page") or 1)), 1_000_000)
+    except ValueError:
+        return 1
 
 
 SORT_CHOICES = [("-created", "newest first"), ("created", "oldest first"), ("-finished", "finished, latest first"),
@@ -137,9 +148,14 @@ def run_list(request):
     else:
         filters = selectors.RunFilters()
     filters = replace(filters, evaluation_runs=preference)
-    page = Paginator(selectors.run_list(filters=filters), 50).get_page(_page_number(request))
+    try:
+        page = keyset_page(selectors.run_list(filters=filters), ordering=selectors.run_ordering(filters.sort),
+                           per_page=selectors.RUNS_PER_PAGE, after=request.GET.get("after"),
+                           before=request.GET.get("before"), number=_page_int(request))
+    except InvalidCursor as exc:
+        return forbidden(request, str(exc), status=400)
     live = any(run.status in selectors.LIVE_STATUSES for run in page.object_list)
-    context = {"form": form, "page": page, "live": live, "sort": filters.sort,
+    context = {"form": form, "page": page, "live": live, "sort": filters.sort, "count_cap": COUNT_CAP,
                "filtered": any(v for k, v in vars(filters).items() if k not in ("sort", "evaluation_runs")),
                "evaluation_runs": preference}
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
@@ -233,14 +249,17 @@ def run_detail(request, run_id: int):
     # A filter value the trace does not know is a bad link: say so (400), show the whole trace.
     status = 400 if bound and not filter_form.is_valid() else 200
     trace_filters = filter_form.filters()
-    attempts_qs = trace_review.filter_attempts(selectors.run_attempts(run=run), trace_filters)
+    # Paged by id on the (run, started_at, id) index, then the page's rows are read.
+    attempt_ids = trace_review.filter_attempts(selectors.run_attempt_ids(run=run), trace_filters)
     page_number = _page_number(request, "attempts_page")
     if request.GET.get("attempt"):
         position = selectors.attempt_position(run=run, uid=request.GET["attempt"]) if not trace_filters.active \
             else None
         if position is not None:
             page_number = position // selectors.ATTEMPTS_PER_PAGE + 1
-    attempts_page = Paginator(attempts_qs, selectors.ATTEMPTS_PER_PAGE).get_page(page_number)
+    attempts_page = Paginator(attempt_ids, selectors.ATTEMPTS_PER_PAGE).get_page(page_number)
+    # The page's ids stay a subquery: one query reads the page's rows by id.
+    attempts_page.object_list = selectors.attempts_in_order(run=run, ids=attempts_page.object_list)
     revisions = selectors.run_revisions(run=run)
     revision_numbers = {rev.pk: rev.number for rev in revisions}
     for rev in revisions:
@@ -376,13 +395,7 @@ def _trace_chunks(run: Run):
             "expected_outcome": step.expected_outcome, "depends_on": step.depends_on, "status": step.status,
             "approval_state": step.approval_state})
     yield '], "attempts": ['
-    buffer = []
-    for i, attempt in enumerate(selectors.trace_attempts(run=run)):
-        buffer.append(("," if i else "") + _dumps(_attempt_dict(attempt, revision_numbers)))
-        if len(buffer) >= 200:
-            yield "".join(buffer)
-            buffer = []
-    yield "".join(buffer)
+    yield from _trace_attempts_json(run, revision_numbers)
     yield '], "decisions_without_attempt": ['
     for i, decision in enumerate(selectors.trace_decisions_without_attempt(run=run)):
         yield ("," if i else "") + _dumps(_decision_dict(decision))
@@ -419,30 +432,52 @@ def _decision_dict(decision) -> dict:
             "created_at": decision.created_at}
 
 
-def _attempt_dict(attempt: Attempt, revision_numbers: dict[int, int]) -> dict:
-    try:
-        decision = _decision_dict(attempt.decision)
-    except Attempt.decision.RelatedObjectDoesNotExist:
+def _trace_attempts_json(run: Run, revision_numbers: dict[int, int], rows_per_chunk: int = 200):
+    """The attempts array's items, a chunk per `rows_per_chunk` attempts.
+
+    Rows come as tuples with outputs as the database's own JSON text; that text is
+    put in place of a per-download random marker after the rest is serialised, so an
+    output is never parsed and serialised again (the download runs at the rate the
+    rows are read). The marker cannot occur in the data: it is new for each download.
+    """
+    token = uuid.uuid4().hex
+    output_mark, usage_mark = f"\x00{token}o", f"\x00{token}u"
+    output_quoted, usage_quoted = _dumps(output_mark), _dumps(usage_mark)
+    output_url = reverse("runs:output", args=[run.pk, token]).replace(token, "{}")
+    buffer = []
+    for i, row in enumerate(selectors.trace_attempt_rows(run=run)):
+        a = dict(zip(selectors.TRACE_ATTEMPT_COLUMNS, row))
         decision = None
-    return {
-        "uid": attempt.uid, "step": attempt.step.key, "number": attempt.number, "kind": attempt.kind,
-        # The same unique label as the trace page: r2·s1#1.
-        "label": trace_review.attempt_label(revision_numbers.get(attempt.step.revision_id), attempt.step.key,
-                                            attempt.number),
-        "capability": attempt.capability_name, "capability_version_id": attempt.capability_version_id,
-        "signature": attempt.signature, "signature_hash": attempt.signature_hash,
-        "idempotency_key": attempt.idempotency_key, "started_at": attempt.started_at, "ended_at": attempt.ended_at,
-        "latency_s": attempt.latency_s, "trace_id": attempt.trace_id, "span_id": attempt.span_id,
-        "repeated_without_progress": attempt.repeated_without_progress,
-        "observation": {
-            "status": attempt.status, "state_changed": attempt.state_changed, "output": attempt.output,
-            "output_ref": reverse("runs:output", args=[attempt.run_id, attempt.uid]) if attempt.output_ref_id else None,
-            "error_code": attempt.error_code or None, "error_category": attempt.error_category or None,
-            "error_message": attempt.error_message, "retry_guidance": attempt.retry_guidance,
-            "retry_after_s": attempt.retry_after_s, "side_effect": attempt.side_effect_status,
-        },
-        "decision": decision,
-    }
+        if a["decision__id"] is not None:
+            decision = {"decision": a["decision__decision"], "reason": a["decision__reason"], "usage": usage_mark,
+                        "created_at": a["decided_text"]}
+        text = _dumps({
+            "uid": a["uid"], "step": a["step__key"], "number": a["number"], "kind": a["kind"],
+            # The same unique label as the trace page: r2·s1#1.
+            "label": trace_review.attempt_label(revision_numbers.get(a["step__revision_id"]), a["step__key"],
+                                                a["number"]),
+            "capability": a["capability_name"], "capability_version_id": a["capability_version_id"],
+            "signature": a["signature"], "signature_hash": a["signature_hash"],
+            "idempotency_key": a["idempotency_key"], "started_at": a["started_text"], "ended_at": a["ended_text"],
+            "latency_s": a["latency_s"], "trace_id": a["trace_id"], "span_id": a["span_id"],
+            "repeated_without_progress": a["repeated_without_progress"],
+            "observation": {
+                "status": a["status"], "state_changed": a["state_changed"], "output": output_mark,
+                "output_ref": output_url.format(a["uid"]) if a["output_ref_id"] else None,
+                "error_code": a["error_code"] or None, "error_category": a["error_category"] or None,
+                "error_message": a["error_message"], "retry_guidance": a["retry_guidance"],
+                "retry_after_s": a["retry_after_s"], "side_effect": a["side_effect_status"],
+            },
+            "decision": decision,
+        })
+        text = text.replace(output_quoted, a["output_json"] or "null", 1)
+        if decision is not None:
+            text = text.replace(usage_quoted, a["usage_json"] or "null", 1)
+        buffer.append(("," if i else "") + text)
+        if len(buffer) >= rows_per_chunk:
+            yield "".join(buffer)
+            buffer = []
+    yield "".join(buffer)
 
 
 @permission_needed("runs.cancel_run", "cancel runs")

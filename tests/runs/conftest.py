@@ -33,6 +33,7 @@ def make_capability(db):
 def make_run(db, operator):
     from django.utils import timezone
 
+    from runs import rollup
     from runs.models import Run
 
     def make(*, owner=None, goal="Find the travel policy", status="running", stop_reason="", created_at=None,
@@ -51,6 +52,7 @@ def make_run(db, operator):
         if created_at is not None:
             Run.objects.filter(pk=run.pk).update(created_at=created_at)
             run.created_at = created_at
+        rollup.record_run_finished(run_id=run.pk)  # as runs.services.run_finish does; nothing for a live run
         return run
 
     return make
@@ -87,6 +89,7 @@ def make_step(db):
 def make_attempt(db):
     from django.utils import timezone
 
+    from runs import rollup
     from runs.models import Attempt, Decision
 
     def make(step, *, number=1, status="ok", error_code="", signature_hash=None, started_at=None, latency_s=0.2,
@@ -104,6 +107,8 @@ def make_attempt(db):
         if decision:
             Decision.objects.create(run=step.run, attempt=attempt, decision=decision, reason=decision_reason,
                                     usage={"tool_calls": number, "tokens": 100})
+        # Factories add attempts after their run was made finished: count them as its finish would have.
+        rollup.record_attempts(Attempt.objects.filter(pk=attempt.pk))
         return attempt
 
     return make

@@ -93,7 +93,7 @@ class TestRunList:
         response = client_for(viewer).get(self.url, {"status": "stopped", "sort": "-tokens"})
         body = response.content.decode()
         assert "Page 1 of 2" in body
-        assert 'href="?status=stopped&amp;sort=-tokens&amp;page=2"' in body
+        assert 'href="?status=stopped&amp;sort=-tokens&amp;page=2&amp;after=' in body
         page2 = client_for(viewer).get(self.url, {"status": "stopped", "page": 2}).content.decode()
         assert "Page 2 of 2" in page2
 

@@ -1,0 +1,76 @@
+"""Pre-aggregated counts for the dashboard (maintained by runs.rollup).
+
+Hour grain: `hour` is whole hours since the Unix epoch (UTC), so any window
+aligned to an hour (24 h, 7 d, 30 d) reads at most (hours x categories) rows,
+whatever the number of runs and attempts. Only live operations are counted
+(runs an evaluation made are left out), and only once a run has finished: a
+finished run never changes again, so its rows are written once, exactly.
+"""
+from __future__ import annotations
+
+from django.db import models
+
+
+class RunRollup(models.Model):
+    """Finished runs per hour: by final status (hour created) or by stop reason (hour finished)."""
+
+    CREATED = "created"
+    FINISHED = "finished"
+
+    kind = models.CharField(max_length=10, choices=[(CREATED, CREATED), (FINISHED, FINISHED)])
+    hour = models.IntegerField()
+    category = models.CharField(max_length=40)
+    runs = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kind", "hour", "category"], name="run_rollup_key")]
+
+    def __str__(self):
+        return f"{self.kind} h{self.hour} {self.category}: {self.runs}"
+
+
+class AttemptRollup(models.Model):
+    """Attempts of finished runs per (hour started, capability, latency bin).
+
+    The latency bin is floor(ln(latency_s) * runs.rollup.BINS_PER_E): percentiles
+    are read from these bins (rank by rank, interpolated between the bin's own
+    minimum and maximum), so they are exact when a bin holds one distinct value
+    and within a bin's width (about 10 %) otherwise.
+    """
+
+    hour = models.IntegerField()
+    capability_name = models.CharField(max_length=80)
+    bin = models.IntegerField()
+    attempts = models.PositiveBigIntegerField(default=0)
+    errors = models.PositiveBigIntegerField(default=0)
+    repeated = models.PositiveBigIntegerField(default=0)
+    latency_sum = models.FloatField(default=0.0)
+    latency_min = models.FloatField()
+    latency_max = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hour", "capability_name", "bin"], name="attempt_rollup_key")]
+
+    def __str__(self):
+        return f"h{self.hour} {self.capability_name} bin {self.bin}: {self.attempts}"
+
+
+class ApprovalRollup(models.Model):
+    """Decisions (approved or rejected) per (hour decided, bin of the wait): time to decision.
+
+    Written in the transaction that records the decision (runs.services.approval_decide);
+    a decision never changes afterwards. Bins as in AttemptRollup, over seconds waited.
+    """
+
+    hour = models.IntegerField()
+    bin = models.IntegerField()
+    decisions = models.PositiveBigIntegerField(default=0)
+    wait_sum = models.FloatField(default=0.0)
+    wait_min = models.FloatField()
+    wait_max = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hour", "bin"], name="approval_rollup_key")]
+
+    def __str__(self):
+        return f"h{self.hour} bin {self.bin}: {self.decisions}"

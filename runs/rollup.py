@@ -1,0 +1,169 @@
+"""The dashboard's rollup: finished runs and their attempts, counted per hour.
+
+Written once per run, in the transaction that finishes it (runs.services.run_finish):
+two counters for the run, and one grouped INSERT ... SELECT over its attempts; and once
+per approval decision, in the transaction that records it (runs.services.approval_decide). Nothing
+is added per pass, so the step loop pays nothing for the dashboard. Runs still live,
+and the current hour, are read from the run and attempt tables themselves
+(runs.dashboard), so the figures are exact at every moment.
+
+Both PostgreSQL and SQLite (3.24+) take `INSERT ... ON CONFLICT DO UPDATE`.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.db.models import Count, F, FloatField, Func, IntegerField, Max, Min, Q, QuerySet, Sum, Value
+from django.db.models.functions import Cast, Floor, Greatest, Ln
+
+from runs.choices import FINISHED_STATUSES
+from runs.models import Approval, Attempt, Run
+from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup
+
+HOUR_S = 3600
+# Latency bins per factor e: 10 makes each bin ~10 % wide (percentiles interpolate within it).
+BINS_PER_E = 10
+# Latencies below this share the lowest bin (ln(0) is undefined).
+MIN_LATENCY_S = 1e-4
+
+
+class EpochHour(Func):
+    """Whole hours since the Unix epoch (UTC) of a timestamp, exactly (no float rounding)."""
+
+    output_field = IntegerField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"CAST(FLOOR(EXTRACT(EPOCH FROM {sql}) / {HOUR_S}) AS INTEGER)", params
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"(CAST(strftime('%%s', {sql}) AS INTEGER) / {HOUR_S})", params
+
+
+def log_bin(expression):
+    """The bin of a positive duration in seconds: floor(ln(seconds) * BINS_PER_E)."""
+    return Cast(Floor(Ln(Greatest(expression, Value(MIN_LATENCY_S, output_field=FloatField()))) * BINS_PER_E),
+                IntegerField())
+
+
+def latency_bin():
+    return log_bin(F("latency_s"))
+
+
+class SecondsBetween(Func):
+    """Seconds from one timestamp to another, as a float."""
+
+    output_field = FloatField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        (earlier, p1), (later, p2) = (compiler.compile(e) for e in self.source_expressions)
+        return f"EXTRACT(EPOCH FROM ({later} - {earlier}))::float", (*p2, *p1)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        (earlier, p1), (later, p2) = (compiler.compile(e) for e in self.source_expressions)
+        return f"((julianday({later}) - julianday({earlier})) * 86400.0)", (*p2, *p1)
+
+
+def hour_of(moment: datetime) -> int:
+    return int(moment.timestamp()) // HOUR_S
+
+
+def attempt_bins(attempts: QuerySet[Attempt], *, hour: bool) -> QuerySet:
+    """Attempts grouped by (hour started,) capability and latency bin, with the rollup's measures.
+
+    The same grouping feeds the rollup and the dashboard's reads of live data, so
+    both sides always agree on what a bin is.
+    """
+    keys = {"bin": latency_bin()}
+    if hour:
+        keys = {"hour": EpochHour("started_at"), **keys}
+    return (attempts.annotate(**keys).values(*keys, "capability_name").order_by()
+            .annotate(attempts=Count("id"), errors=Count("id", filter=~Q(status="ok")),
+                      repeated=Count("id", filter=Q(repeated_without_progress=True)),
+                      latency_sum=Sum("latency_s"), latency_min=Min("latency_s"), latency_max=Max("latency_s")))
+
+
+def decision_bins(approvals: QuerySet, *, hour: bool) -> QuerySet:
+    """Decided approvals grouped by (hour decided,) bin of the wait, with the rollup's measures."""
+    wait = SecondsBetween("requested_at", "decided_at")
+    keys = {"bin": log_bin(wait)}
+    if hour:
+        keys = {"hour": EpochHour("decided_at"), **keys}
+    return (approvals.annotate(wait=wait, **keys).values(*keys).order_by()
+            .annotate(decisions=Count("id"), wait_sum=Sum("wait"), wait_min=Min("wait"), wait_max=Max("wait")))
+
+
+def _fold(grouped: QuerySet, model, *, keys: list[str], sums: list[str], low: str = "", high: str = "") -> None:
+    """Add grouped rows to a rollup table: one INSERT ... SELECT ... ON CONFLICT DO UPDATE."""
+    columns = [*keys, *sums, *filter(None, (low, high))]
+    sql, params = (grouped if grouped.query.combinator else grouped.values_list(*columns)).query.sql_with_params()
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    cols = ", ".join(quote(c) for c in columns)
+    least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
+    updates = ", ".join([f"{c} = {table}.{c} + EXCLUDED.{c}" for c in sums]
+                        + ([f"{low} = {least}({table}.{low}, EXCLUDED.{low})"] if low else [])
+                        + ([f"{high} = {greatest}({table}.{high}, EXCLUDED.{high})"] if high else []))
+    key = ", ".join(keys)
+    # "WHERE true": SQLite needs it to parse ON CONFLICT after INSERT ... SELECT. ORDER BY the key:
+    # transactions folding at once then lock shared rows in one order, and queue instead of deadlocking.
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ({sql}) AS grouped WHERE true "
+                       f"ORDER BY {key} ON CONFLICT ({key}) DO UPDATE SET {updates}", params)
+
+
+def _fold_attempts(attempts: QuerySet[Attempt]) -> None:
+    _fold(attempt_bins(attempts, hour=True), AttemptRollup, keys=["hour", "capability_name", "bin"],
+          sums=["attempts", "errors", "repeated", "latency_sum"], low="latency_min", high="latency_max")
+
+
+def _fold_decisions(approvals: QuerySet) -> None:
+    _fold(decision_bins(approvals, hour=True), ApprovalRollup, keys=["hour", "bin"], sums=["decisions", "wait_sum"],
+          low="wait_min", high="wait_max")
+
+
+DECIDED = ["approved", "rejected"]
+
+
+def record_decision(approval_id: int) -> None:
+    """Count an approval just approved or rejected. Call in the transaction that decides it."""
+    _fold_decisions(Approval.objects.filter(pk=approval_id, state__in=DECIDED, run__evaluation__isnull=True))
+
+
+def _run_counts(runs: QuerySet[Run]) -> QuerySet:
+    """Finished runs as rollup rows: (created, hour created, status) and (finished, hour finished, stop reason)."""
+    finished = runs.filter(evaluation__isnull=True, status__in=list(FINISHED_STATUSES), finished_at__isnull=False)
+
+    def rows(kind: str, moment: str, category: str) -> QuerySet:
+        return (finished.annotate(kind=Value(kind), hour=EpochHour(moment), category=F(category))
+                .values("kind", "hour", "category").order_by().annotate(runs=Count("id")))
+
+    return rows(RunRollup.CREATED, "created_at", "status").union(rows(RunRollup.FINISHED, "finished_at", "stop_reason"),
+                                                                 all=True)
+
+
+def record_run_finished(*, run_id: int) -> None:
+    """Count a run that has just finished, with its attempts: two statements, read from the run's
+    row as it now stands. Call in the transaction that finishes it, once."""
+    _fold(_run_counts(Run.objects.filter(pk=run_id)), RunRollup, keys=["kind", "hour", "category"], sums=["runs"])
+    _fold_attempts(Attempt.objects.filter(run_id=run_id, run__evaluation__isnull=True))
+
+
+def record_attempts(attempts: QuerySet[Attempt]) -> None:
+    """Add attempts recorded after their run finished (data loaded by hand, tests' factories)."""
+    _fold_attempts(attempts.filter(run__evaluation__isnull=True, run__status__in=list(FINISHED_STATUSES)))
+
+
+@transaction.atomic
+def rebuild() -> None:
+    """Recount everything from the run and attempt tables (after a bulk load or a restore)."""
+    RunRollup.objects.all().delete()
+    AttemptRollup.objects.all().delete()
+    ApprovalRollup.objects.all().delete()
+    finished = Run.objects.filter(evaluation__isnull=True, status__in=list(FINISHED_STATUSES),
+                                  finished_at__isnull=False)
+    _fold(_run_counts(Run.objects.all()), RunRollup, keys=["kind", "hour", "category"], sums=["runs"])
+    _fold_attempts(Attempt.objects.filter(run__in=finished.values("pk")))
+    _fold_decisions(Approval.objects.filter(state__in=DECIDED, run__evaluation__isnull=True))
