@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('capabilities', '0003_i13a_stdio_mcp_permission'),
-        ('runs', '0005_i10_lease_token_and_intents'),
+        ('runs', '0006_i13b_manage_all_runs'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
