@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from capabilities.models import Capability
+from runs import otel
 from runs.choices import FINISHED_STATUSES, RunStatus
 from runs.models import Run
 from runs.persistence import DjangoApprovalBook, record_transition
@@ -128,6 +129,7 @@ def _commit(run: Run, worker: str, transition: Transition) -> None:
         record_transition(run, transition)
         Run.objects.filter(pk=run.pk, lease_owner=worker).update(
             lease_expires_at=timezone.now() + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS))
+        otel.export_transition_on_commit(run, transition)
 
 
 def sweep_overdue_runs(now=None) -> int:

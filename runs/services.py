@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from agentops.models import AuditAction
 from agentops.services import Conflict, InvalidInput, NotAllowed, audit
+from runs import otel
 from runs.choices import ApprovalState, RunStatus
 from runs.models import Approval, Run, Step
 
@@ -72,6 +73,7 @@ def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None
     if run.state:
         run.state = {**run.state, "status": status, "stop_reason": stop_reason, "stop_detail": detail}
     run.save()
+    otel.export_run_on_commit(run.pk)
     # Nobody may approve a step of a finished run.
     Approval.objects.filter(run=run, state=ApprovalState.PENDING).update(state=ApprovalState.EXPIRED, decided_at=now)
     Step.objects.filter(run=run, approval_state=ApprovalState.PENDING).update(approval_state=ApprovalState.EXPIRED)

@@ -98,7 +98,49 @@ def worker_env() -> dict[str, str]:
     else:
         env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    # Every worker exports its runs over OTLP to the test receiver's port: when no receiver
+    # listens there, that is the dead-collector case, which must never slow or fail a run.
+    env.setdefault("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{otlp_port()}")
+    env.setdefault("OTEL_EXPORTER_OTLP_TIMEOUT", "2")
+    env.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")
     return env
+
+
+def otlp_port() -> int:
+    return int(os.environ.get("AGENTOPS_TEST_OTLP_PORT", "14318"))
+
+
+@pytest.fixture(scope="session")
+def otlp_receiver():
+    """A real OTLP/HTTP receiver (tests/otlp_receiver.py) on the port workers export to."""
+    import json
+    import urllib.request
+
+    port = otlp_port()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "otlp_receiver.py"), str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def spans(trace_id=""):
+        with urllib.request.urlopen(f"{base}/spans?trace_id={trace_id}", timeout=5) as response:
+            return json.loads(response.read())
+
+    try:
+        wait_until(lambda: _answers(f"{base}/health"), timeout=20, message="the OTLP receiver")
+        yield type("Receiver", (), {"url": base, "spans": staticmethod(spans), "process": proc})
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _answers(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _purge_broker():
