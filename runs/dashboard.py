@@ -115,13 +115,16 @@ def bucket_label(moment: datetime, window: TimeWindow) -> str:
     return local.strftime("%b %d")
 
 
-def dashboard(*, window_key: str, now: datetime | None = None) -> dict:
+def dashboard(*, window_key: str, now: datetime | None = None, labels: tuple = ()) -> dict:
+    """labels: ((key, value or None), ...) narrows every figure to runs carrying them (runs.labels)."""
+    from runs.labels import runs_with_labels
+
     window = WINDOWS.get(window_key) or WINDOWS[DEFAULT_WINDOW]
     now = now or timezone.now()
     start, end, starts = window_bounds(window, now)
 
     # Runs an evaluation made are experiments, not operations: leave them out.
-    live_runs = Run.objects.filter(evaluation__isnull=True)
+    live_runs = runs_with_labels(Run.objects.filter(evaluation__isnull=True), labels)
     created = live_runs.filter(created_at__gte=start, created_at__lte=end)
     outcome_rows = _bucketed(created, "created_at", "status", starts, window)
     finished = live_runs.filter(finished_at__gte=start, finished_at__lte=end, status__in=list(FINISHED_STATUSES))
@@ -136,8 +139,10 @@ def dashboard(*, window_key: str, now: datetime | None = None) -> dict:
                     if reason.startswith("budget_exhausted:")}
 
     attempts = Attempt.objects.filter(started_at__gte=start, started_at__lte=end, run__evaluation__isnull=True)
+    if labels:
+        attempts = attempts.filter(run__in=live_runs.values("pk"))
     totals = attempts.aggregate(total=Count("id"), repeated=Count("id", filter=Q(repeated_without_progress=True)))
-    approvals = approval_stats(start=start, end=end)
+    approvals = approval_stats(start=start, end=end, runs=live_runs if labels else None)
 
     return {
         "window": window,
@@ -204,9 +209,11 @@ def nearest_rank_percentiles(queryset: QuerySet, group: str | None, value: str,
     return wanted
 
 
-def approval_stats(*, start: datetime, end: datetime) -> dict:
+def approval_stats(*, start: datetime, end: datetime, runs: QuerySet | None = None) -> dict:
     """Requests waiting now, and how long decisions took for those decided in the window."""
     approvals = Approval.objects.filter(run__evaluation__isnull=True)
+    if runs is not None:
+        approvals = approvals.filter(run__in=runs.values("pk"))
     waiting = approvals.filter(state="pending").aggregate(n=Count("id"))["n"]
     decided = approvals.filter(state__in=["approved", "rejected"], decided_at__gte=start, decided_at__lte=end)
     wait = ExpressionWrapper(F("decided_at") - F("requested_at"), output_field=DurationField())

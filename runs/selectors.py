@@ -11,6 +11,7 @@ from typing import Any, Iterator
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
+from runs import search
 from runs.choices import ApprovalState
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 
@@ -50,6 +51,10 @@ class RunFilters:
     created_from: datetime | None = None
     created_to: datetime | None = None
     sort: str = "-created"
+    # Search (runs.search): labels as ((key, value or None), ...), goal text, stall kind.
+    labels: tuple = ()
+    goal: str = ""
+    stall_kind: str = ""
 
 
 def run_list(*, filters: RunFilters) -> QuerySet[Run]:
@@ -69,6 +74,7 @@ def run_list(*, filters: RunFilters) -> QuerySet[Run]:
     if filters.capability:
         # EXISTS per run rides the (run, started_at) index instead of joining every attempt.
         runs = runs.filter(Exists(Attempt.objects.filter(run=OuterRef("pk"), capability_name=filters.capability)))
+    runs = search.apply_search(runs, filters)
     return runs.order_by(*RUN_SORTS.get(filters.sort, RUN_SORTS["-created"]))
 
 

@@ -16,3 +16,11 @@ urlpatterns = [
     path("<int:run_id>/attempts/<str:uid>/", views.attempt_detail, name="attempt"),
     path("<int:run_id>/attempts/<str:uid>/output.json", views.attempt_output, name="output"),
 ]
+
+# Saved views of the runs list (runs.search).
+from runs import views_search  # noqa: E402
+
+urlpatterns += [
+    path("views/save/", views_search.saved_view_save, name="saved_view_save"),
+    path("views/<int:view_id>/delete/", views_search.saved_view_delete, name="saved_view_delete"),
+]

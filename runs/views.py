@@ -23,7 +23,7 @@ from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from agentops.services import NotAllowed, ServiceError
 from runs import dashboard as dashboard_data
-from runs import selectors, services
+from runs import search, selectors, services
 from runs.choices import RunStatus, StopReason
 from runs.models import Approval, Attempt, Planner, Run
 
@@ -76,16 +76,28 @@ class RunFilterForm(forms.Form):
     created_to = forms.DateTimeField(label="Created to", required=False,
                                      widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     sort = forms.ChoiceField(label="Sort by", choices=SORT_CHOICES, required=False)
+    labels = forms.CharField(label="Labels", required=False, max_length=1000,
+                             widget=forms.TextInput(attrs={"placeholder": "team=payments, agent"}))
+    goal = forms.CharField(label="Goal contains", required=False, max_length=200)
 
     def __init__(self, *args, **kwargs):
         from capabilities.models import Capability
 
         super().__init__(*args, **kwargs)
+        search.add_stall_kind_field(self)
         # Registries and teams are small; these stay one query each however many runs exist.
         self.fields["capability"].choices += [(n, n) for n in Capability.objects.order_by("name")
                                               .values_list("name", flat=True)]
         self.fields["owner"].choices += [(n, n) for n in get_user_model().objects.filter(is_active=True)
                                          .order_by("username").values_list("username", flat=True)]
+
+    def clean_labels(self):
+        from runs.labels import label_filters_parse
+
+        wanted, problems = label_filters_parse(self.cleaned_data["labels"])
+        if problems:
+            raise forms.ValidationError("; ".join(problems))
+        return wanted
 
     def filters(self) -> selectors.RunFilters:
         # An invalid field is left out of cleaned_data: the other filters still apply.
@@ -104,7 +116,8 @@ def run_list(request):
     page = Paginator(selectors.run_list(filters=filters), 50).get_page(_page_number(request))
     live = any(run.status in selectors.LIVE_STATUSES for run in page.object_list)
     context = {"form": form, "page": page, "live": live, "sort": filters.sort,
-               "filtered": any(v for k, v in vars(filters).items() if k != "sort")}
+               "filtered": any(v for k, v in vars(filters).items() if k != "sort"),
+               "saved_views": search.saved_views(user=request.user), "view_query": search.view_query(request.GET)}
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
     return render(request, template, context)
 
@@ -410,7 +423,13 @@ def approval_badge(request):
 def run_dashboard(request):
     from runs import charts
 
-    data = dashboard_data.dashboard(window_key=request.GET.get("window", dashboard_data.DEFAULT_WINDOW))
+    from runs.labels import label_filters_parse
+
+    label_text = request.GET.get("label", "")[:1000]
+    wanted, label_problems = label_filters_parse(label_text)
+    data = dashboard_data.dashboard(window_key=request.GET.get("window", dashboard_data.DEFAULT_WINDOW),
+                                    labels=wanted if not label_problems else ())
+    data.update(label=label_text, label_problems=label_problems)
     window = data["window"]
     data["outcomes_chart"] = charts.stacked_bars(
         title=f"Runs created per interval by outcome, {window.label}", labels=data["labels"],
