@@ -19,6 +19,11 @@ class AuditAction(models.TextChoices):
     PLAN_REJECTED = "plan.rejected"
     PLAN_SUBMITTED = "plan.submitted"
     EVALUATION_STARTED = "evaluation.started"
+    NOTIFICATION_RULE_SAVED = "notification_rule.saved"
+    NOTIFICATION_RULE_DELETED = "notification_rule.deleted"
+    NOTIFICATION_CHANNEL_SAVED = "notification_channel.saved"
+    NOTIFICATION_CHANNEL_DELETED = "notification_channel.deleted"
+    RUNS_PURGED = "runs.purged"
 
 
 

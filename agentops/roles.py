@@ -10,6 +10,7 @@ _VIEW = [
     "runs.view_evaluationresult", "capabilities.view_capability", "capabilities.view_capabilityversion",
     "capabilities.view_mcpserver", "capabilities.view_storedoutput", "capabilities.view_ticket",
     "capabilities.view_outboxmessage", "agentops.view_auditevent", "agentops.view_workerheartbeat",
+    "notifications.view_rule", "notifications.view_channel", "notifications.view_delivery",
 ]
 
 ROLE_PERMISSIONS = {
@@ -18,6 +19,7 @@ ROLE_PERMISSIONS = {
         "runs.start_run", "runs.cancel_run", "runs.decide_approval", "runs.run_evaluation",
         # What the demo capabilities require of a run's owner.
         "capabilities.create_ticket", "capabilities.send_notification",
+        "notifications.manage_notifications",
     ],
     REGISTRY_ADMIN: _VIEW + [
         "capabilities.add_capability", "capabilities.change_capability", "capabilities.add_mcpserver",
@@ -41,5 +43,8 @@ def sync_role_groups(apps, schema_editor=None):
         perms = []
         for name in names:
             app_label, codename = name.split(".")
-            perms.append(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+            # An app migrated later has no permissions yet: its own migration syncs again.
+            perm = Permission.objects.filter(content_type__app_label=app_label, codename=codename).first()
+            if perm is not None:
+                perms.append(perm)
         group.permissions.set(perms)
