@@ -93,8 +93,16 @@ def url_problems(url: str) -> list[str]:
 
 def masked(url: str) -> str:
     """The URL for display: a password written inline (instead of a ${...} name) is hidden."""
-    return re.sub(r"(://[^:/@]+:)([^@/]+)@", lambda m: m.group(1) + ("***" if "${" not in m.group(2)
-                                                                   else m.group(2)) + "@", url)
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if not password or "${" in password:
+        return url
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
+    return parts._replace(netloc=f"{user}:***@{hostport}").geturl()
 
 
 def _asset():

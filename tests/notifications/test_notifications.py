@@ -249,3 +249,22 @@ class TestPages:
         assert api.delete(f"/api/notifications/rules/{rule_id}/").status_code == 204
         assert api_for(viewer).get("/api/notifications/deliveries/").status_code == 200
         assert api.get("/api/notifications/channels/").json()[0]["name"] == "ops mail"
+
+
+class TestChannelUrls:
+    @pytest.mark.parametrize("url, shown", [
+        ("mailtos://bob:hunter2@smtp.example.com?to=x@example.com", "mailtos://bob:***@smtp.example.com?to=x@example.com"),
+        ("mailtos://bob:${AGENTOPS_NOTIFY_PW}@smtp.example.com", "mailtos://bob:${AGENTOPS_NOTIFY_PW}@smtp.example.com"),
+        ("mailto://127.0.0.1:18025?from=a@example.com", "mailto://127.0.0.1:18025?from=a@example.com"),
+    ])
+    def test_an_inline_password_is_never_shown(self, url, shown):
+        from notifications.channels import masked
+
+        assert masked(url) == shown
+
+    def test_webhook_urls_are_checked_as_the_http_urls_they_post_to(self):
+        from notifications.channels import egress_url
+
+        assert egress_url("jsons://user:pw@hooks.example.com:8443/a/b") == "https://hooks.example.com:8443/a/b"
+        assert egress_url("form://10.0.0.5/x") == "http://10.0.0.5/x"
+        assert egress_url("mailtos://smtp.example.com") is None
