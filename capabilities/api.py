@@ -68,6 +68,13 @@ def policy_fields(*, required: bool) -> dict[str, serializers.Field]:
         "rate_limit_period_s": serializers.FloatField(allow_null=True, **opt),
         "polling_max_attempts": serializers.IntegerField(allow_null=True, **opt),
         "polling_interval_s": serializers.FloatField(allow_null=True, **opt),
+        "polling_until": serializers.JSONField(
+            allow_null=True, help_text='Stop condition on this output, e.g. {"path": "state", "equals": "done"}; '
+                                       "null: the run's completion criteria.", **opt),
+        "volatile_paths": serializers.ListField(
+            child=serializers.CharField(), help_text="Dotted output paths left out of the outcome fingerprint.", **opt),
+        "distinct_calls": serializers.BooleanField(
+            help_text="Identical calls are distinct operations: the step id is part of the idempotency key.", **opt),
     }
 
 

@@ -41,7 +41,26 @@ LABELS_AND_HELP: dict[str, tuple[str, str]] = {
     "polling_max_attempts": ("Polling: max attempts", "Re-run while the result does not yet satisfy the run. "
                                                      "Set both polling fields or neither."),
     "polling_interval_s": ("Polling: interval (seconds)", ""),
+    "polling_until": ("Polling: until", 'Optional stop condition on this capability\'s output, e.g. '
+                                        '{"path": "state", "equals": "done"} (or "in": [...], "exists": true, '
+                                        '"not_empty": true). Blank: poll until the run\'s completion criteria hold.'),
+    "volatile_paths": ("Volatile output paths", "One dotted path per line (request_id, meta.generated_at, "
+                                                "items.*.etag): values that change on every call, left out "
+                                                "when comparing outcomes for repetition."),
+    "distinct_calls": ("Identical calls are distinct", "Each step is its own operation (e.g. append a line): the "
+                                                       "step id is part of the idempotency key, so a re-proposed "
+                                                       "call is not deduplicated."),
 }
+
+
+class LinesField(forms.CharField):
+    """A textarea of one value per line; cleans to a list of the non-blank lines."""
+
+    def prepare_value(self, value):
+        return "\n".join(value) if isinstance(value, (list, tuple)) else value
+
+    def clean(self, value):
+        return [line.strip() for line in (super().clean(value) or "").splitlines() if line.strip()]
 
 # Service error keys that name a config entry map onto these form fields.
 CONFIG_FIELDS = {"config.url": "url", "config.method": "method", "config.headers": "headers",
@@ -123,6 +142,12 @@ class CapabilityForm(forms.Form):
     rate_limit_period_s = _labelled("rate_limit_period_s", forms.FloatField(required=False))
     polling_max_attempts = _labelled("polling_max_attempts", forms.IntegerField(required=False))
     polling_interval_s = _labelled("polling_interval_s", forms.FloatField(required=False))
+    polling_until = _labelled("polling_until", JSONTextField(required=False, empty=None,
+                                                             widget=forms.Textarea(attrs={"rows": 2,
+                                                                                          "spellcheck": "false"})))
+    volatile_paths = _labelled("volatile_paths", LinesField(required=False, widget=forms.Textarea(
+        attrs={"rows": 2, "spellcheck": "false"})))
+    distinct_calls = _labelled("distinct_calls", forms.BooleanField(required=False))
 
     change_note = forms.CharField(required=False, max_length=300, label="Change note",
                                   help_text="Why you are changing it (kept with the version).")
@@ -133,12 +158,13 @@ class CapabilityForm(forms.Form):
         ("HTTP endpoint", ("url", "method", "headers", "secret_headers", "status_url")),
         ("MCP tool", ("mcp_server", "tool")),
         ("Arguments", ("schema", "max_argument_bytes", "max_output_bytes")),
-        ("Side effects and approval", ("side_effect", "requires_approval", "idempotent", "status_lookup",
-                                       "permission")),
+        ("Side effects and approval", ("side_effect", "requires_approval", "idempotent", "distinct_calls",
+                                       "status_lookup", "permission")),
         ("Timeout and retries", ("timeout_s", "retry_max_attempts", "retry_backoff_base_s", "retry_backoff_cap_s",
                                  "retry_on")),
         ("Rate limit and polling", ("rate_limit_calls", "rate_limit_period_s", "polling_max_attempts",
-                                    "polling_interval_s")),
+                                    "polling_interval_s", "polling_until")),
+        ("Repetition", ("volatile_paths",)),
         ("Change", ("change_note",)),
     )
 
@@ -280,12 +306,17 @@ def import_choices(post, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for i, tool in enumerate(tools):
         if not post.get(f"tool__{i}"):
             continue
-        chosen.append({
+        item = {
             "name": tool["name"],
             "capability_name": (post.get(f"capability_name__{i}") or "").strip() or tool["capability_name"],
             "side_effect": post.get(f"side_effect__{i}") or tool["side_effect"],
             "requires_approval": bool(post.get(f"requires_approval__{i}")),
-            "idempotent": bool(post.get(f"idempotent__{i}")),
             "permission": (post.get(f"permission__{i}") or "").strip(),
-        })
+        }
+        # The box is pre-ticked with the suggestion: only a changed box is the admin's own
+        # choice, so an idempotent inferred from readOnlyHint can go with a write override.
+        idempotent = bool(post.get(f"idempotent__{i}"))
+        if idempotent != bool(tool["idempotent"]):
+            item["idempotent"] = idempotent
+        chosen.append(item)
     return chosen

@@ -104,6 +104,14 @@ class CapabilityVersion(models.Model):
     rate_limit_period_s = models.FloatField(null=True, blank=True)
     polling_max_attempts = models.PositiveSmallIntegerField(null=True, blank=True)
     polling_interval_s = models.FloatField(null=True, blank=True)
+    # The poll's own stop condition on this capability's output ({"path", "equals" | "in" |
+    # "exists" | "not_empty"}); null: poll until the run's completion criteria are met.
+    polling_until = models.JSONField(null=True, blank=True)
+    # Output paths that differ on every call (request ids, timestamps): not part of the
+    # outcome fingerprint, so they cannot hide a repetition.
+    volatile_paths = models.JSONField(default=list, blank=True)
+    # Identical calls are distinct operations: the step id is part of the idempotency key.
+    distinct_calls = models.BooleanField(default=False)
     # Kind-specific settings: python {"function"}, http {"url", "method", ...}, mcp {"tool"}.
     config = models.JSONField(default=dict, blank=True)
     change_note = models.CharField(max_length=300, blank=True)
@@ -115,7 +123,7 @@ class CapabilityVersion(models.Model):
         "description", "schema", "max_argument_bytes", "max_output_bytes", "timeout_s", "retry_max_attempts",
         "retry_backoff_base_s", "retry_backoff_cap_s", "retry_on", "side_effect", "requires_approval",
         "idempotent", "status_lookup", "permission", "rate_limit_calls", "rate_limit_period_s",
-        "polling_max_attempts", "polling_interval_s", "config",
+        "polling_max_attempts", "polling_interval_s", "polling_until", "volatile_paths", "distinct_calls", "config",
     )
 
     class Meta:
@@ -176,11 +184,26 @@ class CapabilityVersion(models.Model):
             status_lookup=self.status_lookup,
             permission=self.permission,
             rate_limit=RateLimit(self.rate_limit_calls, self.rate_limit_period_s) if self.rate_limit_calls else None,
-            polling=PollingPolicy(self.polling_max_attempts, self.polling_interval_s) if self.polling_max_attempts else None,
+            polling=PollingPolicy(self.polling_max_attempts, self.polling_interval_s, self.polling_until)
+            if self.polling_max_attempts else None,
             enabled=capability.enabled,
+            volatile_paths=tuple(self.volatile_paths or ()),
+            distinct_calls=self.distinct_calls,
             config=config,
             version_id=self.pk,
         )
+
+
+class RateLimitWindow(models.Model):
+    """The admissions inside a capability's current rate-limit window: one row per
+    capability, locked for each admission so that workers never overshoot the limit."""
+
+    capability_name = models.CharField(max_length=80, unique=True)
+    # Epoch seconds of the admissions still inside the window (at most max_calls of them).
+    admitted = models.JSONField(default=list)
+
+    def __str__(self):
+        return f"{self.capability_name}: {len(self.admitted)} in window"
 
 
 class StoredOutput(models.Model):

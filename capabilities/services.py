@@ -45,6 +45,7 @@ SYNC_NOTE = "Synced from code"
 CODE_POLICY = "code_policy"  # audit detail: the policy the code declared at a sync
 MCP_LIST_TIMEOUT_S = 15.0
 MAX_SIZE_BYTES = 100_000_000
+VOLATILE_PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
 
 
 class UpstreamError(ServiceError):
@@ -138,7 +139,7 @@ def policy_errors(policy: dict[str, Any]) -> dict[str, list[str]]:
             errors.add("retry_on", "Each error code may appear once.")
     if policy["side_effect"] not in SIDE_EFFECTS:
         errors.add("side_effect", f"Must be one of {', '.join(SIDE_EFFECTS)}.")
-    for key in ("requires_approval", "idempotent", "status_lookup"):
+    for key in ("requires_approval", "idempotent", "status_lookup", "distinct_calls"):
         if not isinstance(policy[key], bool):
             errors.add(key, "Must be true or false.")
     permission = policy["permission"]
@@ -148,7 +149,25 @@ def policy_errors(policy: dict[str, Any]) -> dict[str, list[str]]:
         errors.add("permission", 'Use the form "app_label.codename" (for example capabilities.create_ticket).')
     _pair(errors, policy, "rate_limit_calls", "rate_limit_period_s", "rate limit", max_count=2_147_483_647)
     _pair(errors, policy, "polling_max_attempts", "polling_interval_s", "polling", max_count=32_767)
+    _polling_until_errors(errors, policy)
+    paths = policy["volatile_paths"]
+    if (not isinstance(paths, list) or len(paths) > 50
+            or not all(isinstance(p, str) and VOLATILE_PATH.match(p) for p in paths)):
+        errors.add("volatile_paths", 'A list of at most 50 dotted output paths, e.g. ["request_id", '
+                                     '"meta.generated_at", "items.*.etag"].')
     return dict(errors)
+
+
+def _polling_until_errors(errors: _Errors, policy: dict) -> None:
+    from runs.runtime.completion import condition_errors
+
+    until = policy["polling_until"]
+    if until is None:
+        return
+    if policy["polling_max_attempts"] is None:
+        errors.add("polling_until", "A polling condition needs a polling policy (max attempts and interval).")
+    for problem in condition_errors(until, "polling_until"):
+        errors.add("polling_until", problem)
 
 
 def _pair(errors: _Errors, policy: dict, count_key: str, seconds_key: str, what: str, *, max_count: int) -> None:
@@ -511,6 +530,20 @@ def _capability_name_for(tool_name: str) -> str:
 IMPORT_OVERRIDES = frozenset(POLICY_KEYS) - {"schema"}
 
 
+def _without_read_only_inference(tool: dict[str, Any], suggested: dict[str, Any],
+                                 overrides: dict[str, Any]) -> dict[str, Any]:
+    """idempotent=true inferred from readOnlyHint does not survive an override of the side
+    effect to a state-changing one: a write is idempotent only if the server says so
+    (idempotentHint) or the admin changes the flag themselves."""
+    side_effect = overrides.get("side_effect", suggested["side_effect"])
+    inferred = suggested["idempotent"] and not tool.get("idempotent_hint")
+    changes_state = side_effect in ("write", "external")
+    if (inferred and changes_state and suggested["side_effect"] not in ("write", "external")
+            and "idempotent" not in overrides):
+        return {**overrides, "idempotent": False}
+    return overrides
+
+
 def mcp_tools_import(*, user, server_id: int, tools: list[dict[str, Any]],
                      available: list[dict[str, Any]] | None = None) -> list[Capability]:
     """Create one mcp capability per chosen tool, with the policy the admin confirmed.
@@ -547,7 +580,7 @@ def mcp_tools_import(*, user, server_id: int, tools: list[dict[str, Any]],
             errors.add(prefix, f"Cannot set {', '.join(bad)} on import.")
             overrides = {k: v for k, v in overrides.items() if k in IMPORT_OVERRIDES}
         suggested = {k: tool[k] for k in ("description", "schema", "side_effect", "requires_approval", "idempotent")}
-        policy = _complete({**suggested, **overrides}, _defaults())
+        policy = _complete({**suggested, **_without_read_only_inference(tool, suggested, overrides)}, _defaults())
         config = {"tool": tool["name"]}
         problems = policy_errors(policy)
         for key, messages in config_errors(kind=Kind.MCP, config=config, policy=policy, mcp_server=server).items():
@@ -602,6 +635,8 @@ def _policy_from_definition(definition) -> tuple[dict[str, Any], dict[str, Any]]
         "rate_limit_period_s": float(spec.rate_limit.per_seconds) if spec.rate_limit else None,
         "polling_max_attempts": spec.polling.max_attempts if spec.polling else None,
         "polling_interval_s": float(spec.polling.interval_s) if spec.polling else None,
+        "polling_until": spec.polling.until if spec.polling else None,
+        "volatile_paths": list(spec.volatile_paths), "distinct_calls": spec.distinct_calls,
     }
     return policy, dict(spec.config)
 
@@ -751,8 +786,11 @@ def capability_try(*, user, capability_id: int, arguments: Any, confirm: bool = 
     trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
     # A fresh key per try: a try-it is never a retry of an earlier one.
     key = f"try-{uuid.uuid4().hex}" if changes_state else None
-    observation = _try_executor().execute(spec, arguments, idempotency_key=key, timeout_s=spec.timeout_s,
-                                          trace_id=trace_id, span_id=span_id)
+    from capabilities.ratelimit import as_observation
+
+    observation = as_observation(_try_executor().execute(spec, arguments, idempotency_key=key,
+                                                         timeout_s=spec.timeout_s, trace_id=trace_id,
+                                                         span_id=span_id))
     if changes_state:
         with transaction.atomic():
             audit(actor=user, action=TRY_AUDIT_ACTION, target=capability,

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from agentops.api import Pagination
 from agentops.permissions import require_perm
 from runs import services
-from runs.budget_usage import run_budget_usage
+from runs.budget_usage import revisions_used, run_budget_usage
 from runs.choices import RunStatus
 from runs.models import Approval, Attempt, Planner, PlanRevision, Run
 
@@ -19,16 +19,24 @@ from runs.models import Approval, Attempt, Planner, PlanRevision, Run
 class RunOutput(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
     budget_usage = serializers.SerializerMethodField()
+    # Replans after the first plan, as the max_revisions budget and the page count them;
+    # `plans` is every plan received, the first included.
+    revisions = serializers.SerializerMethodField()
+    plans = serializers.IntegerField(source="revisions", read_only=True)
 
     class Meta:
         model = Run
         fields = ["id", "goal", "completion", "budgets", "planner", "owner", "require_plan_approval", "status",
-                  "stop_reason", "stop_detail", "iterations", "revisions", "tool_calls", "retries", "tokens", "cost",
+                  "stop_reason", "stop_detail", "stall_kind", "iterations", "revisions", "plans", "tool_calls",
+                  "retries", "tokens", "cost",
                   "side_effects_committed", "approvals_requested", "repeated_attempts", "trace_id", "created_at",
                   "started_at", "finished_at", "deadline_at", "cancel_requested_at", "budget_usage", "labels"]
 
     def get_budget_usage(self, run) -> list[dict]:
         return run_budget_usage(run)
+
+    def get_revisions(self, run) -> int:
+        return revisions_used(run)
 
 
 class RevisionOutput(serializers.ModelSerializer):

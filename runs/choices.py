@@ -13,6 +13,7 @@ from runs.runtime.observation import ErrorCode as _ErrorCode
 from runs.runtime.observation import SideEffectStatus as _SideEffectStatus
 from runs.runtime.observation import Status as _Status
 from runs.runtime.stop import ReplanReason as _ReplanReason
+from runs.runtime.stop import StallKind as _StallKind
 
 
 def _choices(name: str, values) -> type[models.TextChoices]:
@@ -35,9 +36,11 @@ STOP_REASON_VALUES = (
     ["completed"]
     + [f"budget_exhausted:{b}" for b in BUDGET_NAMES]
     + [f"terminal_failure:{c.value}" for c in _ErrorCode]
-    + ["stalled", "plan_rejected", "approval_rejected", "cancelled", "internal_error"]
+    + ["stalled", "plan_rejected", "approval_rejected", "approval_expired", "cancelled", "internal_error"]
 )
 StopReason = _choices("StopReason", STOP_REASON_VALUES)
+# Recorded with stop_reason "stalled": which way the run stopped making progress.
+StallKind = _choices("StallKind", [k.value for k in _StallKind])
 
 
 class RunStatus(models.TextChoices):
@@ -76,7 +79,8 @@ class AttemptKind(models.TextChoices):
     CALL = "call"
     RETRY = "retry"
     POLL = "poll"
-    RESOLVE = "resolve"
+    RESOLVE = "resolve", "re-send"
+    LOOKUP = "lookup", "status lookup"
 
 
 DecisionKind = _choices("DecisionKind", [d.value for d in _Decision])

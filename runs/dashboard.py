@@ -38,7 +38,7 @@ WINDOWS = {
 DEFAULT_WINDOW = "24h"
 OUTCOMES = [s.value for s in RunStatus]
 STOP_GROUPS = ["completed", "budget_exhausted", "terminal_failure", "stalled", "plan_rejected",
-               "approval_rejected", "cancelled", "internal_error"]
+               "approval_rejected", "approval_expired", "cancelled", "internal_error"]
 
 
 class PercentileCont(Aggregate):
@@ -214,7 +214,9 @@ def approval_stats(*, start: datetime, end: datetime, runs: QuerySet | None = No
     approvals = Approval.objects.filter(run__evaluation__isnull=True)
     if runs is not None:
         approvals = approvals.filter(run__in=runs.values("pk"))
-    waiting = approvals.filter(state="pending").aggregate(n=Count("id"))["n"]
+    waiting = approvals.filter(state="pending", expires_at__gt=timezone.now()).aggregate(n=Count("id"))["n"]
+    # Requests that lapsed undecided in the window (run_finish stamps decided_at when it expires them).
+    expired = approvals.filter(state="expired", decided_at__gte=start, decided_at__lte=end).count()
     decided = approvals.filter(state__in=["approved", "rejected"], decided_at__gte=start, decided_at__lte=end)
     wait = ExpressionWrapper(F("decided_at") - F("requested_at"), output_field=DurationField())
     agg = decided.aggregate(n=Count("id"), avg=Avg(wait))
@@ -224,7 +226,7 @@ def approval_stats(*, start: datetime, end: datetime, runs: QuerySet | None = No
             median = decided.aggregate(m=PercentileCont(wait, 0.5, output_field=DurationField()))["m"]
         else:
             median = nearest_rank_percentiles(decided.annotate(wait=wait), None, "wait", (50,)).get(None, {}).get(50)
-    return {"approvals_waiting": waiting, "approvals_decided": agg["n"],
+    return {"approvals_waiting": waiting, "approvals_decided": agg["n"], "approvals_expired": expired,
             "decision_avg": _as_timedelta(agg["avg"]), "decision_median": _as_timedelta(median)}
 
 

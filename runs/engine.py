@@ -75,9 +75,12 @@ def build_controller(run: Run) -> Controller:
     from capabilities.ratelimit import rate_limited_executor
     from runs.planners import planner_for
 
+    from runs.runtime.ids import RandomIds
+
     return Controller(registry=DjangoRegistry(), executor=rate_limited_executor(), planner=planner_for(run),
                       clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
-                      approvals=DjangoApprovalBook(run))
+                      approvals=DjangoApprovalBook(run), ids=RandomIds(),
+                      approval_ttl_s=settings.AGENTOPS_APPROVAL_TTL_SECONDS)
 
 
 def claim(run_id: int, worker: str) -> bool:

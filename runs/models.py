@@ -11,7 +11,7 @@ from django.db.models import F, Q
 
 from runs.choices import (FINISHED_STATUSES, ApprovalKind, ApprovalState, AttemptKind, DecisionKind, ErrorCategory,
                           ErrorCode, ObservationStatus, ReplanReason, RunStatus, SideEffectStatus, StepStatus,
-                          StopReason, values_of)
+                          StallKind, StopReason, values_of)
 
 
 class Planner(models.TextChoices):
@@ -38,6 +38,8 @@ class Run(models.Model):
     stop_reason = models.CharField(max_length=40, choices=StopReason.choices, blank=True)
     stop_detail = models.TextField(blank=True)
     stop_attempt = models.ForeignKey("Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Only with stop_reason "stalled": repeated_without_progress or planner_exhausted.
+    stall_kind = models.CharField(max_length=30, choices=StallKind.choices, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # Usage counters, updated with every step so dashboards never scan attempts.
     iterations = models.PositiveIntegerField(default=0)
@@ -97,6 +99,10 @@ class Run(models.Model):
                 name="run_stop_reason_iff_finished",
             ),
             models.CheckConstraint(condition=Q(cost__gte=0), name="run_cost_nonnegative"),
+            models.CheckConstraint(
+                condition=Q(stall_kind="") | (Q(stall_kind__in=values_of(StallKind)) & Q(stop_reason="stalled")),
+                name="run_stall_kind_only_when_stalled",
+            ),
         ]
 
     def __str__(self):

@@ -78,7 +78,8 @@ def record_transition(run: Run, transition: Transition) -> None:
                 attempt = Attempt.objects.filter(uid=event.attempt_id).first()
             status = status_for_stop(stop_kind(event.stop_reason)).value
             _save_checkpoint(run, transition)
-            run_finish(run=run, status=status, stop_reason=event.stop_reason, detail=event.detail, attempt=attempt)
+            run_finish(run=run, status=status, stop_reason=event.stop_reason, detail=event.detail, attempt=attempt,
+                       stall_kind=event.stall_kind or "")
             _sync_step_statuses(run, transition)
             return
     _save_checkpoint(run, transition)
@@ -167,7 +168,8 @@ def _record_approval_request(run: Run, event: ev.ApprovalRequested) -> None:
         run=run, kind=request.kind, revision=revision, step=step, capability_name=request.capability or "",
         arguments=event.arguments or {} if request.kind == "step" else {"steps": list(event.steps)},
         arguments_hash=request.arguments_hash or "", plan_hash=request.plan_hash or "",
-        expires_at=timezone.now() + timezone.timedelta(seconds=settings.AGENTOPS_APPROVAL_TTL_SECONDS),
+        expires_at=_at(request.expires_at) if request.expires_at is not None
+        else timezone.now() + timezone.timedelta(seconds=settings.AGENTOPS_APPROVAL_TTL_SECONDS),
     )
     if step is not None:
         Step.objects.filter(pk=step.pk).update(approval_state=ApprovalState.PENDING,

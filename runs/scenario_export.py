@@ -10,10 +10,13 @@ import json
 import re
 from typing import Any
 
+from django.conf import settings
+
 from agentops.services import InvalidInput
 from runs.models import Approval, Attempt, PlanRevision, Run
 from runs.runtime.replay import RecordedApproval, RecordedAttempt, RecordedPlan, scenario_from_record
 
+_HTTP_STATUS = re.compile(r"^HTTP (\d{3})\b")
 EXPECTED_COUNTS = ("tool_calls", "revisions", "retries", "approvals_requested", "tokens", "side_effects_committed")
 
 
@@ -27,6 +30,7 @@ def run_scenario_export(*, run: Run) -> dict[str, Any]:
         budgets=run.budgets, capabilities=specs, plans=plans, attempts=list(_attempts(run)),
         approvals=_approvals(run), owner_permissions=_owner_permissions(run, specs),
         require_plan_approval=run.require_plan_approval, expect=_expect(run),
+        approval_ttl_s=float(settings.AGENTOPS_APPROVAL_TTL_SECONDS),
         description=f"Exported from run {run.pk} (trace {run.trace_id}, {run.planner} planner); "
                     "capability responses are its recorded observations, the planner plays back its revisions.")
 
@@ -52,15 +56,20 @@ def _attempts(run: Run):
     for a in Attempt.objects.filter(run=run).select_related("output_ref").order_by("started_at", "id").iterator(
             chunk_size=500):
         output = json.loads(a.output_ref.content) if a.output_ref_id else a.output
+        # The HTTP status is not a column; the http executor's message starts with it.
+        status = _HTTP_STATUS.match(a.error_message or "")
         yield RecordedAttempt(a.capability_name, a.kind, a.idempotency_key or None, a.status, a.error_code, output,
-                              a.state_changed, a.side_effect_status, a.latency_s, a.retry_after_s)
+                              a.state_changed, a.side_effect_status, a.latency_s, a.retry_after_s,
+                              int(status.group(1)) if status else None)
 
 
 def _approvals(run: Run) -> list[RecordedApproval]:
     decided = []
     for approval in Approval.objects.filter(run=run).order_by("requested_at", "id"):
+        if approval.state == "expired" and run.stop_reason == "approval_expired":
+            decided.append(RecordedApproval(False, expired=True))
         if approval.state not in ("approved", "rejected"):
-            break  # undecided (or expired): the scenario's run waits there
+            break  # undecided: the scenario's run waits there
         decided.append(RecordedApproval(approval.state == "approved", approval.comment))
     return decided
 
@@ -75,6 +84,7 @@ def _expect(run: Run) -> dict[str, Any]:
         expect["status"] = run.status
         if run.stop_reason:
             expect["stop_reason"] = run.stop_reason
+            expect["stall_kind"] = getattr(run, "stall_kind", "") or None
     return expect
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Iterator
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
 
 from runs import search
 from runs.choices import ApprovalState
@@ -35,7 +36,8 @@ LIVE_STATUSES = ("queued", "running", "awaiting_approval")
 
 
 def pending_approval_count() -> int:
-    return Approval.objects.filter(state="pending").count()
+    # A request past its expiry is no longer decidable, even before the sweep marks it.
+    return Approval.objects.filter(state="pending", expires_at__gt=timezone.now()).count()
 
 
 # --- Runs list -----------------------------------------------------------------
@@ -170,26 +172,20 @@ def _number(value: Any) -> float | None:
 def budget_gauges(*, run: Run, capability_calls: dict[str, int] | None = None) -> list[Gauge]:
     """One gauge per budget the run declares, the one that stopped it marked exhausted.
 
-    The common budgets come from runs.budget_usage (the API reports the same
-    numbers); per-capability calls and the side-effect rate are added here.
+    The rows come from runs.budget_usage, which the API reports too: the page only
+    labels them. (capability_calls is accepted for callers that still pass it.)
     """
     from runs.budget_usage import run_budget_usage
 
-    budgets = run.budgets if isinstance(run.budgets, dict) else {}
     stopped_by = run.stop_reason.split(":", 1)[1] if run.stop_reason.startswith("budget_exhausted:") else None
-    gauges = [Gauge(row["name"], BUDGET_LABELS.get(row["name"], row["name"]), row["used"], _number(row["limit"]),
-                    unit="s" if row["name"] == "deadline" else "", exhausted=row["exhausted"])
-              for row in run_budget_usage(run) if row["limit"] is not None or row["exhausted"]]
-    calls = capability_calls or {}
-    per_capability = budgets.get("max_calls_per_capability") or {}
-    if isinstance(per_capability, dict):
-        for capability, limit in sorted(per_capability.items()):
-            used = calls.get(capability, 0)
-            gauges.append(Gauge("capability_calls", f"Calls to {capability}", used, _number(limit),
-                                exhausted=stopped_by == "capability_calls" and used >= (_number(limit) or 0)))
-    if "max_side_effects_per_minute" in budgets or stopped_by == "side_effect_rate":
-        gauges.append(Gauge("side_effect_rate", "Side effects committed", run.side_effects_committed, None,
-                            exhausted=stopped_by == "side_effect_rate"))
+    gauges = []
+    for row in run_budget_usage(run):
+        if row["limit"] is None and not row["exhausted"]:
+            continue
+        label = (f"Calls to {row['capability']}" if row["name"] == "capability_calls"
+                 else BUDGET_LABELS.get(row["name"], row["name"]))
+        gauges.append(Gauge(row["name"], label, row["used"], _number(row["limit"]),
+                            unit="s" if row["name"] == "deadline" else "", exhausted=row["exhausted"]))
     if stopped_by and not any(g.exhausted for g in gauges):
         gauges.append(Gauge(stopped_by, BUDGET_LABELS.get(stopped_by, stopped_by), 0, None, exhausted=True))
     return gauges
@@ -259,7 +255,8 @@ def _compare_steps(previous: Any, current: Any) -> list[tuple[str, str]]:
 
 
 def pending_approvals() -> QuerySet[Approval]:
-    return _approval_cards_queryset().filter(state=ApprovalState.PENDING).order_by("requested_at", "id")
+    return _approval_cards_queryset().filter(state=ApprovalState.PENDING, expires_at__gt=timezone.now()).order_by(
+        "requested_at", "id")
 
 
 def _approval_cards_queryset() -> QuerySet[Approval]:
@@ -308,7 +305,16 @@ def decorate_approvals(approvals: list[Approval]) -> list[Approval]:
                     "side_effecting": side_effect in ("write", "external"),
                 })
         approval.bound_hash = approval.arguments_hash or approval.plan_hash
+        _decorate_expiry(approval)
     return approvals
+
+
+def _decorate_expiry(approval: Approval) -> None:
+    """A request expires at the earlier of its TTL and the run's deadline: say which, and
+    whether that moment has passed (then it cannot be decided, whatever its state says)."""
+    deadline = approval.run.deadline_at
+    approval.expires_by = "at the run's deadline" if deadline and approval.expires_at >= deadline else "its TTL"
+    approval.lapsed = approval.state == ApprovalState.PENDING and approval.expires_at <= timezone.now()
 
 
 # --- Trace download -----------------------------------------------------------------

@@ -60,12 +60,14 @@ def run_cancel(*, run_id: int, user) -> Run:
     return run
 
 
-def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None, attempt=None) -> None:
+def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None, attempt=None,
+               stall_kind: str = "") -> None:
     """Record why a run stopped and close what it left open. Call inside a transaction."""
     now = now or timezone.now()
     run.status = status
     run.stop_reason = stop_reason
     run.stop_detail = detail
+    run.stall_kind = stall_kind if stop_reason == "stalled" else ""
     run.stop_attempt = attempt
     run.finished_at = now
     run.lease_owner = ""

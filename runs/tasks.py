@@ -16,7 +16,11 @@ def advance_run(self, run_id: int) -> None:
 
 @shared_task(name="runs.sweep_overdue_runs", ignore_result=True)
 def sweep_overdue_runs() -> int:
-    return engine.sweep_overdue_runs()
+    from runs.approval_expiry import sweep_expired_approvals
+
+    # Expired approvals first: a request expires at the deadline at the latest, so a run
+    # waiting on one stops approval_expired rather than budget_exhausted:deadline.
+    return sweep_expired_approvals() + engine.sweep_overdue_runs()
 
 
 @shared_task(name="runs.run_evaluation", acks_late=True, ignore_result=True)

@@ -20,7 +20,7 @@ seconds to reap the server) finishes in the background.
 
 Classification: `is_error` results are terminal, with the code the text clearly
 indicates (not found, permission, validation, conflict, rate limit, timeout...)
-and invalid_arguments otherwise (the call cannot succeed unchanged);
+and tool_error otherwise (terminal: the tool failed and said nothing we can classify);
 protocol errors and broken connections are connection_error (a protocol
 "invalid params" error is invalid_arguments); timeouts are timeout.
 structured_content is preferred over text content as the output.
@@ -293,6 +293,8 @@ def suggested_policy(tool: ToolInfo) -> dict[str, Any]:
         "side_effect": side_effect,
         "requires_approval": requires_approval,
         "idempotent": idempotent,
+        # Whether idempotent came from idempotentHint itself or only from readOnlyHint.
+        "idempotent_hint": bool(hints.idempotent_hint),
         "notes": notes,
     }
 
@@ -315,7 +317,8 @@ def code_for_error_text(text: str) -> ErrorCode:
     for pattern, code in _TEXT_CODES:
         if pattern.search(lowered):
             return code
-    return ErrorCode.INVALID_ARGUMENTS
+    # Text that matches nothing is not evidence the arguments were wrong: say only what is known.
+    return ErrorCode.TOOL_ERROR
 
 
 class McpExecutor(BaseExecutor):

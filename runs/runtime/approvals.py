@@ -14,6 +14,9 @@ class ApprovalRequest:
     capability: str | None = None
     arguments_hash: str | None = None   # kind == "step"
     plan_hash: str | None = None        # kind == "plan"
+    # When the request lapses undecided: the earlier of its TTL and the run's deadline.
+    # Not part of the key: it says when, not what, is approved.
+    expires_at: float | None = None
 
     @property
     def key(self) -> str:
@@ -23,7 +26,8 @@ class ApprovalRequest:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "run_id": self.run_id, "revision": self.revision, "step_id": self.step_id,
-                "capability": self.capability, "arguments_hash": self.arguments_hash, "plan_hash": self.plan_hash}
+                "capability": self.capability, "arguments_hash": self.arguments_hash, "plan_hash": self.plan_hash,
+                "expires_at": self.expires_at}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ApprovalRequest:

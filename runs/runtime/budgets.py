@@ -90,11 +90,17 @@ class Usage:
         data["side_effect_times"] = tuple(data.get("side_effect_times") or ())
         return cls(**data)
 
-    def counted_call(self, capability: str, *, retry: bool, poll: bool, iteration: bool = True) -> Usage:
+    def counted_call(self, capability: str, *, retry: bool, poll: bool) -> Usage:
         per = dict(self.calls_per_capability)
         per[capability] = per.get(capability, 0) + 1
-        return replace(self, iterations=self.iterations + int(iteration), tool_calls=self.tool_calls + 1,
+        return replace(self, iterations=self.iterations + 1, tool_calls=self.tool_calls + 1,
                        calls_per_capability=per, retries=self.retries + int(retry), polls=self.polls + int(poll))
+
+    def counted_lookup(self, capability: str) -> Usage:
+        """A status lookup: a tool call and a call of its capability, not an iteration or a retry."""
+        per = dict(self.calls_per_capability)
+        per[capability] = per.get(capability, 0) + 1
+        return replace(self, tool_calls=self.tool_calls + 1, calls_per_capability=per)
 
     def counted_plan(self, *, tokens: int, cost: float, received: bool) -> Usage:
         return replace(self, iterations=self.iterations + 1, tokens=self.tokens + tokens, cost=self.cost + cost,
@@ -124,18 +130,6 @@ def deadline_passed(budgets: Budgets, started_at: float, now: float) -> bool:
     return now > budgets.deadline_at(started_at)
 
 
-def exhausted_for_any_action(budgets: Budgets, usage: Usage, *, started_at: float, now: float) -> BudgetName | None:
-    """Budgets that block every way forward: each further action is an iteration,
-    and without a tool call nothing can change the completion check."""
-    if deadline_reached(budgets, started_at, now):
-        return BudgetName.DEADLINE
-    if usage.iterations + 1 > budgets.max_iterations:
-        return BudgetName.ITERATIONS
-    if usage.tool_calls + 1 > budgets.max_tool_calls:
-        return BudgetName.TOOL_CALLS
-    return None
-
-
 def exhausted_before_planning(budgets: Budgets, usage: Usage, *, started_at: float, now: float,
                               revision: bool) -> BudgetName | None:
     if deadline_reached(budgets, started_at, now):
@@ -144,6 +138,9 @@ def exhausted_before_planning(budgets: Budgets, usage: Usage, *, started_at: flo
         return BudgetName.ITERATIONS
     if revision and usage.revisions + 1 > budgets.max_revisions:
         return BudgetName.REVISIONS
+    # A plan is only worth asking for if one of its steps could still be called.
+    if usage.tool_calls + 1 > budgets.max_tool_calls:
+        return BudgetName.TOOL_CALLS
     # A planner call always spends something: with nothing left it would exceed.
     if usage.tokens >= budgets.max_tokens:
         return BudgetName.TOKENS
@@ -175,6 +172,19 @@ def exhausted_before_call(budgets: Budgets, usage: Usage, *, capability: str, si
         return BudgetName.RETRIES
     if side_effecting and len(_recent(usage.side_effect_times, now)) + 1 > budgets.max_side_effects_per_minute:
         return BudgetName.SIDE_EFFECT_RATE
+    return None
+
+
+def exhausted_before_lookup(budgets: Budgets, usage: Usage, *, capability: str, started_at: float,
+                            now: float) -> BudgetName | None:
+    """A status lookup is a tool call and a call of its capability (not an iteration)."""
+    if deadline_reached(budgets, started_at, now):
+        return BudgetName.DEADLINE
+    if usage.tool_calls + 1 > budgets.max_tool_calls:
+        return BudgetName.TOOL_CALLS
+    limit = budgets.max_calls_per_capability.get(capability)
+    if limit is not None and usage.calls_per_capability.get(capability, 0) + 1 > limit:
+        return BudgetName.CAPABILITY_CALLS
     return None
 
 

@@ -58,6 +58,9 @@ class RetryPolicy:
 class PollingPolicy:
     max_attempts: int
     interval_s: float
+    # The poll's own stop condition on this capability's output ({"path", "equals" | "in"
+    # | "exists" | "not_empty"}); None: poll until the run's completion criteria are met.
+    until: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,12 @@ class CapabilitySpec:
     rate_limit: RateLimit | None = None
     polling: PollingPolicy | None = None
     enabled: bool = True
+    # Dotted output paths that differ on every call (request ids, timestamps): left out of
+    # the outcome fingerprint, so they cannot hide a repetition.
+    volatile_paths: tuple[str, ...] = ()
+    # Identical calls are distinct operations (e.g. "append a line"): the step id becomes
+    # part of the idempotency key, so a re-proposed call is not deduplicated.
+    distinct_calls: bool = False
     # Kind-specific settings (URL, method, MCP server, python dotted path...).
     config: dict[str, Any] = field(default_factory=dict)
     # Database id of the CapabilityVersion row, when there is one.

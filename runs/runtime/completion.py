@@ -12,7 +12,7 @@ from typing import Any
 _MISSING = object()
 Check = Callable[[Any, dict[str, Any]], bool]
 _CHECKS: dict[str, Check] = {}
-BUILTIN_CHECKS = ("equals", "exists", "not_empty")
+BUILTIN_CHECKS = ("equals", "exists", "not_empty", "in")
 
 
 def register_check(name: str) -> Callable[[Check], Check]:
@@ -43,6 +43,29 @@ def is_empty(value: Any) -> bool:
     return False
 
 
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality as JSON means it: booleans are not numbers (true != 1), 1 == 1.0,
+    strings compare exactly, arrays in order, objects by key; no other coercion."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return False
+
+
+def is_blank(value: Any) -> bool:
+    """What `not_empty` rejects, and only that: null, "", [] and {} (design.md)."""
+    return value is None or (isinstance(value, (str, list, dict)) and len(value) == 0)
+
+
 def resolve_path(value: Any, path: str) -> tuple[bool, Any]:
     """Follow "documents.0.id"; numeric parts index lists. Returns (found, value)."""
     if not path:
@@ -65,14 +88,14 @@ def _is_index(part: str) -> bool:
 class CompletionCriteria:
     capability: str
     path: str = ""
-    check: str = "not_empty"   # equals | exists | not_empty | a registered check name
-    expected: Any = None       # the value for equals
+    check: str = "not_empty"   # equals | exists | not_empty | in | a registered check name
+    expected: Any = None       # the value for equals, the list of values for in
     params: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"capability": self.capability, "path": self.path}
-        if self.check == "equals":
-            data["equals"] = self.expected
+        if self.check in ("equals", "in"):
+            data[self.check] = self.expected
         elif self.check in ("exists", "not_empty"):
             data[self.check] = True
         else:
@@ -87,8 +110,9 @@ class CompletionCriteria:
         if errors:
             raise ValueError("; ".join(errors))
         common = {"capability": data["capability"], "path": data.get("path", "")}
-        if "equals" in data:
-            return cls(**common, check="equals", expected=data["equals"])
+        for name in ("equals", "in"):
+            if name in data:
+                return cls(**common, check=name, expected=data[name])
         for name in ("exists", "not_empty"):
             if data.get(name) is True:
                 return cls(**common, check=name)
@@ -97,13 +121,15 @@ class CompletionCriteria:
     def is_met_by(self, output: Any) -> bool:
         found, value = resolve_path(output, self.path)
         if self.check == "exists":
-            return found
+            return found and value is not None
         if not found:
             return False
         if self.check == "equals":
-            return value == self.expected
+            return json_equal(value, self.expected)
+        if self.check == "in":
+            return any(json_equal(value, candidate) for candidate in self.expected)
         if self.check == "not_empty":
-            return not is_empty(value)
+            return not is_blank(value)
         return bool(_CHECKS[self.check](value, self.params))
 
 
@@ -114,19 +140,41 @@ def completion_errors(data: Any) -> list[str]:
     errors = []
     if not isinstance(data.get("capability"), str) or not data.get("capability"):
         errors.append("completion.capability must be a non-empty string")
+    return errors + condition_errors({k: v for k, v in data.items() if k != "capability"}, "completion")
+
+
+def condition_errors(data: Any, where: str) -> list[str]:
+    """Problems with a path + check condition: completion criteria without the
+    capability, or a polling policy's `until`."""
+    if not isinstance(data, dict):
+        return [f"{where} must be an object"]
+    errors = []
     if not isinstance(data.get("path", ""), str):
-        errors.append("completion.path must be a string")
-    given = [k for k in ("equals", "exists", "not_empty", "check") if k in data]
+        errors.append(f"{where}.path must be a string")
+    given = [k for k in ("equals", "exists", "not_empty", "in", "check") if k in data]
     if len(given) != 1:
-        errors.append("completion needs exactly one of equals, exists: true, not_empty: true, check")
+        errors.append(f"{where} needs exactly one of equals, in, exists: true, not_empty: true, check")
     elif given[0] in ("exists", "not_empty") and data[given[0]] is not True:
-        errors.append(f"completion.{given[0]} must be true")
+        errors.append(f"{where}.{given[0]} must be true")
+    elif given[0] == "in" and not isinstance(data["in"], list):
+        errors.append(f"{where}.in must be a list of values")
     elif given[0] == "check" and data["check"] not in _CHECKS:
-        errors.append(f"completion.check {data['check']!r} is not a registered check")
-    unknown = set(data) - {"capability", "path", "equals", "exists", "not_empty", "check", "params"}
+        errors.append(f"{where}.check {data['check']!r} is not a registered check")
+    unknown = set(data) - {"path", "equals", "exists", "not_empty", "in", "check", "params"}
     if unknown:
-        errors.append(f"unknown completion fields: {', '.join(sorted(unknown))}")
+        errors.append(f"unknown {where} fields: {', '.join(sorted(unknown))}")
     return errors
+
+
+def until_condition(capability: str, data: dict[str, Any] | None) -> CompletionCriteria | None:
+    """A polling policy's `until` ({"path", "equals" | "in" | "exists" | "not_empty"}) as
+    criteria on that capability's own output; None when absent."""
+    if data is None:
+        return None
+    errors = condition_errors(data, "polling.until")
+    if errors:
+        raise ValueError("; ".join(errors))
+    return CompletionCriteria.from_dict({**data, "capability": capability})
 
 
 def completion_met(criteria: CompletionCriteria, latest_ok_outputs: dict[str, Any]) -> bool:

@@ -9,7 +9,6 @@ in production), so the same code runs everywhere.
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -17,20 +16,21 @@ from typing import Any
 from . import budgets as B
 from .approvals import ApprovalRequest
 from .capability import CapabilitySpec
-from .completion import completion_met
+from .completion import completion_met, until_condition
 from .decide import Decision, Verdict, decide
 from .events import (ApprovalDecided, ApprovalRequested, AttemptFinished, DecisionMade, Event, PlanProposed,
                      RunStopped, StatusChanged)
 from .history import AttemptKind, HistoryEntry, appended, repeated_without_progress
-from .observation import ErrorCode, Observation, SideEffectStatus, Status
+from .ids import RandomIds
+from .observation import AdmissionRefused, ErrorCode, Observation, SideEffectStatus, Status
 from .plan import PlanError, Step, parse_plan
 from .planning import PlanNotReady, PlanningRequest, PlanProposal
-from .ports import ApprovalBook, Authorizer, CapabilityRegistry, Clock, Executor, Planner
+from .ports import ApprovalBook, Authorizer, CapabilityRegistry, Clock, Executor, IdSource, Planner
 from .retry import retry_allowed, retry_delay_s
 from .signatures import (action_signature, arguments_hash, idempotency_key, outcome_fingerprint, plan_hash,
                          signature_text)
 from .state import PlanAwaitingApproval, PlanningNeed, RunState, StepProgress, StepStatus
-from .stop import ReplanReason, RunStatus, StopKind, status_for_stop, stop_reason
+from .stop import ReplanReason, RunStatus, StallKind, StopKind, status_for_stop, stop_reason
 from .validation import validate_plan
 
 
@@ -75,7 +75,8 @@ class _Executed:
 class Controller:
     def __init__(self, registry: CapabilityRegistry, executor: Executor, planner: Planner, clock: Clock,
                  authorizer: Authorizer, approvals: ApprovalBook, *, rng: random.Random | None = None,
-                 history_window: int = 20) -> None:
+                 history_window: int = 20, ids: IdSource | None = None,
+                 approval_ttl_s: float | None = None) -> None:
         self.registry = registry
         self.executor = executor
         self.planner = planner
@@ -84,6 +85,10 @@ class Controller:
         self.approvals = approvals
         self.rng = rng or random.Random()
         self.history_window = history_window
+        # Attempt and span ids come from here, like time from the clock.
+        self.ids = ids or RandomIds()
+        # An approval request expires at the earlier of this TTL and the run's deadline.
+        self.approval_ttl_s = approval_ttl_s
 
     # -- public -------------------------------------------------------------------------
 
@@ -135,12 +140,22 @@ class Controller:
         return self._execute_next(p, now)
 
     def _stop(self, p: _Pass, kind: StopKind, qualifier: str | None, detail: str,
-              attempt_id: str | None = None) -> None:
+              attempt_id: str | None = None, stall_kind: StallKind | None = None) -> None:
         reason = stop_reason(kind, qualifier)
-        p.state = replace(p.state, stop_reason=reason, stop_detail=detail, not_before=None, pending_approval=None)
+        stall = stall_kind.value if stall_kind else None
+        p.state = replace(p.state, stop_reason=reason, stop_detail=detail, not_before=None, pending_approval=None,
+                          stall_kind=stall)
         p.set_status(status_for_stop(kind))
-        p.emit(RunStopped(reason, detail, attempt_id or p.state.last_attempt_id))
+        p.emit(RunStopped(reason, detail, attempt_id or p.state.last_attempt_id, stall_kind=stall))
         p.wait_s = None
+
+    def _stall(self, p: _Pass, kind: StallKind, why: str, attempt_id: str | None) -> None:
+        """Stop `stalled`, saying which kind and what the last failing observation was."""
+        failing = next((h for h in reversed(p.state.history) if h.observation.status is not Status.OK), None)
+        last = (f"; last failing observation: {h_text(failing)}" if failing is not None
+                else "; no attempt failed")
+        self._stop(p, StopKind.STALLED, None, f"{kind.value}: {why}{last}",
+                   attempt_id or (failing.attempt_id if failing else None), stall_kind=kind)
 
     # -- approvals ----------------------------------------------------------------------
 
@@ -149,6 +164,12 @@ class Controller:
         request = p.state.pending_approval
         decision = self.approvals.decision_for(request)
         if decision is None:
+            now = self.clock.now()
+            if request.expires_at is not None and now >= request.expires_at:
+                self._stop(p, StopKind.APPROVAL_EXPIRED, None, expired_detail(request))
+                return False
+            # Nothing to do until a decision arrives or the request expires; whoever
+            # drives the run (scheduler sweep, scenario runner) wakes it for either.
             p.wait_s = None
             return False
         p.emit(ApprovalDecided(request, decision))
@@ -168,6 +189,11 @@ class Controller:
         return True
 
     def _request_approval(self, p: _Pass, request: ApprovalRequest, **display: Any) -> None:
+        s, now = p.state, self.clock.now()
+        expiry = s.budgets.deadline_at(s.started_at)
+        if self.approval_ttl_s is not None:
+            expiry = min(expiry, now + self.approval_ttl_s)
+        request = replace(request, expires_at=expiry)
         p.state = replace(p.state, pending_approval=request)
         p.set_status(RunStatus.AWAITING_APPROVAL)
         p.emit(ApprovalRequested(request, **display))
@@ -181,8 +207,11 @@ class Controller:
         s, need = p.state, p.state.planning
         is_revision = s.usage.plans > 0
         if is_revision and not s.allow_replan:
-            kind = StopKind.PLAN_REJECTED if need.reason_code == ReplanReason.PLAN_REJECTED else StopKind.STALLED
-            return self._stop(p, kind, None, f"direct mode does not replan ({need.reason})", need.trigger_attempt_id)
+            if need.reason_code == ReplanReason.PLAN_REJECTED:
+                return self._stop(p, StopKind.PLAN_REJECTED, None, f"direct mode does not replan ({need.reason})",
+                                  need.trigger_attempt_id)
+            return self._stall(p, StallKind.PLANNER_EXHAUSTED, f"direct mode does not replan ({need.reason})",
+                               need.trigger_attempt_id)
         budget = B.exhausted_before_planning(s.budgets, s.usage, started_at=s.started_at, now=now, revision=is_revision)
         if budget:
             return self._stop(p, StopKind.BUDGET_EXHAUSTED, budget,
@@ -198,8 +227,13 @@ class Controller:
         if proposal is None or proposal.no_further_plan:
             tokens, cost = (proposal.tokens, proposal.cost) if proposal is not None else (0, 0.0)
             p.state = replace(s, usage=s.usage.counted_plan(tokens=tokens, cost=cost, received=False))
+            if need.reason_code == ReplanReason.PLAN_REJECTED:
+                # A rejected plan the planner cannot correct: the plan was rejected, nothing stalled.
+                return self._stop(p, StopKind.PLAN_REJECTED, None,
+                                  f"{need.reason}; the planner has no correction", need.trigger_attempt_id)
             detail = "the planner has no further plan" if is_revision else "the planner proposed no plan"
-            return self._stop(p, StopKind.STALLED, None, detail, need.trigger_attempt_id)
+            why = f"{detail} after: {need.reason}" if is_revision else detail
+            return self._stall(p, StallKind.PLANNER_EXHAUSTED, why, need.trigger_attempt_id)
         self._receive_plan(p, need, proposal, visible, asked_at)
 
     def _planning_request(self, s: RunState, need: PlanningNeed, visible: tuple[CapabilitySpec, ...],
@@ -318,30 +352,44 @@ class Controller:
         self._execute(p, progress, spec, kind, now)
 
     def _call(self, p: _Pass, progress: StepProgress, spec: CapabilitySpec, kind: str, key: str | None,
-              *, count_iteration: bool = True) -> tuple[StepProgress, _Executed]:
+              *, retry: bool | None = None) -> tuple[StepProgress, _Executed] | AdmissionRefused:
+        """One capability execution: one iteration, one tool call, one call of the capability
+        (and one retry for a retry or a re-send). A refused admission is none of these."""
         s = p.state
+        retry = kind == AttemptKind.RETRY if retry is None else retry
         started = self.clock.now()
         timeout = min(spec.timeout_s, s.budgets.per_call_timeout_s,
                       B.remaining_time(s.budgets, s.started_at, started))
-        attempt_id, span_id = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+        attempt_id, span_id = self.ids.new_id(), self.ids.new_id()[:16]
         observation = self.executor.execute(spec, progress.step.arguments, idempotency_key=key, timeout_s=timeout,
                                             trace_id=s.trace_id, span_id=span_id)
+        if isinstance(observation, AdmissionRefused):
+            return observation
         ended = self.clock.now()
-        progress = replace(progress, attempts=progress.attempts + 1,
-                           retries_used=progress.retries_used + int(kind == AttemptKind.RETRY),
+        progress = replace(progress, attempts=progress.attempts + 1, retries_used=progress.retries_used + int(retry),
                            polls_used=progress.polls_used + int(kind == AttemptKind.POLL))
         observation = observation.with_timing(latency_s=ended - started if ended > started else observation.latency_s,
                                               attempt=progress.attempts, trace_id=s.trace_id, span_id=span_id)
-        usage = s.usage.counted_call(spec.name, retry=kind == AttemptKind.RETRY, poll=kind == AttemptKind.POLL,
-                                     iteration=count_iteration)
+        usage = s.usage.counted_call(spec.name, retry=retry, poll=kind == AttemptKind.POLL)
         p.state = replace(s, usage=usage)
         return progress, self._finished(p, progress, spec, kind, key, attempt_id, started, ended, observation)
+
+    def _wait_for_admission(self, p: _Pass, refused: AdmissionRefused) -> None:
+        """A registry-wide rate limit refused the call before it was made: wait, count nothing."""
+        s, now = p.state, self.clock.now()
+        wait = max(0.0, refused.retry_after_s)
+        if now + wait > s.budgets.deadline_at(s.started_at):
+            return self._stop(p, StopKind.BUDGET_EXHAUSTED, B.BudgetName.DEADLINE,
+                              f"{refused.reason}; the wait of {wait:g}s would end after the deadline")
+        p.state = replace(s, not_before=now + wait)
+        p.wait_s = wait
 
     def _finished(self, p: _Pass, progress: StepProgress, spec: CapabilitySpec, kind: str, key: str | None,
                   attempt_id: str, started: float, ended: float, observation: Observation) -> _Executed:
         """Count a commit once per step, then hand the attempt back; it is emitted after the decision."""
+        # A deduplicated answer repeats an earlier commit: nothing new happened.
         if (spec.changes_state and observation.side_effect is SideEffectStatus.COMMITTED
-                and not progress.committed):
+                and not progress.committed and not observation.extra.get("deduplicated")):
             p.state = replace(p.state, usage=p.state.usage.counted_side_effect(ended))
         return _Executed(attempt_id, kind, key, started, ended, observation)
 
@@ -358,7 +406,8 @@ class Controller:
             idempotency_key=key, started_at=started, ended_at=ended, observation=observation,
             repeated_without_progress=repeated))
         entry = HistoryEntry(attempt_id=attempt_id, capability=spec.name, arguments=step.arguments,
-                             signature=signature, fingerprint=outcome_fingerprint(observation), kind=kind,
+                             signature=signature, fingerprint=outcome_fingerprint(observation, spec.volatile_paths),
+                             kind=kind,
                              observation=observation)
         p.state = replace(p.state, history=appended(p.state.history, entry, self.history_window),
                           last_attempt_id=attempt_id)
@@ -368,21 +417,25 @@ class Controller:
         step = progress.step
         signature = action_signature(spec.name, step.arguments)
         # Side-effecting calls carry a key that is stable across retries and revisions.
-        key = idempotency_key(p.state.run_id, step.id, signature) if spec.changes_state else None
+        key = None
+        if spec.changes_state:
+            key = idempotency_key(p.state.run_id, signature, step.id if spec.distinct_calls else None)
         history_before = p.state.history
-        progress, executed = self._call(p, progress, spec, kind, key)
+        called = self._call(p, progress, spec, kind, key)
+        if isinstance(called, AdmissionRefused):
+            return self._wait_for_admission(p, called)
+        progress, executed = called
         progress = self._note_commit(progress, executed.observation)
         if spec.changes_state and executed.observation.side_effect is SideEffectStatus.UNKNOWN:
             self._emit_attempt(p, progress, spec, executed, repeated=False)
             p.emit(DecisionMade(executed.attempt_id, Decision.RESOLVE.value,
                                 "the side effect's outcome is unknown: resolving it before any retry",
                                 self._usage_snapshot(p)))
-            resolved = self._resolve(p, progress, spec, key, executed.observation)
-            if resolved is None:
-                p.state = p.state.with_step(progress)
-                return self._stop(p, StopKind.TERMINAL_FAILURE, ErrorCode.OUTCOME_UNKNOWN.value,
-                                  f"step {step.id}: {spec.name} may or may not have committed, and it can be neither "
-                                  "deduplicated by idempotency key nor looked up", executed.attempt_id)
+            resolved = self._resolve(p, progress, spec, key, executed)
+            if not isinstance(resolved, tuple):
+                # Stopped (unresolvable or a budget refused) or waiting for admission.
+                p.state = p.state.with_step(progress) if p.state.is_terminal else p.state
+                return
             progress, executed = resolved
             progress = self._note_commit(progress, executed.observation)
         self._conclude(p, progress, spec, kind, executed, history_before)
@@ -393,19 +446,60 @@ class Controller:
         return progress
 
     def _resolve(self, p: _Pass, progress: StepProgress, spec: CapabilitySpec, key: str | None,
-                 original: Observation) -> tuple[StepProgress, _Executed] | None:
-        """Never a blind repeat: re-send with the same key, or ask whether it committed."""
-        if spec.idempotent:
-            # The callee deduplicates on the key; not an iteration of the loop, but a tool call.
-            return self._call(p, progress, spec, AttemptKind.RESOLVE, key, count_iteration=False)
+                 unknown: _Executed) -> tuple[StepProgress, _Executed] | None:
+        """Never a blind repeat: re-send with the same key, or ask whether it committed.
+
+        A re-send is a retry (design.md "Re-sends and lookups are calls"): it needs the
+        retry policy and the run's retry budget, and it is an iteration, a tool call and a
+        call of the capability. A lookup is a tool call and a call of the capability. Every
+        budget is checked before either; a refusal stops the run and the side effect stays
+        unknown. Returns None when the run stopped.
+        """
+        s, step, original = p.state, progress.step, unknown.observation
+        now = self.clock.now()
+        resend = spec.idempotent and retry_allowed(spec.retry, original, attempts_made=1 + progress.retries_used)
+        if resend:
+            # A re-send may be the commit itself (if the first call never landed): it counts
+            # against the side-effect rate like any side-effecting call.
+            budget = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name, side_effecting=True,
+                                             retry=True, started_at=s.started_at, now=now)
+            if budget and not spec.status_lookup:
+                return self._stop(p, StopKind.BUDGET_EXHAUSTED, budget,
+                                  f"step {step.id}: re-sending {spec.name} with its idempotency key would exceed "
+                                  f"the {budget} budget; whether it committed stays unknown", unknown.attempt_id)
+            if not budget:
+                called = self._call(p, progress, spec, AttemptKind.RESOLVE, key, retry=True)
+                if isinstance(called, AdmissionRefused):
+                    # Not sent: the unknown outcome is resolved once the limit admits the re-send.
+                    p.state = p.state.with_step(replace(progress, next_kind=AttemptKind.RETRY))
+                    self._wait_for_admission(p, called)
+                    return None
+                return called
         if not spec.status_lookup:
-            return None
-        s = p.state
+            why = ("its retry policy allows no re-send" if spec.idempotent
+                   else "it can be neither deduplicated by idempotency key")
+            return self._stop(p, StopKind.TERMINAL_FAILURE, ErrorCode.OUTCOME_UNKNOWN.value,
+                              f"step {step.id}: {spec.name} may or may not have committed, {why} nor looked up",
+                              unknown.attempt_id)
+        return self._look_up(p, progress, spec, key, unknown)
+
+    def _look_up(self, p: _Pass, progress: StepProgress, spec: CapabilitySpec, key: str | None,
+                 unknown: _Executed) -> tuple[StepProgress, _Executed] | None:
+        s, step, original = p.state, progress.step, unknown.observation
         started = self.clock.now()
+        budget = B.exhausted_before_lookup(s.budgets, s.usage, capability=spec.name, started_at=s.started_at,
+                                           now=started)
+        if budget:
+            return self._stop(p, StopKind.BUDGET_EXHAUSTED, budget,
+                              f"step {step.id}: looking up whether {spec.name} committed would exceed the {budget} "
+                              "budget; whether it committed stays unknown", unknown.attempt_id)
         timeout = min(spec.timeout_s, s.budgets.per_call_timeout_s, B.remaining_time(s.budgets, s.started_at, started))
-        looked = self.executor.lookup_status(spec, progress.step.arguments, idempotency_key=key, timeout_s=timeout)
+        looked = self.executor.lookup_status(spec, step.arguments, idempotency_key=key, timeout_s=timeout)
+        p.state = replace(p.state, usage=p.state.usage.counted_lookup(spec.name))
         if looked is None or looked.side_effect is SideEffectStatus.UNKNOWN:
-            return None
+            return self._stop(p, StopKind.TERMINAL_FAILURE, ErrorCode.OUTCOME_UNKNOWN.value,
+                              f"step {step.id}: the status lookup of {spec.name} could not tell whether it committed",
+                              unknown.attempt_id)
         progress = replace(progress, attempts=progress.attempts + 1)
         if looked.side_effect is SideEffectStatus.COMMITTED:
             observation = Observation.success(looked.output, state_changed=True, side_effect=SideEffectStatus.COMMITTED,
@@ -416,8 +510,8 @@ class Controller:
                                   extra={**original.extra, "resolved_by": "status_lookup"})
         ended = self.clock.now()
         observation = observation.with_timing(latency_s=ended - started, attempt=progress.attempts,
-                                              trace_id=s.trace_id, span_id=uuid.uuid4().hex[:16])
-        executed = self._finished(p, progress, spec, AttemptKind.RESOLVE, key, uuid.uuid4().hex, started, ended,
+                                              trace_id=s.trace_id, span_id=self.ids.new_id()[:16])
+        executed = self._finished(p, progress, spec, AttemptKind.LOOKUP, key, self.ids.new_id(), started, ended,
                                   observation)
         return progress, executed
 
@@ -435,7 +529,7 @@ class Controller:
         p.state = s
         now = self.clock.now()
         others_pending = any(pr.status == StepStatus.PENDING and pr.step.id != step.id for pr in s.steps)
-        polling = spec.polling is not None and s.completion is not None
+        polling = self._still_polling(s, spec, observation)
         if s.completion is not None:
             verified = completion_met(s.completion, s.latest_ok_outputs)
         else:
@@ -445,11 +539,12 @@ class Controller:
         # matched against the unknown attempt it resolves.
         repeated = repeated_without_progress(
             history_before, signature=signature_text(action_signature(spec.name, step.arguments)),
-            fingerprint=outcome_fingerprint(observation), allowed_retry=kind == AttemptKind.RETRY,
+            fingerprint=outcome_fingerprint(observation, spec.volatile_paths), allowed_retry=kind == AttemptKind.RETRY,
             allowed_poll=kind == AttemptKind.POLL)
+        # Count budgets never pre-empt an outcome (design.md): they are checked before the
+        # next action, when one is wanted (retry and poll below, a call or a plan next pass).
         verdict = decide(
-            observation, repeated_without_progress=repeated,
-            budget_exhausted=B.exhausted_for_any_action(s.budgets, s.usage, started_at=s.started_at, now=now),
+            observation, repeated_without_progress=repeated, budget_exhausted=None,
             completion_verified=verified, deadline_passed=B.deadline_passed(s.budgets, s.started_at, now),
             retry_allowed=retry_allowed(spec.retry, observation, attempts_made=1 + progress.retries_used),
             retry_budget_left=B.retry_budget_left(s.budgets, s.usage), polling=polling,
@@ -458,14 +553,26 @@ class Controller:
         progress = replace(progress, last_observation=_summary(observation))
         self._emit_attempt(p, progress, spec, executed, repeated)
         p.emit(DecisionMade(executed.attempt_id, verdict.decision.value, verdict.reason, self._usage_snapshot(p)))
-        self._apply(p, progress, spec, verdict, executed)
+        self._apply(p, progress, spec, verdict, executed, polling)
+
+    @staticmethod
+    def _still_polling(s: RunState, spec: CapabilitySpec, observation: Observation) -> bool:
+        """Does the polling policy want this step run again? Only an ok result that does not
+        meet the policy's `until` (default: the run's completion criteria) keeps a poll going."""
+        if spec.polling is None or observation.status is not Status.OK:
+            return False
+        until = until_condition(spec.name, spec.polling.until)
+        if until is not None:
+            return not until.is_met_by(observation.output)
+        # Today's default: poll while the run is not complete (the caller checks completion first).
+        return s.completion is not None
 
     def _apply(self, p: _Pass, progress: StepProgress, spec: CapabilitySpec, verdict: Verdict,
-               executed: _Executed) -> None:
+               executed: _Executed, polling: bool) -> None:
         observation, attempt_id, step = executed.observation, executed.attempt_id, progress.step
         d = verdict.decision
         ok = observation.status is Status.OK
-        if d in (Decision.COMPLETE, Decision.CONTINUE) or (d is Decision.REPLAN and ok and spec.polling is None):
+        if d in (Decision.COMPLETE, Decision.CONTINUE) or (d is Decision.REPLAN and ok and not polling):
             progress = replace(progress, status=StepStatus.SUCCEEDED, next_kind=AttemptKind.CALL)
         elif d in (Decision.REPLAN, Decision.STOP_TERMINAL_FAILURE):
             progress = replace(progress, status=StepStatus.FAILED)
@@ -481,15 +588,28 @@ class Controller:
             return self._stop(p, StopKind.TERMINAL_FAILURE, observation.error_code.value,
                               f"step {step.id}: {spec.name} {verdict.reason}", attempt_id)
         if d is Decision.STOP_STALLED:
-            return self._stop(p, StopKind.STALLED, None,
-                              f"step {step.id}: {spec.name}{_args_text(step.arguments)} repeated with the same "
-                              f"outcome ({_outcome_text(observation)}) and no state change", attempt_id)
+            return self._stall(p, StallKind.REPEATED_WITHOUT_PROGRESS,
+                               f"step {step.id}: {spec.name}{_args_text(step.arguments)} repeated with the same "
+                               f"outcome ({_outcome_text(observation)}) and no state change", attempt_id)
         if d in (Decision.RETRY, Decision.POLL):
             if d is Decision.RETRY:
                 delay = retry_delay_s(spec.retry, observation, progress.retries_used + 1, self.rng)
                 next_kind = AttemptKind.RETRY
             else:
                 delay, next_kind = spec.polling.interval_s, AttemptKind.POLL
+            s = p.state
+            budget = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name,
+                                             side_effecting=spec.changes_state, retry=d is Decision.RETRY,
+                                             started_at=s.started_at, now=now)
+            if budget and budget is not B.BudgetName.DEADLINE:
+                return self._stop(p, StopKind.BUDGET_EXHAUSTED, budget,
+                                  f"step {step.id}: the {d.value} of {spec.name} would exceed the {budget} budget",
+                                  attempt_id)
+            if now + delay > p.state.budgets.deadline_at(p.state.started_at):
+                # Waits never cross the deadline: stop now rather than sleep past it.
+                return self._stop(p, StopKind.BUDGET_EXHAUSTED, B.BudgetName.DEADLINE,
+                                  f"step {step.id}: the {d.value} wait of {delay:g}s would end after the deadline",
+                                  attempt_id)
             p.state = replace(p.state.with_step(replace(progress, next_kind=next_kind)), not_before=now + delay)
             p.wait_s = delay
             return
@@ -537,6 +657,19 @@ def _summary(observation: Observation) -> dict[str, Any]:
     return {"status": observation.status.value, "error_code": observation.error_code and observation.error_code.value,
             "side_effect": observation.side_effect.value, "state_changed": observation.state_changed,
             "attempt": observation.attempt}
+
+
+def h_text(entry: HistoryEntry) -> str:
+    """One history entry in words: 'search_documents {"q":"x"}: retryable server_error (HTTP 503)'."""
+    o = entry.observation
+    http = f" (HTTP {o.extra['http_status']})" if o.extra.get("http_status") else ""
+    return f"{entry.capability}{_args_text(entry.arguments)}: {_outcome_text(o)}{http}"
+
+
+def expired_detail(request: ApprovalRequest) -> str:
+    what = f"step {request.step_id} ({request.capability})" if request.kind == "step" else \
+        f"plan revision {request.revision}"
+    return f"the approval request for {what} expired undecided"
 
 
 def _outcome_text(observation: Observation) -> str:

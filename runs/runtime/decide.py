@@ -85,9 +85,9 @@ def _after_retryable(observation: Observation, retry_allowed: bool, retry_budget
 
 def _after_ok(observation: Observation, polling: bool, poll_allowed: bool, has_next_step: bool) -> Verdict:
     if polling and poll_allowed:
-        return Verdict(Decision.POLL, "polling: the result does not satisfy the completion criteria yet")
+        return Verdict(Decision.POLL, "polling: the result does not meet the polling condition yet")
     if polling:
-        return Verdict(Decision.REPLAN, "polling reached its attempt limit without satisfying the completion criteria",
+        return Verdict(Decision.REPLAN, "polling reached its attempt limit without meeting its condition",
                        replan_reason=ReplanReason.DEPENDENCY_FAILED)
     if has_next_step:
         return Verdict(Decision.CONTINUE, "ok: continue with the next step")

@@ -52,7 +52,7 @@ class AttemptFinished:
     version_id: int | None
     arguments: dict[str, Any]
     attempt: int              # attempt number within the step, the first is 1
-    kind: str                 # call | retry | poll | resolve
+    kind: str                 # call | retry | poll | resolve (re-send) | lookup (status lookup)
     signature: str
     idempotency_key: str | None
     started_at: float
@@ -116,10 +116,11 @@ class RunStopped:
     stop_reason: str
     detail: str
     attempt_id: str | None = None
+    stall_kind: str | None = None     # stalled only: repeated_without_progress | planner_exhausted
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "run_stopped", "stop_reason": self.stop_reason, "detail": self.detail,
-                "attempt_id": self.attempt_id}
+                "attempt_id": self.attempt_id, "stall_kind": self.stall_kind}
 
 
 Event = Union[PlanProposed, AttemptFinished, DecisionMade, ApprovalRequested, ApprovalDecided, StatusChanged,

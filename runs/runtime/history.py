@@ -13,11 +13,12 @@ class AttemptKind:
     CALL = "call"        # a step's first execution (also a re-proposed step in a new revision)
     RETRY = "retry"      # a retry the capability's retry policy allowed
     POLL = "poll"        # a re-run the polling policy allowed
-    RESOLVE = "resolve"  # idempotent re-send or status lookup of an unknown outcome
+    RESOLVE = "resolve"  # idempotent re-send (a retry) of an unknown outcome
+    LOOKUP = "lookup"    # status lookup of an unknown outcome: a tool call, not a retry
 
-    ALL = (CALL, RETRY, POLL, RESOLVE)
+    ALL = (CALL, RETRY, POLL, RESOLVE, LOOKUP)
     # Only the runtime creates these kinds, and only within policy: they are legitimate repeats.
-    EXEMPT = (RETRY, POLL, RESOLVE)
+    EXEMPT = (RETRY, POLL, RESOLVE, LOOKUP)
 
 
 @dataclass(frozen=True)

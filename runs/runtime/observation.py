@@ -27,6 +27,9 @@ class ErrorCode(StrEnum):
     INVALID_ARGUMENTS = "invalid_arguments"
     CONFLICT = "conflict"
     OUTCOME_UNKNOWN = "outcome_unknown"
+    # The tool said it failed, in words that match no other code: terminal, and honest
+    # about not knowing more (never guessed to be the caller's fault).
+    TOOL_ERROR = "tool_error"
 
 
 class ErrorCategory(StrEnum):
@@ -36,6 +39,7 @@ class ErrorCategory(StrEnum):
     REQUEST = "request"              # the request itself is wrong
     CONFLICT = "conflict"            # the target state disagrees with the request
     UNKNOWN_OUTCOME = "unknown_outcome"  # a side effect may or may not have happened
+    TOOL = "tool"                    # the tool reported a failure it did not explain
 
 
 class SideEffectStatus(StrEnum):
@@ -58,6 +62,7 @@ _CATEGORY = {
     ErrorCode.INVALID_ARGUMENTS: ErrorCategory.REQUEST,
     ErrorCode.CONFLICT: ErrorCategory.CONFLICT,
     ErrorCode.OUTCOME_UNKNOWN: ErrorCategory.UNKNOWN_OUTCOME,
+    ErrorCode.TOOL_ERROR: ErrorCategory.TOOL,
 }
 
 _GUIDANCE = {
@@ -67,6 +72,7 @@ _GUIDANCE = {
     ErrorCategory.REQUEST: "Do not retry unchanged: correct the arguments or choose another step.",
     ErrorCategory.CONFLICT: "Do not retry unchanged: re-read the target state first.",
     ErrorCategory.UNKNOWN_OUTCOME: "Reconcile by idempotency key or status lookup; never repeat blindly.",
+    ErrorCategory.TOOL: "Do not retry unchanged: read the tool's message, then choose another step or stop.",
 }
 
 
@@ -96,6 +102,16 @@ def error_code_for_http_status(status: int) -> ErrorCode | None:
         return ErrorCode.SERVER_ERROR
     # 400, 422 and every other client error: the request itself is wrong.
     return ErrorCode.INVALID_ARGUMENTS
+
+
+@dataclass(frozen=True)
+class AdmissionRefused:
+    """An executor's answer when a registry-wide rate limit did not admit the call: the
+    call was never made. The runtime waits retry_after_s and counts nothing (a wait,
+    not a call)."""
+
+    retry_after_s: float
+    reason: str = ""
 
 
 @dataclass(frozen=True)

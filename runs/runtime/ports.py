@@ -6,7 +6,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .approvals import ApprovalDecision, ApprovalRequest
 from .capability import CapabilitySpec
-from .observation import Observation
+from .observation import AdmissionRefused, Observation
 from .planning import PlanningRequest, PlanProposal
 
 
@@ -28,8 +28,9 @@ class CapabilityRegistry(Protocol):
 @runtime_checkable
 class Executor(Protocol):
     def execute(self, spec: CapabilitySpec, arguments: dict[str, Any], *, idempotency_key: str | None,
-                timeout_s: float, trace_id: str, span_id: str) -> Observation:
-        """Run the capability within timeout_s; classify every failure into an Observation, never raise."""
+                timeout_s: float, trace_id: str, span_id: str) -> Observation | AdmissionRefused:
+        """Run the capability within timeout_s; classify every failure into an Observation, never raise.
+        AdmissionRefused: a rate limit did not let the call out (nothing was sent)."""
 
     def lookup_status(self, spec: CapabilitySpec, arguments: dict[str, Any], *, idempotency_key: str | None,
                       timeout_s: float) -> Observation | None:
@@ -47,6 +48,12 @@ class Clock(Protocol):
     def now(self) -> float: ...
 
     def sleep(self, seconds: float) -> None: ...
+
+
+@runtime_checkable
+class IdSource(Protocol):
+    def new_id(self) -> str:
+        """A fresh id (attempts, spans): random in production, sequential in scenarios."""
 
 
 @runtime_checkable

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .capability import CapabilitySpec
-from .observation import ErrorCode
+from .observation import ErrorCode, error_code_for_http_status
 from .stop import ReplanReason
 
 # One HTTP status per error code that has one, so a failure's body is replayed with it.
@@ -48,7 +48,7 @@ class RecordedPlan:
 @dataclass(frozen=True)
 class RecordedAttempt:
     capability: str
-    kind: str                      # call | retry | poll | resolve
+    kind: str                      # call | retry | poll | resolve (a re-send) | lookup
     idempotency_key: str | None
     status: str                    # ok | retryable | terminal
     error_code: str = ""
@@ -57,12 +57,14 @@ class RecordedAttempt:
     side_effect: str = "not_committed"
     latency_s: float = 0.0
     retry_after_s: float | None = None
+    http_status: int | None = None   # part of a failure's fingerprint
 
 
 @dataclass(frozen=True)
 class RecordedApproval:
     approve: bool
     comment: str = ""
+    expired: bool = False   # nobody decided: the request lapsed
 
 
 def record_from_events(events: Iterable[Any]) -> tuple[list[RecordedPlan], list[RecordedAttempt],
@@ -71,6 +73,7 @@ def record_from_events(events: Iterable[Any]) -> tuple[list[RecordedPlan], list[
     from . import events as ev
 
     plans, attempts, approvals, decided = [], [], [], set()
+    stop_reason = None
     for event in events:
         if isinstance(event, ev.PlanProposed):
             plans.append(RecordedPlan(event.revision, tuple(event.steps), event.accepted, event.tokens, event.cost,
@@ -80,10 +83,14 @@ def record_from_events(events: Iterable[Any]) -> tuple[list[RecordedPlan], list[
             attempts.append(RecordedAttempt(
                 event.capability, event.kind, event.idempotency_key, o.status.value,
                 o.error_code.value if o.error_code else "", o.output, o.state_changed, o.side_effect.value,
-                o.latency_s, o.retry_after_s))
+                o.latency_s, o.retry_after_s, o.extra.get("http_status")))
         elif isinstance(event, ev.ApprovalDecided) and event.request.key not in decided:
             decided.add(event.request.key)
             approvals.append(RecordedApproval(event.decision.approved, event.decision.comment))
+        elif isinstance(event, ev.RunStopped):
+            stop_reason = event.stop_reason
+    if stop_reason == "approval_expired":
+        approvals.append(RecordedApproval(False, expired=True))
     return plans, attempts, approvals
 
 
@@ -98,6 +105,12 @@ def capability_entry(spec: CapabilitySpec) -> dict[str, Any]:
     }
     if spec.polling is not None:
         entry["polling"] = {"max_attempts": spec.polling.max_attempts, "interval_s": spec.polling.interval_s}
+        if spec.polling.until is not None:
+            entry["polling"]["until"] = spec.polling.until
+    if spec.volatile_paths:
+        entry["volatile_paths"] = list(spec.volatile_paths)
+    if spec.distinct_calls:
+        entry["distinct_calls"] = True
     return entry
 
 
@@ -114,8 +127,9 @@ def responses_from_attempts(attempts: Iterable[RecordedAttempt],
             continue
         key = attempt.idempotency_key
         writes = spec.changes_state
-        if attempt.kind == "resolve" and key in last_unknown and (
-                not spec.idempotent or (attempt.status == "ok" and attempt.side_effect == "committed")):
+        if attempt.kind in ("resolve", "lookup") and key in last_unknown and (
+                attempt.kind == "lookup" or not spec.idempotent
+                or (attempt.status == "ok" and attempt.side_effect == "committed")):
             # A status lookup, or a re-send that found the side effect done: the earlier
             # call committed (or not); the simulated callee answers the resolve itself.
             timed_out = last_unknown.pop(key)
@@ -144,8 +158,11 @@ def _response(attempt: RecordedAttempt) -> dict[str, Any]:
         return {"return": attempt.output, "state_changed": attempt.state_changed, **latency}
     code = attempt.error_code if attempt.error_code in RAISABLE else "timeout"
     extra = {"retry_after_s": attempt.retry_after_s} if attempt.retry_after_s is not None else {}
+    if attempt.http_status is not None and error_code_for_http_status(attempt.http_status) is not None:
+        # The HTTP status is part of a failure's fingerprint: replay the same one.
+        return {"http_status": attempt.http_status, "body": attempt.output, **latency, **extra}
     if attempt.output is not None and code in HTTP_STATUS_FOR:
-        # The body is part of the outcome's fingerprint: replay it with a status of that code.
+        # A body without a status: replay it with a status of that code.
         return {"http_status": HTTP_STATUS_FOR[code], "body": attempt.output, **latency, **extra}
     return {"raise": code, **latency, **extra}
 
@@ -175,8 +192,8 @@ def scenario_from_record(*, name: str, goal: str, completion: dict[str, Any] | N
                          capabilities: Iterable[CapabilitySpec], plans: Iterable[RecordedPlan],
                          attempts: Iterable[RecordedAttempt], approvals: Iterable[RecordedApproval],
                          owner_permissions: list[str] | None = None, require_plan_approval: bool = False,
-                         seed: int = 0, expect: dict[str, Any] | None = None,
-                         description: str = "") -> dict[str, Any]:
+                         seed: int = 0, expect: dict[str, Any] | None = None, description: str = "",
+                         approval_ttl_s: float | None = None) -> dict[str, Any]:
     """The scenario file (a dict, ready for json.dumps) that replays the record."""
     specs = {s.name: s for s in capabilities}
     responses, commits = responses_from_attempts(attempts, specs)
@@ -184,9 +201,12 @@ def scenario_from_record(*, name: str, goal: str, completion: dict[str, Any] | N
         "name": name, "description": description, "goal": goal, "completion": completion, "budgets": budgets,
         "capabilities": [{**capability_entry(spec), "responses": responses[spec.name]} for spec in specs.values()],
         "planner": {"plans": [planner_entry(p) for p in sorted(plans, key=lambda p: p.revision)]},
-        "approvals": [{"decision": "approve" if a.approve else "reject", "comment": a.comment} for a in approvals],
+        "approvals": [{"decision": "expire"} if a.expired else
+                      {"decision": "approve" if a.approve else "reject", "comment": a.comment} for a in approvals],
         "require_plan_approval": require_plan_approval, "seed": seed,
     }
+    if approval_ttl_s is not None:
+        scenario["approval_ttl_s"] = approval_ttl_s
     if owner_permissions is not None:
         scenario["owner_permissions"] = sorted(owner_permissions)
     if completion is None:

@@ -14,22 +14,25 @@ from typing import Any
 from .approvals import ApprovalDecision
 from .budgets import Budgets
 from .capability import CapabilitySpec, Kind, PollingPolicy, RetryPolicy, SideEffect
-from .completion import CompletionCriteria, completion_errors
+from .completion import CompletionCriteria, completion_errors, until_condition
 from .controller import Controller, Transition
 from .events import ApprovalRequested, Event
+from .ids import RandomIds, SequentialIds
 from .observation import ErrorCode
 from .planners import DirectPlanner, ScriptedPlanner
-from .simulation import (ScriptedApprovals, SimulatedCapabilities, SimulatedClock, StaticAuthorizer,
+from .simulation import (EXPIRE, ScriptedApprovals, SimulatedCapabilities, SimulatedClock, StaticAuthorizer,
                          StaticRegistry)
 from .state import RunState
 
 EXPECT_FIELDS = ("status", "stop_reason", "tool_calls", "revisions", "retries", "approvals_requested",
-                 "side_effects_committed", "tokens", "elapsed_s")
+                 "side_effects_committed", "tokens", "elapsed_s", "stall_kind")
 TOP_FIELDS = {"name", "description", "goal", "completion", "budgets", "owner_permissions", "capabilities",
-              "planner", "approvals", "expect", "direct", "seed", "require_plan_approval"}
+              "planner", "approvals", "expect", "direct", "seed", "require_plan_approval", "approval_ttl_s"}
 CAPABILITY_FIELDS = {"name", "description", "side_effect", "schema", "max_argument_bytes", "timeout_s", "retry",
                      "requires_approval", "idempotent", "status_lookup", "permission", "polling", "responses",
-                     "enabled", "version"}
+                     "enabled", "version", "volatile_paths", "distinct_calls"}
+# An approvals entry {"decision": "expire"}: nobody answers, and the request lapses.
+APPROVAL_DECISIONS = ("approve", "reject", "expire")
 RESPONSE_FIELDS = {"return", "state_changed", "raise", "http_status", "body", "headers", "latency_s",
                    "commit_then_timeout", "retry_after_s"}
 RAISABLE = tuple(c.value for c in ErrorCode if c is not ErrorCode.OUTCOME_UNKNOWN)
@@ -58,7 +61,7 @@ class Scenario:
     capabilities: tuple[CapabilitySpec, ...]
     responses: dict[str, list[dict[str, Any]]]
     plans: tuple[Any, ...]
-    approvals: tuple[ApprovalDecision, ...]
+    approvals: tuple[ApprovalDecision | str, ...]   # EXPIRE: the request is left to expire
     expect: dict[str, Any]
     direct: dict[str, Any] | None = None
     seed: int = 0
@@ -67,6 +70,8 @@ class Scenario:
     # "capabilities": "registered": the application's own registry and executors serve the
     # task (the evaluation runner wires them); the pure runtime can only simulate.
     registered: bool = False
+    # The product's approval TTL by default (a day); the run's deadline caps it anyway.
+    approval_ttl_s: float = 86_400.0
 
 
 @dataclass
@@ -83,6 +88,7 @@ class ScenarioResult:
     side_effects_committed: int
     tokens: int
     elapsed_s: float
+    stall_kind: str | None = None
     mode: str = "planning"
     state: RunState | None = field(default=None, repr=False)
     events: list[Event] = field(default_factory=list, repr=False)
@@ -92,7 +98,7 @@ class ScenarioResult:
                 "stop_reason": self.stop_reason, "tool_calls": self.tool_calls, "revisions": self.revisions,
                 "retries": self.retries, "approvals_requested": self.approvals_requested,
                 "side_effects_committed": self.side_effects_committed, "tokens": self.tokens,
-                "elapsed_s": self.elapsed_s}
+                "elapsed_s": self.elapsed_s, "stall_kind": self.stall_kind}
 
 
 # -- loading ----------------------------------------------------------------------------
@@ -156,6 +162,10 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
         problems.append("seed must be an integer")
     if not isinstance(data.get("require_plan_approval", False), bool):
         problems.append("require_plan_approval must be true or false")
+    ttl = data.get("approval_ttl_s", Scenario.approval_ttl_s)
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0:
+        problems.append("approval_ttl_s must be a positive number")
+        ttl = Scenario.approval_ttl_s
     if problems:
         raise ScenarioError(source, problems)
     return Scenario(name=name, goal=data.get("goal", ""), completion=completion, budgets=budgets,
@@ -163,7 +173,7 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
                     capabilities=tuple(specs), responses=responses, plans=tuple(plans), approvals=tuple(approvals),
                     expect=dict(expect), direct=direct, seed=int(data.get("seed", 0)),
                     require_plan_approval=bool(data.get("require_plan_approval", False)), source=source,
-                    registered=registered)
+                    registered=registered, approval_ttl_s=float(ttl))
 
 
 def _plans(data: dict[str, Any], problems: list[str]) -> list[Any]:
@@ -178,14 +188,17 @@ def _plans(data: dict[str, Any], problems: list[str]) -> list[Any]:
     return list(planner["plans"])
 
 
-def _approvals(items: Any, problems: list[str]) -> list[ApprovalDecision]:
+def _approvals(items: Any, problems: list[str]) -> list[ApprovalDecision | str]:
     if not isinstance(items, list):
         problems.append("approvals must be a list")
         return []
-    decisions = []
+    decisions: list[ApprovalDecision | str] = []
     for i, item in enumerate(items):
-        if not isinstance(item, dict) or item.get("decision") not in ("approve", "reject"):
-            problems.append(f"approvals[{i}].decision must be \"approve\" or \"reject\"")
+        if not isinstance(item, dict) or item.get("decision") not in APPROVAL_DECISIONS:
+            problems.append(f"approvals[{i}].decision must be \"approve\", \"reject\" or \"expire\"")
+            continue
+        if item["decision"] == "expire":
+            decisions.append(EXPIRE)
             continue
         decisions.append(ApprovalDecision(item["decision"] == "approve", str(item.get("comment", "")),
                                           str(item.get("decided_by", "scenario"))))
@@ -226,6 +239,13 @@ def _spec(item: dict[str, Any]) -> CapabilitySpec:
     retry = item.get("retry")
     if retry is not None and not isinstance(retry, dict):
         raise ValueError("retry must be an object")
+    if polling is not None and not isinstance(polling, dict):
+        raise ValueError("polling must be an object")
+    until = polling.get("until") if polling else None
+    until_condition(item["name"], until)   # raises ValueError listing the problems
+    volatile = item.get("volatile_paths", [])
+    if not isinstance(volatile, list) or not all(isinstance(v, str) and v for v in volatile):
+        raise ValueError("volatile_paths must be a list of dotted paths")
     return CapabilitySpec(
         name=item["name"], kind=Kind.SIMULATED, version=int(item.get("version", 1)),
         description=str(item.get("description", "")), schema=schema,
@@ -235,8 +255,9 @@ def _spec(item: dict[str, Any]) -> CapabilitySpec:
         side_effect=SideEffect(item.get("side_effect", "none")),
         requires_approval=_flag(item, "requires_approval"), idempotent=_flag(item, "idempotent"),
         status_lookup=_flag(item, "status_lookup"), permission=str(item.get("permission", "")),
-        polling=PollingPolicy(int(polling["max_attempts"]), float(polling["interval_s"])) if polling else None,
-        enabled=bool(item.get("enabled", True)))
+        polling=PollingPolicy(int(polling["max_attempts"]), float(polling["interval_s"]), until) if polling else None,
+        enabled=bool(item.get("enabled", True)), volatile_paths=tuple(volatile),
+        distinct_calls=_flag(item, "distinct_calls"))
 
 
 def _flag(item: dict[str, Any], key: str) -> bool:
@@ -290,7 +311,8 @@ class ScenarioRig:
     state: RunState
 
 
-def prepare_scenario(scenario: Scenario | str | Path | dict[str, Any], mode: str = "planning") -> ScenarioRig:
+def prepare_scenario(scenario: Scenario | str | Path | dict[str, Any], mode: str = "planning",
+                     ids: Any = None) -> ScenarioRig:
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
     if mode not in MODES:
@@ -309,7 +331,8 @@ def prepare_scenario(scenario: Scenario | str | Path | dict[str, Any], mode: str
         planner = ScriptedPlanner(list(scenario.plans))
     controller = Controller(StaticRegistry(scenario.capabilities), executor, planner, clock,
                             StaticAuthorizer(scenario.owner_permissions), approvals,
-                            rng=random.Random(scenario.seed))
+                            rng=random.Random(scenario.seed), ids=ids or RandomIds(),
+                            approval_ttl_s=scenario.approval_ttl_s)
     slug = re.sub(r"[^a-z0-9]+", "-", scenario.name.lower()).strip("-") or "scenario"
     state = RunState.new(run_id=f"scenario-{slug}", goal=scenario.goal, completion=scenario.completion,
                          budgets=scenario.budgets, started_at=clock.now(), trace_id=f"trace-{slug}",
@@ -319,15 +342,27 @@ def prepare_scenario(scenario: Scenario | str | Path | dict[str, Any], mode: str
 
 def run_scenario(scenario: Scenario | str | Path | dict[str, Any], mode: str = "planning") -> ScenarioResult:
     """Run a scenario through the real controller until it is terminal or awaits an approval."""
-    rig = prepare_scenario(scenario, mode)
+    rig = prepare_scenario(scenario, mode, ids=SequentialIds("a"))
     events: list[Event] = []
 
     def collect(transition: Transition) -> None:
         events.extend(transition.events)
 
     state = rig.controller.run_until_pause(rig.state, on_transition=collect)
+    while let_expire(rig, state):
+        state = rig.controller.run_until_pause(state, on_transition=collect)
     return scenario_result(rig.scenario, state, events, rig.executor.commits, rig.clock.now() - state.started_at,
                            rig.mode)
+
+
+def let_expire(rig: ScenarioRig, state: RunState) -> bool:
+    """A request the script leaves to expire: move the clock to its expiry and say so, so
+    the caller advances the run again (production's scheduler sweep does the same)."""
+    request = state.pending_approval
+    if state.is_terminal or request is None or not rig.approvals.expiring(request):
+        return False
+    rig.clock.advance(request.expires_at - rig.clock.now())
+    return True
 
 
 def scenario_result(scenario: Scenario, state: RunState, events: list[Event], commits: int, elapsed_s: float,
@@ -337,6 +372,7 @@ def scenario_result(scenario: Scenario, state: RunState, events: list[Event], co
         "revisions": state.usage.plans, "retries": state.usage.retries,
         "approvals_requested": sum(isinstance(e, ApprovalRequested) for e in events),
         "side_effects_committed": commits, "tokens": state.usage.tokens, "elapsed_s": round(elapsed_s, 6),
+        "stall_kind": state.stall_kind,
     }
     failures = [f"expected {key}={json.dumps(expected)}, got {json.dumps(actual[key])}"
                 for key, expected in scenario.expect.items() if not _matches(expected, actual[key])]

@@ -47,21 +47,36 @@ class StaticAuthorizer:
         return not permission or self.permissions is None or permission in self.permissions
 
 
+# In an approvals script: nobody answers this request, and it lapses at its expiry.
+EXPIRE = "expire"
+
+
 class ScriptedApprovals:
     """Answers approval requests in the order they are first asked about; with none
-    left, every further request stays undecided. The same request gets the same answer."""
+    left, every further request stays undecided. The same request gets the same answer.
+    An EXPIRE entry leaves its request undecided and marks it to be let expire."""
 
-    def __init__(self, decisions: Iterable[ApprovalDecision]) -> None:
+    def __init__(self, decisions: Iterable[ApprovalDecision | str]) -> None:
         self.remaining = list(decisions)
         self.answered: dict[str, ApprovalDecision | None] = {}
+        self.expire: set[str] = set()
         self.requests: list[ApprovalRequest] = []
 
     def decision_for(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        if request.key in self.expire:
+            return None
         if self.answered.get(request.key) is None:
             if request.key not in self.answered:
                 self.requests.append(request)
-            self.answered[request.key] = self.remaining.pop(0) if self.remaining else None
+            answer = self.remaining.pop(0) if self.remaining else None
+            if answer == EXPIRE:
+                self.expire.add(request.key)
+                answer = None
+            self.answered[request.key] = answer
         return self.answered[request.key]
+
+    def expiring(self, request: ApprovalRequest) -> bool:
+        return request.key in self.expire
 
 
 class SimulatedCapabilities:
@@ -109,7 +124,8 @@ class SimulatedCapabilities:
             code = error_code_for_http_status(int(response["http_status"]))
             if code is not None:
                 return Observation.failure(code, f"HTTP {response['http_status']}", output=output,
-                                           retry_after_s=retry_after, side_effect=_side_effect_of_failure(code, lost))
+                                           retry_after_s=retry_after, side_effect=_side_effect_of_failure(code, lost),
+                                           extra={"http_status": int(response["http_status"])})
         side_effect = SideEffectStatus.NOT_COMMITTED
         if writes:
             self._commit(idempotency_key, output, writes)

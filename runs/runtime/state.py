@@ -103,6 +103,7 @@ class RunState:
     status: RunStatus = RunStatus.QUEUED
     stop_reason: str | None = None
     stop_detail: str = ""
+    stall_kind: str | None = None              # set with stop_reason "stalled"
     usage: Usage = Usage()
     revision: int = 0                          # the accepted plan's revision number; 0 before any
     steps: tuple[StepProgress, ...] = ()
@@ -145,7 +146,8 @@ class RunState:
             "budgets": self.budgets.to_dict(), "started_at": self.started_at, "trace_id": self.trace_id,
             "require_plan_approval": self.require_plan_approval, "allow_replan": self.allow_replan,
             "cancel_requested": self.cancel_requested, "status": self.status.value,
-            "stop_reason": self.stop_reason, "stop_detail": self.stop_detail, "usage": self.usage.to_dict(),
+            "stop_reason": self.stop_reason, "stop_detail": self.stop_detail, "stall_kind": self.stall_kind,
+            "usage": self.usage.to_dict(),
             "revision": self.revision, "steps": [p.to_dict() for p in self.steps],
             "planning": self.planning.to_dict() if self.planning else None,
             "plan_awaiting_approval": self.plan_awaiting_approval.to_dict() if self.plan_awaiting_approval else None,
@@ -166,7 +168,7 @@ class RunState:
             trace_id=data.get("trace_id", ""), require_plan_approval=bool(data.get("require_plan_approval")),
             allow_replan=bool(data.get("allow_replan", True)), cancel_requested=bool(data.get("cancel_requested")),
             status=RunStatus(data.get("status", "queued")), stop_reason=data.get("stop_reason"),
-            stop_detail=data.get("stop_detail", ""), usage=Usage.from_dict(data.get("usage")),
+            stop_detail=data.get("stop_detail", ""), stall_kind=data.get("stall_kind"), usage=Usage.from_dict(data.get("usage")),
             revision=int(data.get("revision", 0)),
             steps=tuple(StepProgress.from_dict(p) for p in data.get("steps") or ()),
             planning=opt("planning", PlanningNeed.from_dict),

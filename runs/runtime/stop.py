@@ -26,8 +26,17 @@ class StopKind(StrEnum):
     STALLED = "stalled"
     PLAN_REJECTED = "plan_rejected"
     APPROVAL_REJECTED = "approval_rejected"
+    APPROVAL_EXPIRED = "approval_expired"
     CANCELLED = "cancelled"
     INTERNAL_ERROR = "internal_error"
+
+
+class StallKind(StrEnum):
+    """Why a run stalled: the same action kept giving the same outcome, or the planner
+    had nothing (more) to offer."""
+
+    REPEATED_WITHOUT_PROGRESS = "repeated_without_progress"
+    PLANNER_EXHAUSTED = "planner_exhausted"
 
 
 class ReplanReason(StrEnum):

@@ -36,19 +36,40 @@ _FAILURE_WORDS = {
     "invalid_arguments": "a capability rejected the call's arguments",
     "conflict": "the target's state conflicted with the request",
     "outcome_unknown": "a side effect may or may not have happened and could not be reconciled",
+    "tool_error": "a capability reported a failure it did not explain",
 }
 STOP_REASON_TEXT = {
     "completed": "Completed: the completion criteria were met",
     "stalled": "Stopped: the run made no progress (the same action gave the same result, or the planner had "
                "nothing more to try)",
-    "plan_rejected": "Stopped: the planner's plan failed validation twice",
+    "plan_rejected": "Stopped: the planner's plan failed validation and was not corrected",
     "approval_rejected": "Stopped: an operator rejected an approval request",
+    "approval_expired": "Stopped: an approval request expired before anyone decided it",
     "cancelled": "Cancelled by an operator",
     "internal_error": "Stopped: an internal error in AgentOps",
     **{f"budget_exhausted:{name}": f"Stopped: {text}" for name, text in _BUDGET_WORDS.items()},
     **{f"terminal_failure:{code}": f"Stopped: {text}" for code, text in _FAILURE_WORDS.items()},
 }
 assert set(STOP_REASON_VALUES) <= set(STOP_REASON_TEXT), "every stop reason needs plain words"
+
+
+STALL_KIND_TEXT = {
+    "repeated_without_progress": "the same action gave the same result, with nothing changed in between",
+    "planner_exhausted": "the planner had nothing more to try",
+}
+
+
+@register.filter
+def stall_kind_text(value: str) -> str:
+    return STALL_KIND_TEXT.get(value or "", "")
+
+
+@register.filter
+def run_stop_text(run) -> str:
+    """The headline for a finished run: a stalled run says which way it stalled."""
+    if run.stop_reason == "stalled" and getattr(run, "stall_kind", ""):
+        return f"Stopped: the run made no progress ({stall_kind_text(run.stall_kind)})"
+    return stop_reason_text(run.stop_reason)
 
 
 @register.filter

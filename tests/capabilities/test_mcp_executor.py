@@ -96,7 +96,8 @@ class TestCalls:
     def test_a_plain_tool_error_is_terminal(self, executor):
         observation = run(executor, mcp_spec("explode", side_effect=SideEffect.WRITE), {"reason": "gears"}, key="k")
         assert observation.status == Status.TERMINAL
-        assert observation.error_code == ErrorCode.INVALID_ARGUMENTS
+        assert observation.error_code == ErrorCode.TOOL_ERROR
+        assert observation.error_category.value == "tool"
         assert "the widget exploded: gears" in observation.error_message
         assert observation.side_effect == SideEffectStatus.NOT_COMMITTED
 
@@ -161,7 +162,7 @@ class TestCalls:
     ("upstream timed out", ErrorCode.TIMEOUT),
     ("ticket already exists", ErrorCode.CONFLICT),
     ("1 validation error for Args", ErrorCode.INVALID_ARGUMENTS),
-    ("something odd happened", ErrorCode.INVALID_ARGUMENTS),
+    ("something odd happened", ErrorCode.TOOL_ERROR),
 ])
 def test_it_reads_the_error_code_from_the_tool_error_text(text, code):
     assert code_for_error_text(text) == code

@@ -94,3 +94,24 @@ def test_the_api_imports_tools_with_confirmed_policies(api_for, registry_admin, 
     result = api.post("/api/capabilities/inventory_lookup/try/", {"arguments": {"item_id": "zz"}}, format="json")
     assert result.status_code == 200
     assert (result.json()["status"], result.json()["error_code"]) == ("terminal", "not_found")
+
+
+def test_overriding_the_side_effect_to_a_write_clears_idempotent_inferred_from_read_only(api_for, registry_admin):
+    api = api_for(registry_admin)
+    server_id = api.post("/api/mcp-servers/", {"name": "inv2", "transport": "stdio", "command": "python",
+                                                "args": [SERVER]}, format="json").json()["id"]
+    tools = {t["name"]: t for t in api.get(f"/api/mcp-servers/{server_id}/tools/").json()}
+    assert tools["slow"]["idempotent"] is True and tools["add"]["idempotent"] is True
+    imported = api.post(f"/api/mcp-servers/{server_id}/import/", {"tools": [
+        {"name": "slow", "side_effect": "write", "permission": "capabilities.view_capability"},
+        {"name": "add", "side_effect": "write", "permission": "capabilities.view_capability"},
+        {"name": "whoami", "side_effect": "write", "idempotent": True, "permission": "capabilities.view_capability"},
+    ]}, format="json")
+    assert imported.status_code == 201, imported.json()
+    by_name = {c["name"]: c for c in imported.json()}
+    # readOnlyHint no longer holds for a write: the inference goes with it.
+    assert by_name["slow"]["idempotent"] is False
+    # idempotentHint is the server's own word about repeats: it stays.
+    assert by_name["add"]["idempotent"] is True
+    # What the admin sets explicitly stays.
+    assert by_name["whoami"]["idempotent"] is True

@@ -91,7 +91,7 @@ class _ChatCompletions(BaseHTTPRequestHandler):
 def llm_endpoint():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatCompletions)
     _ChatCompletions.requests = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     server.shutdown()

@@ -36,6 +36,8 @@ class TestRunConstraints:
 
     def test_a_known_stop_reason_is_accepted(self, run):
         Run.objects.filter(pk=run.pk).update(status="stopped", stop_reason="budget_exhausted:deadline")
+        run.refresh_from_db()
+        assert (run.status, run.stop_reason) == ("stopped", "budget_exhausted:deadline")
 
     def test_status_is_a_closed_set(self, run):
         with pytest.raises(IntegrityError), transaction.atomic():

@@ -23,6 +23,11 @@ class TestRunScenarioCommand:
         report = json.loads(result.stdout)
         assert len(report) == len(SCENARIOS)
         assert all(set(item) >= FIELDS and item["passed"] for item in report)
+        by_name = {item["name"]: item for item in report}
+        # stall_kind is null unless the run stalled, and says which kind when it did.
+        assert all((item["stall_kind"] is None) == (item["stop_reason"] != "stalled") for item in report)
+        assert by_name["a tool that keeps failing until the planner has nothing more stalls planner_exhausted"][
+            "stall_kind"] == "planner_exhausted"
 
     def test_it_exits_non_zero_when_an_expectation_fails(self, tmp_path):
         scenario = json.loads((ROOT / "tests" / "scenarios" / "timeout_loop_stalls.json").read_text())

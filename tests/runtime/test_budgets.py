@@ -71,21 +71,33 @@ def test_tokens_and_cost_are_exceeded_only_above_the_limit_after_planning():
     assert B.exceeded_after_planning(budgets, Usage(cost=1.5)) == "cost"
 
 
-def test_any_action_needs_time_an_iteration_and_a_tool_call():
-    def check(usage, now=0.0):
-        return B.exhausted_for_any_action(Budgets(max_iterations=3, max_tool_calls=2, deadline_s=5), usage,
-                                          started_at=0, now=now)
-    assert check(Usage(iterations=2, tool_calls=1)) is None
-    assert check(Usage(iterations=3)) == "iterations"
-    assert check(Usage(tool_calls=2)) == "tool_calls"
-    assert check(Usage(), now=5) == "deadline"
+def test_planning_needs_a_tool_call_left_to_be_worth_it():
+    budgets = Budgets(max_tool_calls=2)
+    assert B.exhausted_before_planning(budgets, Usage(tool_calls=1), started_at=0, now=0, revision=True) is None
+    assert B.exhausted_before_planning(budgets, Usage(tool_calls=2), started_at=0, now=0, revision=True) == "tool_calls"
+    # revisions are reported before tool calls (design.md's order)
+    assert B.exhausted_before_planning(Budgets(max_tool_calls=2, max_revisions=0), Usage(tool_calls=2), started_at=0,
+                                       now=0, revision=True) == "revisions"
+
+
+def test_a_lookup_needs_a_tool_call_and_a_capability_call_but_no_iteration():
+    budgets = Budgets(max_iterations=1, max_tool_calls=2, max_calls_per_capability={"t": 1})
+    assert B.exhausted_before_lookup(budgets, Usage(iterations=1), capability="t", started_at=0, now=0) is None
+    assert B.exhausted_before_lookup(budgets, Usage(tool_calls=2), capability="t", started_at=0, now=0) == "tool_calls"
+    assert B.exhausted_before_lookup(budgets, Usage(calls_per_capability={"t": 1}), capability="t", started_at=0,
+                                     now=0) == "capability_calls"
 
 
 def test_counting_a_call_updates_every_counter():
-    usage = Usage().counted_call("search", retry=True, poll=False).counted_call("search", retry=False, poll=True,
-                                                                                iteration=False)
-    assert (usage.iterations, usage.tool_calls, usage.retries, usage.polls) == (1, 2, 1, 1)
+    usage = Usage().counted_call("search", retry=True, poll=False).counted_call("search", retry=False, poll=True)
+    assert (usage.iterations, usage.tool_calls, usage.retries, usage.polls) == (2, 2, 1, 1)
     assert usage.calls_per_capability == {"search": 2}
+
+
+def test_a_status_lookup_is_a_tool_call_of_its_capability_but_not_an_iteration_or_retry():
+    usage = Usage().counted_lookup("create_ticket")
+    assert (usage.iterations, usage.tool_calls, usage.retries) == (0, 1, 0)
+    assert usage.calls_per_capability == {"create_ticket": 1}
 
 
 def test_counting_plans_counts_revisions_after_the_first():

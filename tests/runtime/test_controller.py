@@ -124,7 +124,8 @@ def test_no_verification_runs_once_the_deadline_passed_during_a_call():
 
 def test_it_stops_stalled_when_the_planner_proposes_no_plan():
     result = run_scenario(scenario(planner={"plans": []}))
-    assert result.stop_reason == "stalled" and result.state.stop_detail == "the planner proposed no plan"
+    assert result.stop_reason == "stalled" and result.state.stall_kind == "planner_exhausted"
+    assert result.state.stop_detail == "planner_exhausted: the planner proposed no plan; no attempt failed"
 
 
 def test_a_second_consecutive_rejection_stops_plan_rejected_and_the_planner_saw_the_errors():
@@ -265,6 +266,7 @@ def test_every_attempt_gets_a_decision_with_a_usage_snapshot():
     attempts = of_type(result.events, AttemptFinished)
     decisions = {d.attempt_id: d for d in of_type(result.events, DecisionMade)}
     assert [a.kind for a in attempts] == ["call", "resolve"]
+    assert [decisions[a.attempt_id].usage["retries"] for a in attempts] == [0, 1]
     for attempt in attempts:
         assert decisions[attempt.attempt_id].usage["tool_calls"] >= 1
     assert decisions[attempts[0].attempt_id].decision == "resolve"
@@ -387,12 +389,18 @@ def test_a_controller_accepts_any_objects_matching_the_ports():
     assert isinstance(c.registry, ports.CapabilityRegistry) and isinstance(c.executor, ports.Executor)
     assert isinstance(c.planner, ports.Planner) and isinstance(c.clock, ports.Clock)
     assert isinstance(c.authorizer, ports.Authorizer) and isinstance(c.approvals, ports.ApprovalBook)
+    assert isinstance(c.ids, ports.IdSource)
 
 
 def test_a_resolved_commit_is_observed_as_committed():
     result = run_scenario(SCENARIOS / "commit_then_timeout_status_lookup.json")
+    kinds = [a.kind for a in of_type(result.events, AttemptFinished)]
     resolve = of_type(result.events, AttemptFinished)[-1]
-    assert resolve.kind == "resolve" and resolve.observation.side_effect is SideEffectStatus.COMMITTED
+    # The lookup is in the trace as an attempt of its own kind (a tool call, not a retry).
+    assert kinds == ["call", "lookup"]
+    assert resolve.observation.side_effect is SideEffectStatus.COMMITTED
+    assert resolve.observation.extra["resolved_by"] == "status_lookup"
+    assert isinstance(c := result.state.usage.calls_per_capability, dict) and c == {"create_ticket": 2}
 
 
 def test_reaching_the_iteration_limit_exactly_on_the_completing_call_still_completes():
@@ -406,3 +414,19 @@ def test_an_unknown_outcome_is_resolved_only_for_side_effecting_capabilities():
     result = run_scenario(scenario(capabilities=caps))
     assert [a.kind for a in of_type(result.events, AttemptFinished)] == ["call", "retry"]
     assert result.status == "completed"
+
+
+def test_a_stall_records_its_kind_and_the_last_failing_observation():
+    result = run_scenario(SCENARIOS / "planner_exhausted_after_failures.json")
+    assert result.state.stall_kind == "planner_exhausted"
+    assert result.state.stop_detail.startswith("planner_exhausted: the planner has no further plan after: ")
+    assert result.state.stop_detail.endswith(
+        'last failing observation: search_documents {"q":"travel policy"}: retryable server_error')
+    stopped = of_type(result.events, RunStopped)[0]
+    assert stopped.stall_kind == "planner_exhausted" and stopped.attempt_id == result.state.last_attempt_id
+
+
+def test_a_repetition_with_a_503_names_the_http_status():
+    result = run_scenario(SCENARIOS / "identical_503_with_request_id_stalls.json")
+    assert result.state.stall_kind == "repeated_without_progress"
+    assert result.state.stop_detail.endswith("(HTTP 503)")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.runtime.scenario import prepare_scenario, run_scenario, scenario_result
+from runs.runtime.scenario import let_expire, prepare_scenario, run_scenario, scenario_result
 from runs.runtime.state import RunState
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.json"))
@@ -20,6 +20,9 @@ def stepped(path):
         events.extend(transition.events)
         saved = json.dumps(transition.state.to_dict())
         if transition.wait_s is None:
+            # An approval the script leaves to expire: wake the run at its expiry, as the sweep does.
+            if let_expire(rig, transition.state):
+                continue
             break
         rig.clock.sleep(transition.wait_s)
     state = RunState.from_dict(json.loads(saved))

@@ -10,7 +10,7 @@ from runs.runtime.scenario import load_scenario, run_scenario
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.json"))
 COUNTS = ("status", "stop_reason", "tool_calls", "revisions", "retries", "approvals_requested", "tokens",
-          "elapsed_s")
+          "elapsed_s", "stall_kind")
 
 
 def export(scenario, result):
@@ -22,6 +22,7 @@ def export(scenario, result):
         approvals=approvals, owner_permissions=list(scenario.owner_permissions)
         if scenario.owner_permissions is not None else None,
         require_plan_approval=scenario.require_plan_approval, seed=scenario.seed,
+        approval_ttl_s=scenario.approval_ttl_s,
         expect={k: v for k, v in result.to_dict().items() if k in (*COUNTS, "side_effects_committed")})
 
 

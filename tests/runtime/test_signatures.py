@@ -25,13 +25,20 @@ def test_a_large_output_is_fingerprinted_by_its_reference_hash():
     assert outcome_fingerprint(a) != outcome_fingerprint(b)
 
 
-def test_the_idempotency_key_is_stable_for_the_same_run_step_and_action():
+def test_the_idempotency_key_follows_the_action_across_steps():
     sig = action_signature("create_ticket", {"title": "x"})
-    key = idempotency_key("run-1", "s1", sig)
-    assert key == idempotency_key("run-1", "s1", action_signature("create_ticket", {"title": "x"}))
-    assert key != idempotency_key("run-2", "s1", sig)
-    assert key != idempotency_key("run-1", "s2", sig)
-    assert key != idempotency_key("run-1", "s1", action_signature("create_ticket", {"title": "y"}))
+    key = idempotency_key("run-1", sig)
+    assert key == idempotency_key("run-1", action_signature("create_ticket", {"title": "x"}))
+    assert key != idempotency_key("run-2", sig)
+    assert key != idempotency_key("run-1", action_signature("create_ticket", {"title": "y"}))
+    assert key != idempotency_key("run-1", action_signature("close_ticket", {"title": "x"}))
+
+
+def test_distinct_calls_put_the_step_id_in_the_key():
+    sig = action_signature("append_line", {"text": "x"})
+    assert idempotency_key("run-1", sig, "s1") == idempotency_key("run-1", sig, "s1")
+    assert idempotency_key("run-1", sig, "s1") != idempotency_key("run-1", sig, "s2")
+    assert idempotency_key("run-1", sig, "s1") != idempotency_key("run-1", sig)
 
 
 def test_the_arguments_hash_ignores_key_order():

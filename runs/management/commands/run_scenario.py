@@ -4,10 +4,10 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.runtime.scenario import ScenarioError, load_scenario, run_scenario
+from runs.runtime.scenario import EXPECT_FIELDS, ScenarioError, load_scenario, run_scenario
 
-FIELDS = ("status", "stop_reason", "tool_calls", "revisions", "retries", "approvals_requested",
-          "side_effects_committed", "tokens", "elapsed_s")
+# The scenario contract's fields, stall_kind (null unless stalled) included.
+FIELDS = EXPECT_FIELDS
 
 
 class Command(BaseCommand):
