@@ -206,3 +206,36 @@ def manual_advance(monkeypatch):
     from runs import services
 
     monkeypatch.setattr(services, "_enqueue_advance", lambda run_id, countdown=None: None)
+
+
+# -- a real SMTP server on loopback (notifications) ----------------------------------------------
+
+@pytest.fixture(scope="session")
+def smtp_server():
+    from aiosmtpd.controller import Controller
+
+    class Inbox:
+        def __init__(self):
+            self.messages = []
+
+        async def handle_DATA(self, server, session, envelope):
+            self.messages.append({"from": envelope.mail_from, "to": list(envelope.rcpt_tos),
+                                  "content": envelope.content.decode("utf-8", "replace")})
+            return "250 OK"
+
+    inbox = Inbox()
+    port = int(os.environ.get("AGENTOPS_TEST_SMTP_PORT", "18025"))
+    controller = Controller(inbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    inbox.port = port
+    inbox.url = f"mailto://127.0.0.1:{port}?from=agentops@example.com&to=ops@example.com&mode=insecure"
+    try:
+        yield inbox
+    finally:
+        controller.stop()
+
+
+@pytest.fixture
+def inbox(smtp_server):
+    smtp_server.messages.clear()
+    return smtp_server

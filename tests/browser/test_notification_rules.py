@@ -1,6 +1,4 @@
 """Notification rules in a real browser: add a channel and a rule, see the delivery, pause and delete the rule."""
-import os
-
 import pytest
 from playwright.sync_api import expect
 
@@ -10,36 +8,14 @@ from notifications.models import Delivery, Rule
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def smtp_inbox():
-    from aiosmtpd.controller import Controller
-
-    class Inbox:
-        messages = []
-
-        async def handle_DATA(self, server, session, envelope):
-            self.messages.append(envelope.content.decode("utf-8", "replace"))
-            return "250 OK"
-
-    inbox = Inbox()
-    port = int(os.environ.get("AGENTOPS_TEST_SMTP_PORT", "18025"))
-    controller = Controller(inbox, hostname="127.0.0.1", port=port)
-    controller.start()
-    inbox.url = f"mailto://127.0.0.1:{port}?from=agentops@example.com&to=ops@example.com&mode=insecure"
-    try:
-        yield inbox
-    finally:
-        controller.stop()
-
-
-def test_an_operator_sets_up_a_rule_and_sees_its_delivery(page, live_server, login, operator, smtp_inbox, shot):
+def test_an_operator_sets_up_a_rule_and_sees_its_delivery(page, live_server, login, operator, inbox, shot):
     from runs.models import Run
 
     login(operator)
     page.goto(f"{live_server.url}/notifications/")
     expect(page.get_by_role("heading", name="Notifications")).to_be_visible()
     page.get_by_label("Name", exact=True).last.fill("ops mail")
-    page.get_by_label("Apprise URL").fill(smtp_inbox.url)
+    page.get_by_label("Apprise URL").fill(inbox.url)
     page.get_by_role("button", name="Add channel").click()
     expect(page.locator(".messages")).to_contain_text("Saved the channel")
 
@@ -72,7 +48,7 @@ def test_an_operator_sets_up_a_rule_and_sees_its_delivery(page, live_server, log
                              finished_at=timezone.now(), trace_id="e" * 32, labels={"team": "payments"})
     RunLabel.objects.create(run=run, key="team", value="payments")
     assert outbox.tick()["sent"] == 1  # what the scheduler's next tick does
-    assert f"Run #{run.pk} stopped: stalled" in smtp_inbox.messages[0]
+    assert f"Run #{run.pk} stopped: stalled" in inbox.messages[0]["content"]
 
     page.get_by_role("link", name="Deliveries").click()
     delivery = Delivery.objects.get()

@@ -1,43 +1,11 @@
-"""A real SMTP server (aiosmtpd) and a real webhook receiver, both on loopback."""
+"""A real webhook receiver on loopback (the SMTP server is in tests/conftest.py), and run records."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def smtp_server():
-    from aiosmtpd.controller import Controller
-
-    class Inbox:
-        def __init__(self):
-            self.messages = []
-
-        async def handle_DATA(self, server, session, envelope):
-            self.messages.append({"from": envelope.mail_from, "to": list(envelope.rcpt_tos),
-                                  "content": envelope.content.decode("utf-8", "replace")})
-            return "250 OK"
-
-    inbox = Inbox()
-    port = int(os.environ.get("AGENTOPS_TEST_SMTP_PORT", "18025"))
-    controller = Controller(inbox, hostname="127.0.0.1", port=port)
-    controller.start()
-    inbox.port = port
-    inbox.url = f"mailto://127.0.0.1:{port}?from=agentops@example.com&to=ops@example.com&mode=insecure"
-    try:
-        yield inbox
-    finally:
-        controller.stop()
-
-
-@pytest.fixture
-def inbox(smtp_server):
-    smtp_server.messages.clear()
-    return smtp_server
 
 
 class Hook(BaseHTTPRequestHandler):
