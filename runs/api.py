@@ -103,6 +103,13 @@ class RunListApi(APIView):
         created_from = serializers.DateTimeField(required=False)
         created_to = serializers.DateTimeField(required=False)
 
+        def validate_stall_kind(self, value):
+            field = next((f for f in Run._meta.get_fields() if f.name == "stall_kind"), None)
+            allowed = [c[0] for c in (field.choices or [])] if field is not None else []
+            if allowed and value not in allowed:
+                raise serializers.ValidationError(f"one of {', '.join(allowed)}")
+            return value
+
         def validate_label(self, value):
             from runs.labels import label_filters_parse
 

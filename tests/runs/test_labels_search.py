@@ -186,3 +186,17 @@ class TestDashboardByLabel:
     def test_window_links_keep_the_label(self, client_for, viewer, labelled):
         body = client_for(viewer).get("/runs/dashboard/", {"label": "team=payments"}).content.decode()
         assert "?window=7d&amp;label=team%3Dpayments" in body
+
+
+class TestStallKind:
+    def test_the_list_and_the_api_filter_by_stall_kind(self, client_for, api_for, viewer, make_run):
+        make_run(goal="looping-run", status="stopped", stop_reason="stalled", stall_kind="repeated_without_progress")
+        make_run(goal="no-more-plans", status="stopped", stop_reason="stalled", stall_kind="planner_exhausted")
+        body = client_for(viewer).get("/runs/", {"stall_kind": "planner_exhausted"}).content.decode()
+        assert "no-more-plans" in body and "looping-run" not in body
+        results = api_for(viewer).get("/api/runs/", {"stall_kind": "repeated_without_progress"}).json()["results"]
+        assert [r["goal"] for r in results] == ["looping-run"]
+
+    def test_an_unknown_stall_kind_is_a_400(self, api_for, viewer):
+        response = api_for(viewer).get("/api/runs/", {"stall_kind": "bored"})
+        assert response.status_code == 400 and "stall_kind" in response.json()["error"]["fields"]
