@@ -200,3 +200,15 @@ class TestStallKind:
     def test_an_unknown_stall_kind_is_a_400(self, api_for, viewer):
         response = api_for(viewer).get("/api/runs/", {"stall_kind": "bored"})
         assert response.status_code == 400 and "stall_kind" in response.json()["error"]["fields"]
+
+
+@pytest.mark.services
+def test_goal_search_has_a_trigram_index_on_postgresql(db):
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite scans goals")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'run_goal_upper_trgm_idx'")
+        row = cursor.fetchone()
+    assert row and "gin_trgm_ops" in row[0]
