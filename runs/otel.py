@@ -321,3 +321,38 @@ def _export_run(run_id: int) -> None:
     _emit(name="invoke_agent", trace_id=run.trace_id, span_id=run_span_id(run.trace_id), parent_span_id=None,
           start=start, end=end, attributes=attributes, events=events,
           error=run.stop_reason if failed else None)
+
+
+# -- optional: Django and Celery instrumentation -------------------------------------------------
+
+def instrument_frameworks() -> bool:
+    """Request and task spans too, when the OTLP variables are set and the optional
+    instrumentation packages are installed (pip install -e '.[otel-instrumentation]').
+
+    They go through the process-wide tracer provider, a provider of their own: the runs'
+    spans keep their own ids and pipeline either way. Returns whether anything was instrumented.
+    """
+    if not enabled() or _state.get("frameworks"):
+        return False
+    try:
+        from opentelemetry.instrumentation.celery import CeleryInstrumentor
+        from opentelemetry.instrumentation.django import DjangoInstrumentor
+    except ImportError:
+        return False
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        provider = TracerProvider(resource=Resource.create(
+            {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "agentops"}))
+        provider.add_span_processor(BatchSpanProcessor(_exporter()))
+        trace.set_tracer_provider(provider)
+        DjangoInstrumentor().instrument()
+        CeleryInstrumentor().instrument()
+    except Exception:  # instrumentation is a convenience: never a reason not to start
+        log.exception("Django/Celery instrumentation could not start")
+        return False
+    _state["frameworks"] = True
+    return True

@@ -145,3 +145,33 @@ class TestExportInProcess:
         assert [r.stop_reason for r in runs] == ["completed"] * 3
         # An export on the run's path would wait out the 30 s timeout at least once.
         assert elapsed < 10, elapsed
+
+
+class TestFrameworkInstrumentation:
+    """Optional request and task spans (the otel-instrumentation extra), on the same variables."""
+
+    def test_the_worker_exports_its_task_spans(self, otlp_receiver, celery_worker, registry, operator, wait_until):
+        run = _start(operator, [[{"capability": "search_documents", "arguments": {"q": "travel"}}]],
+                     {"capability": "search_documents", "path": "documents.0.id", "exists": True})
+        wait_until(lambda: _finished(run.pk), message="the run to finish")
+        task = wait_until(lambda: next((s for s in otlp_receiver.spans() if s["name"] == "run/runs.advance_run"
+                                        and s["attributes"].get("celery.task_name") == "runs.advance_run"), None),
+                          timeout=30, message="the worker's task span")
+        assert task["trace_id"] != run.trace_id  # the run's own trace stays its own
+
+    def test_a_web_request_exports_its_span(self, otlp_receiver, worker_env, wait_until):
+        import subprocess
+        import sys
+
+        from django.conf import settings
+
+        code = ("import django; django.setup()\n"
+                "from django.test import Client\n"
+                "assert Client().get('/healthz').status_code in (200, 503)\n"
+                "from opentelemetry import trace; trace.get_tracer_provider().force_flush()\n")
+        done = subprocess.run([sys.executable, "-c", code], cwd=settings.BASE_DIR, capture_output=True, text=True,
+                              env={**worker_env, "DJANGO_SETTINGS_MODULE": "agentops.settings",
+                                   "ALLOWED_HOSTS": "testserver"}, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        wait_until(lambda: any(s["attributes"].get("http.route") == "healthz" or s["name"].endswith("healthz")
+                               for s in otlp_receiver.spans()), timeout=20, message="the request span")
