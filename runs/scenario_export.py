@@ -132,9 +132,12 @@ def scenario_what_if(*, scenario: dict[str, Any], response: str, replacement: st
 def scenario_replay(*, scenario: dict[str, Any]) -> dict[str, Any]:
     """The exported scenario as it is: what the runtime decides on the recorded responses."""
     from runs.runtime import events as ev
-    from runs.runtime.scenario import load_scenario, run_scenario
+    from runs.runtime.scenario import ScenarioError, load_scenario, run_scenario
 
-    result = run_scenario(load_scenario(scenario))
+    try:
+        result = run_scenario(load_scenario(scenario))
+    except ScenarioError as exc:  # e.g. a capability policy the scenario format cannot express
+        return {"result": None, "decisions": [], "problems": exc.problems}
     return {"result": result.to_dict(),
             "decisions": [{"decision": e.decision, "reason": e.reason} for e in result.events
                           if isinstance(e, ev.DecisionMade)]}
