@@ -10,6 +10,7 @@ class AuditAction(models.TextChoices):
     CAPABILITY_ENABLED = "capability.enabled"
     CAPABILITY_TRIED = "capability.tried"
     MCP_SERVER_ADDED = "mcp_server.added"
+    MCP_SERVER_STARTED = "mcp_server.started"
     RUN_STARTED = "run.started"
     RUN_CANCELLED = "run.cancelled"
     RUN_STOPPED = "run.stopped"

@@ -3,6 +3,8 @@
 VIEWER = "viewer"
 OPERATOR = "operator"
 REGISTRY_ADMIN = "registry admin"
+# Registering and starting stdio MCP servers runs programs on the hosts: its own role, given on purpose.
+STDIO_MCP_ADMIN = "stdio mcp admin"
 
 _VIEW = [
     "runs.view_run", "runs.view_planrevision", "runs.view_step", "runs.view_attempt", "runs.view_decision",
@@ -25,6 +27,7 @@ ROLE_PERMISSIONS = {
         "capabilities.add_capability", "capabilities.change_capability", "capabilities.add_mcpserver",
         "capabilities.change_mcpserver",
     ],
+    STDIO_MCP_ADMIN: _VIEW + ["capabilities.run_stdio_mcpserver"],
 }
 
 

@@ -49,6 +49,47 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+LLM_ENDPOINT_KEYS = {"base_url", "api_key_env", "azure_api_version", "headers", "allow_private"}
+
+
+def env_llm_endpoints(name: str) -> dict[str, dict]:
+    """JSON: {"openai": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"}, ...}."""
+    import json
+    import re
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a JSON object of named endpoints: {exc}") from None
+    if not isinstance(data, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object of named endpoints")
+    for key, endpoint in data.items():
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,60}", key) or not isinstance(endpoint, dict):
+            raise ImproperlyConfigured(f"{name}: {key!r} must be a name mapping to an object")
+        unknown = set(endpoint) - LLM_ENDPOINT_KEYS
+        if unknown:
+            raise ImproperlyConfigured(f"{name}: endpoint {key}: unknown keys {sorted(unknown)}; "
+                                       f"known: {sorted(LLM_ENDPOINT_KEYS)}")
+        url = urlsplit(str(endpoint.get("base_url", "")))
+        if url.scheme not in ("http", "https") or not url.hostname or url.username or url.query:
+            raise ImproperlyConfigured(f"{name}: endpoint {key}: base_url must be an http(s) URL with a host, "
+                                       "no credentials and no query")
+        key_env = endpoint.get("api_key_env", "")
+        if key_env and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(key_env)):
+            raise ImproperlyConfigured(f"{name}: endpoint {key}: api_key_env must be a variable NAME")
+        headers = endpoint.get("headers", {})
+        if not isinstance(headers, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and "\r" not in v + k and "\n" not in v + k
+                for k, v in headers.items()):
+            raise ImproperlyConfigured(f"{name}: endpoint {key}: headers must map names to one-line strings")
+        if not isinstance(endpoint.get("allow_private", False), bool):
+            raise ImproperlyConfigured(f"{name}: endpoint {key}: allow_private must be true or false")
+    return data
+
+
 VAR_DIR = Path(env_str("AGENTOPS_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -262,6 +303,13 @@ if CELERY_BROKER_URL.startswith("embedded://"):
         "control_folder": str(BROKER_DIR / "control"),
         "polling_interval": 0.02,
     }
+# Results only for tasks that ask for one (Try it): the broker's Redis, files beside the embedded broker.
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or (
+    "file://" + str(VAR_DIR / "results") if CELERY_BROKER_URL.startswith("embedded://")
+    else CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "rpc://")
+if CELERY_RESULT_BACKEND.startswith("file://"):
+    (VAR_DIR / "results").mkdir(parents=True, exist_ok=True)
+CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -286,10 +334,15 @@ AGENTOPS_CAPABILITY_MODULES = env_list("AGENTOPS_CAPABILITY_MODULES", "capabilit
 AGENTOPS_HTTP_ALLOWED_HOSTS = env_list("AGENTOPS_HTTP_ALLOWED_HOSTS")
 # Loopback/private addresses are refused unless explicitly allowed (tests, on-prem).
 AGENTOPS_HTTP_ALLOW_PRIVATE = env_bool("AGENTOPS_HTTP_ALLOW_PRIVATE", False)
-# LLM planners may send prompts only to these hosts (empty: any host).
-AGENTOPS_LLM_ALLOWED_HOSTS = env_list("AGENTOPS_LLM_ALLOWED_HOSTS")
-# Environment variables, besides *_API_KEY ones, that an LLM planner may name as its key.
-AGENTOPS_LLM_API_KEY_ENVS = env_list("AGENTOPS_LLM_API_KEY_ENVS")
+# The model endpoints an LLM planner may use, by name: base URL + the env var holding its key.
+# A run names an endpoint; it never gives a URL or a key variable. Empty: the llm planner is off.
+AGENTOPS_LLM_ENDPOINTS = env_llm_endpoints("AGENTOPS_LLM_ENDPOINTS")
+# Stdio MCP commands that may run (a program name, or an exact command line). Empty: none.
+AGENTOPS_MCP_STDIO_COMMANDS = env_list("AGENTOPS_MCP_STDIO_COMMANDS")
+# How long "Try it" waits for a worker to run the call, on top of the capability's timeout.
+AGENTOPS_TRY_WAIT_SECONDS = env_int("AGENTOPS_TRY_WAIT_SECONDS", 10, minimum=1)
+# The Celery queue Try it's task goes to (empty: the default queue, like runs).
+AGENTOPS_TRY_QUEUE = env_str("AGENTOPS_TRY_QUEUE")
 # Outputs larger than this are stored by reference, not inline.
 AGENTOPS_INLINE_OUTPUT_BYTES = env_int("AGENTOPS_INLINE_OUTPUT_BYTES", 16_384, minimum=256)
 # How long a worker holds a run before another may take it over.

@@ -326,11 +326,13 @@ ToolOutput = _serializer("McpToolOutput", {
 
 
 class McpServerToolsApi(RegistryApi):
-    required_perms = {"GET": "capabilities.add_capability"}
+    required_perms = {"POST": "capabilities.add_capability"}
 
-    @extend_schema(operation_id="mcp_servers_tools", responses=ToolOutput(many=True),
-                   description="Lists the server's tools (contacts the server) with suggested policies.")
-    def get(self, request, server_id):
+    @extend_schema(operation_id="mcp_servers_tools", request=None, responses=ToolOutput(many=True),
+                   description="Lists the server's tools with suggested policies. A POST: it contacts the "
+                               "server, and for a stdio server starts its command (audited; needs "
+                               "capabilities.run_stdio_mcpserver).")
+    def post(self, request, server_id):
         if not McpServer.objects.filter(pk=server_id).exists():
             raise Http404
         tools = services.mcp_server_tools(user=request.user, server_id=server_id)

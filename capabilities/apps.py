@@ -38,3 +38,14 @@ class CapabilitiesConfig(AppConfig):
 
     def ready(self):
         post_migrate.connect(sync_python_capabilities, sender=self, dispatch_uid="capabilities.sync_python")
+        from celery.signals import worker_process_shutdown, worker_shutdown
+
+        # Stop the stdio MCP servers this worker started (prefork children exit without atexit).
+        worker_shutdown.connect(close_stdio_sessions, dispatch_uid="capabilities.close_stdio_sessions")
+        worker_process_shutdown.connect(close_stdio_sessions, dispatch_uid="capabilities.close_stdio_sessions_child")
+
+
+def close_stdio_sessions(**kwargs):
+    from capabilities.executors import mcp_pool
+
+    mcp_pool.pool().close_all()

@@ -273,7 +273,9 @@ class McpServerForm(forms.Form):
     transport = forms.ChoiceField(choices=McpServer.Transport.choices, widget=forms.RadioSelect,
                                   initial=McpServer.Transport.STDIO)
     command = forms.CharField(required=False, max_length=500,
-                              help_text='stdio: the program to start, e.g. "python" or "npx".')
+                              help_text='stdio: the program to start, e.g. "python". It runs on this server\'s '
+                                        "hosts: it must be allowed by AGENTOPS_MCP_STDIO_COMMANDS and needs the "
+                                        "stdio MCP permission.")
     args = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
                            help_text="stdio: one argument per line.")
     env_vars = forms.CharField(required=False, label="Environment variables",

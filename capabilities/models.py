@@ -45,6 +45,8 @@ class McpServer(models.Model):
 
     class Meta:
         ordering = ["name"]
+        # Not part of "registry admin": a stdio server is a program run on the web and worker hosts.
+        permissions = [("run_stdio_mcpserver", "Can register and start stdio MCP servers (runs commands on the hosts)")]
         constraints = [
             models.CheckConstraint(condition=Q(transport__in=["stdio", "http"]), name="mcp_transport_valid"),
             models.CheckConstraint(
@@ -57,8 +59,9 @@ class McpServer(models.Model):
         return self.name
 
     def client_config(self) -> dict:
+        # server/server_id: for the audit event of a stdio start, not for the connection.
         return {"transport": self.transport, "command": self.command, "args": list(self.args),
-                "env": list(self.env_vars), "url": self.url}
+                "env": list(self.env_vars), "url": self.url, "server": self.name, "server_id": self.pk}
 
 
 class Capability(models.Model):

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from capabilities.executors.dispatch import CapabilityExecutor
-from capabilities.executors.netguard import NetGuard
 from capabilities.outputs import DatabaseOutputStore
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import AdmissionRefused, ErrorCode, Observation
@@ -76,6 +73,8 @@ def as_observation(result: Observation | AdmissionRefused) -> Observation:
     return result
 
 
-def rate_limited_executor() -> RateLimitedExecutor:
-    guard = NetGuard(settings.AGENTOPS_HTTP_ALLOWED_HOSTS, allow_private=settings.AGENTOPS_HTTP_ALLOW_PRIVATE)
-    return RateLimitedExecutor(CapabilityExecutor(output_store=DatabaseOutputStore(), guard=guard))
+def rate_limited_executor(*, actor=None, context: dict | None = None) -> RateLimitedExecutor:
+    """`actor` and `context` (e.g. the run) go into the audit event of a stdio server start."""
+    from capabilities.egress import capability_executor
+
+    return RateLimitedExecutor(capability_executor(actor=actor, context=context, output_store=DatabaseOutputStore()))

@@ -15,7 +15,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -25,6 +24,8 @@ from agentops.services import Conflict, InvalidInput, NotAllowed, ServiceError, 
 from capabilities.models import Capability, CapabilityVersion, Kind, McpServer, capability_name_validator
 from capabilities.selectors import capability_version_diff  # noqa: F401 - part of this module's API
 from runs.choices import SideEffect
+from capabilities.executors.secrets import has_line_break, is_credential_header
+from runs.runtime import schemas
 from runs.runtime.observation import RETRYABLE_CODES, ErrorCode, Observation
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,7 @@ HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 ENV_VAR_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 PERMISSION = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_.-]+$")
-# Headers whose value is a credential: only ever by environment variable name.
-CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"})
+STDIO_PERMISSION = "capabilities.run_stdio_mcpserver"
 HTTP_CONFIG_KEYS = frozenset({"url", "method", "headers", "secret_headers", "status_url", "allow_redirects",
                               "max_response_bytes"})
 SYNC_NOTE = "Synced from code"
@@ -65,9 +65,9 @@ def _require(user, perm: str, action: str) -> None:
 
 
 def http_guard():
-    from capabilities.executors.netguard import NetGuard
+    from capabilities.egress import capability_guard
 
-    return NetGuard(settings.AGENTOPS_HTTP_ALLOWED_HOSTS, allow_private=settings.AGENTOPS_HTTP_ALLOW_PRIVATE)
+    return capability_guard()
 
 
 # -- validation -------------------------------------------------------------------------------
@@ -87,13 +87,9 @@ def _is_int(value: Any) -> bool:
 
 def schema_problems(schema: Any) -> list[str]:
     """Why `schema` cannot be a capability's argument schema ([] when it can)."""
-    if not isinstance(schema, dict):
-        return ["The schema must be a JSON object."]
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path)
-        return [f"Not a valid JSON Schema (draft 2020-12): {exc.message}" + (f" (at {where})" if where else "")]
+    found = schemas.problems(schema)
+    if found:
+        return found
     if schema.get("type") != "object":
         return ['The schema must describe an object: set "type": "object".']
     return []
@@ -240,9 +236,11 @@ def _http_config_errors(errors: _Errors, config: dict, policy: dict) -> None:
         for name in headers:
             if not HEADER_NAME.match(name):
                 errors.add("config.headers", f"{name!r} is not a valid header name.")
-            elif name.lower() in CREDENTIAL_HEADERS:
+            elif is_credential_header(name):
                 errors.add("config.headers", f"{name} carries a credential: put the name of the environment "
                                              "variable that holds it in secret headers instead.")
+            elif has_line_break(headers[name]):
+                errors.add("config.headers", f"The value of {name} contains a line break (CR or LF).")
     secret_headers = config.get("secret_headers") or {}
     if not isinstance(secret_headers, dict):
         errors.add("config.secret_headers", "Must be an object of header names to environment variable names.")
@@ -464,8 +462,15 @@ def mcp_server_create(*, user, name: str, transport: str, command: str = "", arg
     if name and McpServer.objects.filter(name=name).exists():
         errors.add("name", f"An MCP server named {name} already exists.")
     if transport == McpServer.Transport.STDIO:
+        _require(user, STDIO_PERMISSION, "add stdio MCP servers (they run commands on this server's hosts)")
         if not (command or "").strip():
             errors.add("command", "Enter the command that starts the server.")
+        elif all(isinstance(a, str) for a in args):
+            from capabilities.egress import stdio_policy
+
+            refusal = stdio_policy().refusal(command.strip(), args)
+            if refusal:
+                errors.add("command", refusal[0].upper() + refusal[1:] + ".")
         if url:
             errors.add("url", "A stdio server has no URL.")
         if not all(isinstance(a, str) for a in args):
@@ -500,14 +505,19 @@ def mcp_server_tools(*, user, server_id: int, timeout_s: float = MCP_LIST_TIMEOU
     Not in a transaction: listing starts or contacts the server and can take seconds.
     """
     _require(user, "capabilities.add_capability", "import MCP tools")
+    from capabilities.egress import stdio_policy
     from capabilities.executors.base import CapabilityError
     from capabilities.executors.mcp import list_tools, suggested_policy
 
     server = McpServer.objects.filter(pk=server_id).first()
     if server is None:
         raise InvalidInput(f"No MCP server with id {server_id}.")
+    if server.transport == McpServer.Transport.STDIO:
+        # Listing starts the server's command on this host.
+        _require(user, STDIO_PERMISSION, "start stdio MCP servers")
     try:
-        tools = list_tools(server.client_config(), timeout_s, guard=http_guard())
+        tools = list_tools(server.client_config(), timeout_s, guard=http_guard(),
+                           stdio=stdio_policy(actor=user, context={"import": True}))
     except CapabilityError as exc:
         raise UpstreamError(f"Cannot list the tools of {server.name}: {exc.message}") from None
     imported = dict(Capability.objects.filter(mcp_server=server).values_list("current_version__config__tool", "name"))
@@ -729,17 +739,14 @@ def _last_synced_code(capability: Capability) -> dict[str, Any]:
 
 # -- try it -------------------------------------------------------------------------------------------
 
-def _try_executor():
-    try:
-        from capabilities.ratelimit import rate_limited_executor
-    except ImportError:  # the rate-limited wiring is optional; the plain dispatcher suffices
-        from capabilities.executors.dispatch import CapabilityExecutor
-
-        return CapabilityExecutor(guard=http_guard())
-    return rate_limited_executor()
-
-
 TRY_AUDIT_ACTION = AuditAction.CAPABILITY_TRIED
+
+
+class NoWorker(ServiceError):
+    """Try it runs where runs run: in a worker. None answered in time."""
+
+    status = 503
+    code = "no_worker"
 
 
 def argument_errors(*, schema: dict, arguments: Any, max_bytes: int | None = None) -> list[str]:
@@ -751,52 +758,84 @@ def argument_errors(*, schema: dict, arguments: Any, max_bytes: int | None = Non
         size = len(json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
         if size > max_bytes:
             errors.append(f"The arguments are {size} bytes, over the limit of {max_bytes}.")
-    validator = jsonschema.Draft202012Validator(schema)
-    for error in sorted(validator.iter_errors(arguments), key=lambda e: (list(map(str, e.path)), e.message)):
-        where = "/".join(str(p) for p in error.path) or "(arguments)"
-        errors.append(f"{where}: {error.message}")
+    for where, message in schemas.errors(schema, arguments):
+        errors.append(message if where == "schema" else f"{where or '(arguments)'}: {message}")
     return errors
 
 
 def capability_try(*, user, capability_id: int, arguments: Any, confirm: bool = False) -> Observation:
-    """Run the current version once, outside any run, and return the normalized observation.
+    """Run the current version once, outside any run, in a worker, and return the normalized observation.
 
-    Read-only capabilities (none/read) just run. Side-effecting ones (write/
-    external) run only with confirm=True and when the user holds the
-    capability's permission (or, when it names none, may change capabilities),
-    and leave an audit event. Nothing is recorded as a run or attempt.
+    The call goes through the same task kind and executor as a run's steps (a
+    Celery worker, the guard, the stdio pool), so it cannot pass here and fail
+    in a run. Any capability that names a permission needs it; side-effecting
+    ones (write/external) also need confirm=True (and, when they name none,
+    the right to change capabilities). Every try leaves an audit event.
     """
     _require(user, "capabilities.view_capability", "try capabilities")
     capability = (Capability.objects.select_related("current_version", "mcp_server").filter(pk=capability_id).first())
     if capability is None or capability.current_version is None:
         raise InvalidInput(f"No capability with id {capability_id}.")
     version = capability.current_version
+    changes_state = version.side_effect in CHANGES_STATE
+    needed = version.permission or ("capabilities.change_capability" if changes_state else "")
+    if needed and not user.has_perm(needed):
+        raise NotAllowed(f"Trying {capability.name} needs the permission {needed}.")
     problems = argument_errors(schema=version.schema, arguments=arguments, max_bytes=version.max_argument_bytes)
     if problems:
         raise InvalidInput("The arguments do not match the capability's schema.", fields={"arguments": problems})
-    changes_state = version.side_effect in CHANGES_STATE
-    if changes_state:
-        if not confirm:
-            raise NotAllowed(f"{capability.name} has side effects ({version.side_effect}): "
-                             "confirm that you want it to run for real.", fields={"confirm": ["Required."]})
-        needed = version.permission or "capabilities.change_capability"
-        if not user.has_perm(needed):
-            raise NotAllowed(f"Trying {capability.name} needs the permission {needed}.")
-    spec = version.to_spec()
+    if changes_state and not confirm:
+        raise NotAllowed(f"{capability.name} has side effects ({version.side_effect}): "
+                         "confirm that you want it to run for real.", fields={"confirm": ["Required."]})
     trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
     # A fresh key per try: a try-it is never a retry of an earlier one.
     key = f"try-{uuid.uuid4().hex}" if changes_state else None
+    observation = _try_in_worker(version=version, arguments=arguments, key=key, trace_id=trace_id,
+                                 span_id=span_id, user=user)
+    with transaction.atomic():
+        audit(actor=user, action=TRY_AUDIT_ACTION, target=capability,
+              summary=f"Tried {capability.name} v{version.number} ({version.side_effect}): {observation.status.value}",
+              details={"try_it": True, "version": version.number, "arguments": arguments,
+                       "idempotency_key": key, "status": observation.status.value,
+                       "error_code": observation.error_code and observation.error_code.value,
+                       "side_effect": observation.side_effect.value, "trace_id": trace_id})
+    return observation
+
+
+def _try_in_worker(*, version: CapabilityVersion, arguments: dict, key: str | None, trace_id: str, span_id: str,
+                   user) -> Observation:
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    from capabilities.tasks import try_capability
+
+    wait_s = float(version.timeout_s) + settings.AGENTOPS_TRY_WAIT_SECONDS
+    # expires: a worker that picks the call up after we stopped waiting drops it instead of running it.
+    routing = {"queue": settings.AGENTOPS_TRY_QUEUE} if settings.AGENTOPS_TRY_QUEUE else {}
+    result = try_capability.apply_async(
+        kwargs={"version_id": version.pk, "arguments": arguments, "idempotency_key": key, "trace_id": trace_id,
+                "span_id": span_id, "actor_id": user.pk}, expires=wait_s, **routing)
+    try:
+        data = result.get(timeout=wait_s, propagate=True, disable_sync_subtasks=False)
+    except CeleryTimeout:
+        raise NoWorker(f"No worker ran the call within {wait_s:g} s, so nothing was run. Try it runs in a Celery "
+                       "worker, like a run: start one (python agentops/dev.py up, or celery -A agentops worker) "
+                       "and try again.") from None
+    return Observation.from_dict(data)
+
+
+def capability_try_execute(*, version_id: int, arguments: dict, idempotency_key: str | None, trace_id: str,
+                           span_id: str, actor_id: int | None) -> dict[str, Any]:
+    """The worker's half of try it: the run engine's executor, once. Returns the observation as a dict."""
+    from django.contrib.auth import get_user_model
+
+    from capabilities.ratelimit import rate_limited_executor
+
+    version = CapabilityVersion.objects.select_related("capability__mcp_server").get(pk=version_id)
+    actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
+    spec = version.to_spec()
+    executor = rate_limited_executor(actor=actor, context={"try_it": True})
     from capabilities.ratelimit import as_observation
 
-    observation = as_observation(_try_executor().execute(spec, arguments, idempotency_key=key,
-                                                         timeout_s=spec.timeout_s, trace_id=trace_id,
-                                                         span_id=span_id))
-    if changes_state:
-        with transaction.atomic():
-            audit(actor=user, action=TRY_AUDIT_ACTION, target=capability,
-                  summary=f"Tried {capability.name} v{version.number} ({version.side_effect}): {observation.status.value}",
-                  details={"try_it": True, "version": version.number, "arguments": arguments,
-                           "idempotency_key": key, "status": observation.status.value,
-                           "error_code": observation.error_code and observation.error_code.value,
-                           "side_effect": observation.side_effect.value, "trace_id": trace_id})
-    return observation
+    observation = as_observation(executor.execute(spec, arguments, idempotency_key=idempotency_key,
+                                                  timeout_s=spec.timeout_s, trace_id=trace_id, span_id=span_id))
+    return observation.to_dict()

@@ -1,4 +1,4 @@
-"""Background work for the capability registry's demo data."""
+"""Background work for the capability registry: try it, and the demo data."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -24,3 +24,17 @@ def resolve_demo_tickets() -> int:
     return Ticket.objects.filter(status=Ticket.Status.OPEN,
                                  created_at__lte=now - timedelta(seconds=DEMO_TICKET_OPEN_SECONDS)).update(
         status=Ticket.Status.RESOLVED, resolved_at=now)
+
+
+@shared_task(name="capabilities.try_capability", ignore_result=False, acks_late=False)
+def try_capability(*, version_id: int, arguments: dict, idempotency_key: str | None, trace_id: str, span_id: str,
+                   actor_id: int | None) -> dict:
+    """Run one "Try it" call where runs run; the page waits for the result.
+
+    acks_late off: a try that a dying worker had started is not run a second
+    time by another (the person trying sees "no worker answered" instead).
+    """
+    from capabilities.services import capability_try_execute
+
+    return capability_try_execute(version_id=version_id, arguments=arguments, idempotency_key=idempotency_key,
+                                  trace_id=trace_id, span_id=span_id, actor_id=actor_id)

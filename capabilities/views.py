@@ -192,8 +192,12 @@ def mcp_server_create(request):
 @require_http_methods(["GET", "POST"])
 @permission_required("capabilities.add_mcpserver", raise_exception=True)
 def mcp_import(request, server_id):
+    """GET shows the server; listing its tools contacts (for stdio: starts) it, so only a POST does."""
     server = get_object_or_404(McpServer, pk=server_id)
-    context = {"server": server, "tools": [], "error": None, "side_effects": FILTER_SIDE_EFFECTS}
+    context = {"server": server, "tools": [], "error": None, "side_effects": FILTER_SIDE_EFFECTS,
+               "listed": request.method == "POST"}
+    if request.method == "GET":
+        return render(request, "capabilities/mcp_import.html", context)
     try:
         tools = services.mcp_server_tools(user=request.user, server_id=server.pk)
     except NotAllowed:
@@ -202,7 +206,7 @@ def mcp_import(request, server_id):
         context["error"] = exc.message
         return render(request, "capabilities/mcp_import.html", context, status=exc.status)
     context["tools"] = tools
-    if request.method == "POST":
+    if request.POST.get("action") == "import":
         chosen = import_choices(request.POST, tools)
         try:
             created = services.mcp_tools_import(user=request.user, server_id=server.pk, tools=chosen,

@@ -56,14 +56,16 @@ def egress_url(url: str) -> str | None:
 
 def check_egress(url: str) -> None:
     """Refuse a channel whose host the egress guard refuses (allowlist, private addresses)."""
+    from capabilities.egress import capability_guard
     from capabilities.executors.netguard import URLRefused
-    from capabilities.services import http_guard
 
     target = egress_url(url)
     if target is None:
         return
     try:
-        http_guard().check(target)
+        # Apprise sends through requests, so the connection is not pinned to the checked
+        # address (capabilities.egress.guarded_client is httpx): the check runs right before.
+        capability_guard().check(target)
     except URLRefused as exc:
         raise ChannelError(f"egress refused: {exc}", permanent=True) from None
 
@@ -72,8 +74,8 @@ def url_problems(url: str) -> list[str]:
     """For the channel form: what is wrong with the URL, without sending anything."""
     import apprise
 
+    from capabilities.egress import capability_guard
     from capabilities.executors.netguard import URLRefused, validate_url
-    from capabilities.services import http_guard
 
     if not isinstance(url, str) or not url.strip():
         return ["enter an Apprise URL, e.g. mailto://... or jsons://hooks.example.com/path"]
@@ -85,7 +87,7 @@ def url_problems(url: str) -> list[str]:
     target = egress_url(trial)
     if target is not None:
         try:
-            validate_url(target, http_guard(), resolve=False)
+            validate_url(target, capability_guard(), resolve=False)
         except URLRefused as exc:
             problems.append(f"the egress guard refuses it: {exc}")
     return problems

@@ -88,7 +88,7 @@ class EvaluationListStartApi(APIView):
                                                 allow_null=True, default=None,
                                                 help_text="The planner in planning mode; default: the suite's.")
         planner_config = serializers.JSONField(required=False, default=dict,
-                                               help_text="That planner's settings (llm: base_url, model, ...).")
+                                               help_text="That planner's settings (llm: endpoint, model, ...).")
 
     @extend_schema(responses=EvaluationOutput(many=True))
     def get(self, request):

@@ -77,7 +77,8 @@ def build_controller(run: Run) -> Controller:
 
     from runs.runtime.ids import RandomIds
 
-    return Controller(registry=DjangoRegistry(), executor=rate_limited_executor(), planner=planner_for(run),
+    return Controller(registry=DjangoRegistry(), executor=rate_limited_executor(context={"run_id": run.pk}),
+                      planner=planner_for(run),
                       clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
                       approvals=DjangoApprovalBook(run), ids=RandomIds(),
                       approval_ttl_s=settings.AGENTOPS_APPROVAL_TTL_SECONDS)

@@ -32,7 +32,7 @@ class RunStartForm(forms.Form):
     planner_config = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Planner settings (JSON)",
         help_text='scripted: {"plans": [[{"capability": ..., "arguments": {...}}]]}; '
-                  'llm: {"base_url", "model", "api_key_env", ...}; rules and external need none.')
+                  'llm: {"endpoint" (a name from AGENTOPS_LLM_ENDPOINTS), "model", ...}; rules and external need none.')
     completion_capability = forms.CharField(label="Completion: capability", max_length=80,
                                             help_text="Whose latest ok output decides that the run is done.")
     completion_path = forms.CharField(label="Completion: path", required=False, max_length=200,

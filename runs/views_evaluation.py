@@ -37,7 +37,7 @@ class StartEvaluationForm(forms.Form):
                  ("rules", "rules (the demo planner)"), ("llm", "llm (OpenAI-compatible endpoint)")])
     planner_config = forms.CharField(
         required=False, label="Planner settings (JSON)", widget=forms.Textarea(attrs={"rows": 2}),
-        help_text='For llm: {"base_url", "model", "api_key_env", ...} as for a run.')
+        help_text='For llm: {"endpoint", "model", ...} as for a run.')
 
     def clean_planner_config(self):
         raw = self.cleaned_data["planner_config"].strip()

@@ -64,6 +64,16 @@ def registry_admin(roles):
 
 
 @pytest.fixture
+def stdio_allowed(settings, registry_admin):
+    """This server allows `python` as a stdio MCP command, and the registry admin holds the stdio role too."""
+    from django.contrib.auth.models import Group
+
+    settings.AGENTOPS_MCP_STDIO_COMMANDS = ["python"]
+    registry_admin.groups.add(Group.objects.get(name="stdio mcp admin"))
+    return registry_admin
+
+
+@pytest.fixture
 def nobody(roles):
     return _make_user("nora")
 
@@ -101,12 +111,18 @@ def worker_env() -> dict[str, str]:
     else:
         env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    # What tests/security/test_mcp_worker.py has the worker run: real stdio servers, MCP over loopback HTTP.
+    env.setdefault("AGENTOPS_MCP_STDIO_COMMANDS", ",".join(WORKER_STDIO_COMMANDS))
+    env.setdefault("AGENTOPS_HTTP_ALLOWED_HOSTS", "127.0.0.1")
     # Every worker exports its runs over OTLP to the test receiver's port: when no receiver
     # listens there, that is the dead-collector case, which must never slow or fail a run.
     env.setdefault("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{otlp_port()}")
     env.setdefault("OTEL_EXPORTER_OTLP_TIMEOUT", "2")
     env.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")
     return env
+
+
+WORKER_STDIO_COMMANDS = ("python -m mcp_server_time", "python -m agentops_no_such_mcp_server")
 
 
 def otlp_port() -> int:
@@ -206,6 +222,20 @@ def manual_advance(monkeypatch):
     from runs import services
 
     monkeypatch.setattr(services, "_enqueue_advance", lambda run_id, countdown=None: None)
+
+
+@pytest.fixture
+def try_inline():
+    """Run Try it's Celery task in this process (eager): the same task and executor, no worker process.
+
+    For unit-level tests of Try it's rules; tests/security/test_mcp_worker.py tries through a real worker.
+    """
+    from agentops.celery import app
+
+    previous = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = previous
 
 
 # -- a real SMTP server on loopback (notifications) ----------------------------------------------

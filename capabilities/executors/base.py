@@ -19,8 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-import jsonschema
+from runs.runtime import schemas
 
+from .secrets import Redactor, redactor_for, secret_env_names
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import ErrorCode, Observation, OutputRef, SideEffectStatus
 
@@ -141,8 +142,10 @@ class BaseExecutor(ABC):
     escaping into the controller.
     """
 
-    def __init__(self, *, output_store: OutputStore | None = None) -> None:
+    def __init__(self, *, output_store: OutputStore | None = None, redactor: Redactor | None = None) -> None:
         self.output_store = output_store or default_output_store()
+        # The server's configured secrets (LLM keys, SECRET_KEY...); each call adds its own config's.
+        self.redactor = redactor or Redactor()
 
     # The Executor protocol ----------------------------------------------------
 
@@ -152,7 +155,10 @@ class BaseExecutor(ABC):
         trace_id = trace_id or new_trace_id()
         span_id = span_id or new_span_id()
         timeout = spec.timeout_s if timeout_s is None else timeout_s
-        observation = self._refusal(spec, arguments, timeout)
+        try:
+            observation = self._refusal(spec, arguments, timeout)
+        except RecursionError:
+            observation = Observation.failure(ErrorCode.INVALID_ARGUMENTS, "the arguments are nested too deeply")
         if observation is None:
             try:
                 observation = self._run(spec, arguments, idempotency_key=idempotency_key, timeout_s=timeout,
@@ -161,6 +167,7 @@ class BaseExecutor(ABC):
                 observation = exc.to_observation()
             except Exception as exc:  # an executor bug must still come back as one observation
                 observation = Observation.failure(ErrorCode.SERVER_ERROR, f"executor error: {type(exc).__name__}: {exc}")
+        observation = self._redacted(spec, observation)
         observation = self._store_large_output(spec, observation)
         return replace(observation, latency_s=round(time.monotonic() - started, 6),
                        trace_id=trace_id, span_id=span_id)
@@ -246,6 +253,18 @@ class BaseExecutor(ABC):
             return Observation.failure(ErrorCode.TIMEOUT, "no time left for the call")
         return None
 
+    def _redacted(self, spec: CapabilitySpec, observation: Observation) -> Observation:
+        """No secret value survives in an error text (stored, shown in try it, sent to the planner)."""
+        if observation.status.value == "ok":
+            return observation
+        environ = getattr(self, "environ", None)
+        redact = self.redactor.plus(redactor_for(secret_env_names(spec.config),
+                                                 os.environ if environ is None else environ).forms)
+        if not redact:
+            return observation
+        return replace(observation, error_message=redact(observation.error_message),
+                       output=redact.json_value(observation.output))
+
     def _store_large_output(self, spec: CapabilitySpec, observation: Observation) -> Observation:
         if observation.output is None:
             return observation
@@ -262,15 +281,5 @@ class BaseExecutor(ABC):
 
 def schema_errors(schema: dict | None, arguments: Any) -> list[str]:
     """Every way the arguments fail the schema, as readable strings (empty when valid)."""
-    if not schema:
-        return []
-    validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        validator_class.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return [f"the capability's schema is invalid: {exc.message}"]
-    errors = []
-    for error in sorted(validator_class(schema).iter_errors(arguments), key=lambda e: list(e.path)):
-        where = "/".join(str(p) for p in error.path) or "arguments"
-        errors.append(f"{where}: {error.message}")
-    return errors
+    return [message if where == "schema" else f"{where or 'arguments'}: {message}"
+            for where, message in schemas.errors(schema, arguments)]

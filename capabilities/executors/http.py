@@ -41,12 +41,11 @@ from runs.runtime.observation import ErrorCode, Observation, SideEffectStatus, e
 
 from .base import BaseExecutor, CapabilityError, traceparent
 from .netguard import NetGuard, Resolution, URLRefused
+from .secrets import has_line_break, is_credential_header
 
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 MAX_REDIRECTS = 5
 DEFAULT_MAX_RESPONSE_BYTES = 10_000_000
-# Headers that carry credentials: never forwarded to another origin on a redirect.
-CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 
 
 @dataclass(frozen=True)
@@ -134,6 +133,11 @@ class HttpExecutor(BaseExecutor):
                 # Name the variable, never a value.
                 raise CapabilityError(ErrorCode.PERMISSION_DENIED,
                                       f"secret for header {header} is missing: environment variable {env_var} is not set")
+            if has_line_break(value):
+                # httpx would quote the value in its error: refuse before anything sees it.
+                raise CapabilityError(ErrorCode.PERMISSION_DENIED,
+                                      f"secret for header {header} is unusable: environment variable {env_var} "
+                                      "contains a line break")
             headers[header] = value
             secret_names.add(header.lower())
         return headers, secret_names
@@ -165,7 +169,7 @@ class HttpExecutor(BaseExecutor):
                 next_url = urljoin(url, location)
                 if origin(next_url) != origin(url):
                     headers = {k: v for k, v in headers.items()
-                               if k.lower() not in secret_names and k.lower() not in CREDENTIAL_HEADERS}
+                               if k.lower() not in secret_names and not is_credential_header(k)}
                 if answer.status == 303 or (answer.status in (301, 302) and method == "POST"):
                     method, json_body = "GET", None
                 url = next_url

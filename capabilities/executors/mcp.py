@@ -11,12 +11,15 @@ config:
     headers / secret_headers                    (http, as for the http executor)
     tool        "search"                        the tool to call
 
-Each call opens its own session (a stdio server is started and stopped per
-call: slower, but no state leaks between calls and a hung server cannot block
-the next one), inside a worker thread running its own event loop, because the
-caller's thread may already run one (Celery, Playwright). The caller stops
-waiting at the timeout; the session's shutdown (which for stdio may take a few
-seconds to reap the server) finishes in the background.
+Stdio servers are pooled per process (mcp_pool.py): started once, reused by
+every call, restarted when they die or time out, stopped at shutdown. Their
+stderr goes to a real file whose tail is attached to a failed call (never to
+sys.stderr, which a Celery worker replaces with a proxy that has no file
+descriptor). A stdio command runs only when it is on the allowlist the server
+configures (`StdioPolicy.commands`, from AGENTOPS_MCP_STDIO_COMMANDS), and
+every start is reported to `StdioPolicy.on_start` (the audit trail). HTTP sessions are opened
+per call, inside a worker thread running its own event loop, because the
+caller's thread may already run one (Celery, Playwright).
 
 Classification: `is_error` results are terminal, with the code the text clearly
 indicates (not found, permission, validation, conflict, rate limit, timeout...)
@@ -25,16 +28,18 @@ protocol errors and broken connections are connection_error (a protocol
 "invalid params" error is invalid_arguments); timeouts are timeout.
 structured_content is preferred over text content as the output.
 
-Known limit: for the http transport the guard checks the URL's resolved
-addresses, but the SDK's HTTP client resolves again when it connects, so DNS
-rebinding is not pinned as it is for the http executor.
+For the http transport the SDK's HTTP client gets a transport that checks
+every request with the guard and connects to the checked address (DNS
+rebinding is pinned, as for the http executor); redirects are not followed.
 """
 from __future__ import annotations
 
 import asyncio
 import json
 import re
+import shlex
 import sys
+import tempfile
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -45,7 +50,9 @@ from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import ErrorCode, Observation, SideEffectStatus
 
 from .base import BaseExecutor, CapabilityError, traceparent
-from .netguard import NetGuard, URLRefused
+from . import mcp_pool
+from .netguard import NetGuard, URLRefused, guarded_async_transport
+from .secrets import has_line_break
 
 # A protocol-level "invalid params" error: the arguments, not the connection.
 JSONRPC_INVALID_PARAMS = -32602
@@ -83,28 +90,133 @@ class _Progress:
 
 
 class _Timeout(Exception):
-    def __init__(self, progress: _Progress) -> None:
+    def __init__(self, progress: _Progress, stderr: str = "") -> None:
         super().__init__("timeout")
         self.progress = progress
+        self.stderr = stderr
 
 
 class _Failed(Exception):
-    def __init__(self, error: BaseException, progress: _Progress) -> None:
+    def __init__(self, error: BaseException, progress: _Progress, stderr: str = "") -> None:
         super().__init__(str(error))
         self.error = error
         self.progress = progress
+        self.stderr = stderr
+
+
+@dataclass(frozen=True)
+class StdioPolicy:
+    """What the server allows of stdio MCP: the command allowlist and who hears of each start.
+
+    An entry without spaces allows that program with any arguments; an entry
+    with spaces allows exactly that command line. Empty: no stdio server runs.
+    """
+
+    commands: tuple[str, ...] = ()
+    on_start: Callable[[Mapping[str, Any], str], None] | None = None   # (config, purpose)
+
+    def refusal(self, command: str, args: list[str]) -> str:
+        line = shlex.join([command, *args])
+        for entry in self.commands:
+            entry = entry.strip()
+            if not entry:
+                continue
+            if " " in entry:
+                if shlex.split(entry) == [command, *args]:
+                    return ""
+            elif entry == command:
+                return ""
+        if not self.commands:
+            return (f"stdio MCP servers are switched off on this server: the command {line!r} would need "
+                    "AGENTOPS_MCP_STDIO_COMMANDS to allow it")
+        return f"the stdio command {line!r} is not allowed by AGENTOPS_MCP_STDIO_COMMANDS"
 
 
 def run_session(config: Mapping[str, Any], work: Callable[[Any, _Progress], Awaitable[Any]], timeout_s: float, *,
-                guard: NetGuard | None = None, environ: Mapping[str, str] | None = None) -> tuple[Any, _Progress]:
-    """Open a client session, run `work(client, progress)` and return its result.
+                guard: NetGuard | None = None, environ: Mapping[str, str] | None = None,
+                stdio: StdioPolicy | None = None, pooled: bool = True,
+                purpose: str = "call", resend_safe: bool = False) -> tuple[Any, _Progress]:
+    """Open (or, for stdio, reuse) a client session, run `work(client, progress)` and return its result.
 
     Raises _Timeout when it does not finish in time, _Failed with the
     exception the session raised (ExceptionGroups unwrapped), both carrying
-    how far the call got.
+    how far the call got and the stdio server's stderr tail. `resend_safe`: the
+    call changes nothing, so when a reused stdio session turns out dead it is
+    sent once more on a fresh one instead of failing.
     """
-    server = _server(config, guard=guard, environ=environ, timeout_s=timeout_s)
+    server = _server(config, guard=guard, environ=environ, timeout_s=timeout_s, stdio=stdio or StdioPolicy())
     progress = _Progress()
+    on_start = None
+    if stdio is not None and stdio.on_start is not None:
+        on_start = lambda: stdio.on_start(config, purpose)  # noqa: E731
+    if not isinstance(server, _HttpTarget) and pooled:
+        return _run_pooled(server, work, timeout_s, progress, on_start, resend_safe=resend_safe), progress
+    errlog = None
+    if not isinstance(server, _HttpTarget):
+        from mcp.client.stdio import stdio_client
+
+        if on_start is not None:
+            on_start()
+        errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        server = stdio_client(server, errlog=errlog)
+    try:
+        return _run_once(server, work, timeout_s, progress), progress
+    except (_Timeout, _Failed) as exc:
+        exc.stderr = _tail(errlog)
+        raise
+    finally:
+        if errlog is not None:
+            threading.Timer(CLOSE_ERRLOG_AFTER_S, errlog.close).start()
+
+
+CLOSE_ERRLOG_AFTER_S = 10.0   # the server may still be exiting (and writing) after we stopped waiting
+
+
+def _tail(errlog: Any) -> str:
+    if errlog is None:
+        return ""
+    try:
+        errlog.flush()
+        errlog.seek(0)
+        return errlog.read()[-mcp_pool.STDERR_TAIL_CHARS:].strip()
+    except (OSError, ValueError):
+        return ""
+
+
+def _run_pooled(params: Any, work: Callable[[Any, _Progress], Awaitable[Any]], timeout_s: float,
+                progress: _Progress, on_start: Callable[[], None] | None, *, resend_safe: bool) -> Any:
+    import time
+
+    pool = mcp_pool.pool()
+    pool.truncate_logs()
+    deadline = time.monotonic() + timeout_s
+
+    def sent() -> None:
+        progress.connected = True
+
+    def once(seconds: float) -> Any:
+        return pool.run(params, lambda client: work(client, progress), seconds, on_start=on_start, mark_sent=sent)
+
+    try:
+        try:
+            return once(timeout_s)
+        except mcp_pool.SessionFailed as exc:
+            left = deadline - time.monotonic()
+            if not (exc.reused and resend_safe and left > 0.5):
+                raise
+            # The server of a reused session died since its last call: restart it and ask again.
+            progress.sent = False
+            return once(left)
+    except mcp_pool.SessionTimeout as exc:
+        raise _Timeout(progress, exc.stderr) from None
+    except mcp_pool.SessionFailed as exc:
+        raise _Failed(exc.error, progress, exc.stderr) from None
+    except Exception as exc:  # an error answer from the server (the session stays)
+        raise _Failed(_leaf(exc), progress) from None
+
+
+def _run_once(server: Any, work: Callable[[Any, _Progress], Awaitable[Any]], timeout_s: float,
+              progress: _Progress) -> Any:
     outcome: dict[str, Any] = {}
     done = threading.Event()
 
@@ -148,7 +260,7 @@ def run_session(config: Mapping[str, Any], work: Callable[[Any, _Progress], Awai
         if isinstance(outcome["error"], CapabilityError):
             raise outcome["error"]
         raise _Failed(outcome["error"], progress)
-    return outcome["result"], progress
+    return outcome["result"]
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -158,7 +270,7 @@ def _leaf(exc: BaseException) -> BaseException:
 
 
 def _server(config: Mapping[str, Any], *, guard: NetGuard | None, environ: Mapping[str, str] | None,
-            timeout_s: float) -> Any:
+            timeout_s: float, stdio: StdioPolicy) -> Any:
     import os
 
     environ = os.environ if environ is None else environ
@@ -168,6 +280,9 @@ def _server(config: Mapping[str, Any], *, guard: NetGuard | None, environ: Mappi
 
         if not config.get("command"):
             raise CapabilityError(ErrorCode.INVALID_ARGUMENTS, "MCP stdio config needs a command")
+        refusal = stdio.refusal(str(config["command"]), [str(a) for a in config.get("args") or []])
+        if refusal:
+            raise CapabilityError(ErrorCode.PERMISSION_DENIED, refusal)
         env_config = config.get("env") or {}
         if isinstance(env_config, list):
             # A list names variables to pass through from our environment (values never stored).
@@ -188,7 +303,7 @@ def _server(config: Mapping[str, Any], *, guard: NetGuard | None, environ: Mappi
             raise CapabilityError(ErrorCode.PERMISSION_DENIED, str(exc)) from None
         headers = {str(k): str(v) for k, v in (config.get("headers") or {}).items()}
         headers.update(_secrets(config.get("secret_headers"), environ, "header"))
-        return _HttpTarget(url=url, headers=headers, timeout_s=timeout_s)
+        return _HttpTarget(url=url, headers=headers, timeout_s=timeout_s, guard=guard)
     raise CapabilityError(ErrorCode.INVALID_ARGUMENTS, f"unknown MCP transport {transport!r}")
 
 
@@ -197,14 +312,17 @@ class _HttpTarget:
     url: str
     headers: dict[str, str] = field(repr=False)  # may hold secrets
     timeout_s: float = 10.0
+    guard: NetGuard | None = field(default=None, repr=False)
 
     async def enter(self, stack: AsyncExitStack) -> Any:
         """The streamable-HTTP transport, with an HTTP client closed when the session ends."""
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
+        # Every request (the SDK makes several) is checked and sent to the checked address.
         http_client = await stack.enter_async_context(httpx2.AsyncClient(
-            headers=self.headers, timeout=self.timeout_s, follow_redirects=False, trust_env=False))
+            headers=self.headers, timeout=self.timeout_s, follow_redirects=False, trust_env=False,
+            transport=guarded_async_transport(self.guard) if self.guard is not None else None))
         return streamable_http_client(self.url, http_client=http_client)
 
 
@@ -215,6 +333,9 @@ def _secrets(mapping: Mapping[str, str] | None, environ: Mapping[str, str], what
         if not value:
             raise CapabilityError(ErrorCode.PERMISSION_DENIED,
                                   f"secret for {what} {name} is missing: environment variable {env_var} is not set")
+        if what == "header" and has_line_break(value):
+            raise CapabilityError(ErrorCode.PERMISSION_DENIED, f"secret for header {name} is unusable: "
+                                                               f"environment variable {env_var} contains a line break")
         values[name] = value
     return values
 
@@ -222,7 +343,7 @@ def _secrets(mapping: Mapping[str, str] | None, environ: Mapping[str, str], what
 # -- the import flow ------------------------------------------------------------------------
 
 def list_tools(config: Mapping[str, Any], timeout_s: float = 10.0, *, guard: NetGuard | None = None,
-               environ: Mapping[str, str] | None = None) -> list[ToolInfo]:
+               environ: Mapping[str, str] | None = None, stdio: StdioPolicy | None = None) -> list[ToolInfo]:
     """The server's tools, for the import form. Raises CapabilityError (timeout, connection_error...)."""
 
     async def work(client: Any, _progress: _Progress) -> list[ToolInfo]:
@@ -236,12 +357,20 @@ def list_tools(config: Mapping[str, Any], timeout_s: float = 10.0, *, guard: Net
         return [_tool_info(tool) for tool in tools]
 
     try:
-        return run_session(config, work, timeout_s, guard=guard, environ=environ)[0]
-    except _Timeout:
-        raise CapabilityError(ErrorCode.TIMEOUT, f"the MCP server did not list its tools within {timeout_s:g}s") from None
+        # Not pooled: listing happens in the web process, which should not keep servers running.
+        return run_session(config, work, timeout_s, guard=guard, environ=environ, stdio=stdio, pooled=False,
+                           purpose="list_tools")[0]
+    except _Timeout as exc:
+        raise CapabilityError(ErrorCode.TIMEOUT, f"the MCP server did not list its tools within {timeout_s:g}s"
+                              + _stderr_note(exc.stderr)) from None
     except _Failed as exc:
         raise CapabilityError(ErrorCode.CONNECTION_ERROR,
-                              f"cannot list the MCP server's tools: {_describe(exc.error)}") from None
+                              f"cannot list the MCP server's tools: {_describe(exc.error)}"
+                              + _stderr_note(exc.stderr)) from None
+
+
+def _stderr_note(stderr: str) -> str:
+    return f"; server stderr (last lines): {stderr}" if stderr else ""
 
 
 def _tool_info(tool: Any) -> ToolInfo:
@@ -322,10 +451,12 @@ def code_for_error_text(text: str) -> ErrorCode:
 
 
 class McpExecutor(BaseExecutor):
-    def __init__(self, *, guard: NetGuard | None = None, environ: Mapping[str, str] | None = None, **kw: Any) -> None:
+    def __init__(self, *, guard: NetGuard | None = None, environ: Mapping[str, str] | None = None,
+                 stdio: StdioPolicy | None = None, **kw: Any) -> None:
         super().__init__(**kw)
         self.guard = guard
         self.environ = environ
+        self.stdio = stdio or StdioPolicy()
 
     def _run(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None, timeout_s: float,
              trace_id: str, span_id: str) -> Observation:
@@ -339,13 +470,14 @@ class McpExecutor(BaseExecutor):
             return await client.call_tool(tool, arguments, meta=meta)
 
         try:
-            result, _ = run_session(spec.config, work, timeout_s, guard=self.guard, environ=self.environ)
+            result, _ = run_session(spec.config, work, timeout_s, guard=self.guard, environ=self.environ,
+                                    stdio=self.stdio, resend_safe=not spec.changes_state)
         except _Timeout as exc:
             where = "answering" if exc.progress.sent else "starting"
-            return self.fail(spec, ErrorCode.TIMEOUT, f"MCP tool {tool} timed out {where} after {timeout_s:g}s",
-                             sent=exc.progress.sent)
+            return self.fail(spec, ErrorCode.TIMEOUT, f"MCP tool {tool} timed out {where} after {timeout_s:g}s"
+                             + _stderr_note(exc.stderr), sent=exc.progress.sent)
         except _Failed as exc:
-            return self._failure_for(spec, tool, exc.error, sent=exc.progress.sent)
+            return self._failure_for(spec, tool, exc.error, sent=exc.progress.sent, stderr=exc.stderr)
         return self._observe(spec, tool, result)
 
     def _observe(self, spec: CapabilitySpec, tool: str, result: Any) -> Observation:
@@ -356,13 +488,14 @@ class McpExecutor(BaseExecutor):
                              side_effect=SideEffectStatus.NOT_COMMITTED)
         return self.ok(spec, output)
 
-    def _failure_for(self, spec: CapabilitySpec, tool: str, exc: BaseException, *, sent: bool) -> Observation:
+    def _failure_for(self, spec: CapabilitySpec, tool: str, exc: BaseException, *, sent: bool,
+                     stderr: str = "") -> Observation:
         from mcp.shared.exceptions import MCPError
 
         if isinstance(exc, MCPError) and exc.code == JSONRPC_INVALID_PARAMS:
             return self.fail(spec, ErrorCode.INVALID_ARGUMENTS, f"MCP tool {tool}: {exc.message}")
         # The connection or the protocol failed; if the call had gone out, we cannot know what it did.
-        return self.fail(spec, ErrorCode.CONNECTION_ERROR, f"MCP tool {tool}: {_describe(exc)}",
+        return self.fail(spec, ErrorCode.CONNECTION_ERROR, f"MCP tool {tool}: {_describe(exc)}" + _stderr_note(stderr),
                          side_effect=SideEffectStatus.UNKNOWN if spec.changes_state and sent else None)
 
 
@@ -388,5 +521,5 @@ def tool_output(result: Any) -> Any:
     return [block.model_dump(mode="json", exclude_none=True) for block in blocks]
 
 
-__all__ = ["McpExecutor", "ToolHints", "ToolInfo", "list_tools", "suggested_policy", "tool_output",
+__all__ = ["McpExecutor", "StdioPolicy", "ToolHints", "ToolInfo", "list_tools", "suggested_policy", "tool_output",
            "code_for_error_text", "run_session"]

@@ -10,25 +10,48 @@ Rules, in order, for every URL (the first request and every redirect hop):
    mix a public and a private record). Loopback, private, link-local, CGNAT,
    multicast, unspecified, reserved and cloud-metadata addresses are refused
    unless the address itself is allowlisted (IP literal or network). The
-   `allow_private` switch admits private, loopback, link-local and CGNAT
-   ranges, but never metadata, multicast or unspecified addresses.
-4. The caller connects to the address that was checked (`Resolution.address`),
+   `allow_private` switch admits private, loopback, IPv6 link-local and CGNAT
+   ranges, but never the cloud credential ranges (all of 169.254/16, where
+   the AWS/GCP/Azure metadata and the ECS/EKS credential endpoints live,
+   fd00:ec2::/32, 192.0.0.192, Alibaba's 100.100.100.200, Azure's
+   168.63.129.16), multicast or unspecified addresses. A credential range is
+   admitted only by naming its exact address.
+4. IPv6 forms that carry an IPv4 address (::ffff:a.b.c.d, 6to4 2002::/16,
+   NAT64 64:ff9b::/96 and 64:ff9b:1::/48, Teredo, IPv4-compatible ::a.b.c.d)
+   are judged as the IPv4 address they carry.
+5. The caller connects to the address that was checked (`Resolution.address`),
    not to a second DNS answer: that closes the DNS-rebinding window.
+   `GuardedTransport` / `GuardedAsyncTransport` do this for any httpx (or
+   httpx2) client: every request, redirects included, is checked and pinned.
+
+This module is the one egress guard: HTTP capabilities, MCP over HTTP and the
+LLM planner all go through it (JSON Schema `$ref`s never leave the server).
 """
 from __future__ import annotations
 
 import ipaddress
 import socket
 from collections.abc import Callable, Iterable
+from typing import Any
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import httpx
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-METADATA_ADDRESSES = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254"),
-                                ipaddress.ip_address("100.100.100.200")})  # AWS/GCP/Azure, AWS IPv6, Alibaba
+# Where clouds hand out instance credentials: never reachable through allow_private.
+CREDENTIAL_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
+    "169.254.0.0/16",     # AWS/GCP/Azure metadata 169.254.169.254, ECS 169.254.170.2, EKS pod identity .23
+    "fd00:ec2::/32",      # AWS IPv6 metadata (fd00:ec2::254) and friends
+    "192.0.0.192/32",     # Oracle Cloud metadata
+    "100.100.100.200/32",  # Alibaba Cloud metadata
+    "168.63.129.16/32",   # Azure wire server
+))
 CGNAT = ipaddress.ip_network("100.64.0.0/10")
+NAT64_NETWORKS = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 
 Resolver = Callable[[str, int], list[str]]
 
@@ -58,8 +81,10 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 class NetGuard:
     def __init__(self, allowed_hosts: Iterable[str] = (), *, allow_private: bool = False,
-                 resolver: Resolver = system_resolver) -> None:
+                 resolver: Resolver = system_resolver, credential_entries: bool = True) -> None:
+        """credential_entries=False: not even an exact entry admits a credential address (LLM endpoints)."""
         self.allow_private = allow_private
+        self.credential_entries = credential_entries
         self.resolver = resolver
         self.names: set[str] = set()
         self.suffixes: list[str] = []
@@ -122,11 +147,13 @@ class NetGuard:
 
     def _forbidden(self, address: IPAddress) -> str:
         """Why this address may not be contacted ('' when it may)."""
-        if address in METADATA_ADDRESSES:
-            # Only naming the exact address admits it; a wide network entry does not.
-            exact = any(net.num_addresses == 1 and address in net for net in self.networks
-                        if net.version == address.version)
-            return "" if exact else "a cloud metadata address"
+        credential = next((net for net in CREDENTIAL_NETWORKS if address.version == net.version and address in net),
+                          None)
+        if credential is not None:
+            # Only naming the exact address admits it; a wide network entry (or allow_private) does not.
+            exact = self.credential_entries and any(net.num_addresses == 1 and address in net
+                                                    for net in self.networks if net.version == address.version)
+            return "" if exact else f"in the cloud metadata/credential range {credential}"
         if self._address_listed(address):
             return ""  # an operator named this address explicitly
         if address.is_unspecified:
@@ -158,9 +185,22 @@ def _as_ip(value: str) -> IPAddress | None:
         address = ipaddress.ip_address(value.strip("[]").split("%")[0])
     except ValueError:
         return None
-    # ::ffff:127.0.0.1 must be judged as 127.0.0.1.
-    if address.version == 6 and address.ipv4_mapped is not None:
+    return unwrap(address)
+
+
+def unwrap(address: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv6 form carries (::ffff:127.0.0.1 is 127.0.0.1), else the address."""
+    if address.version != 6:
+        return address
+    if address.ipv4_mapped is not None:
         return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]  # the client's (obfuscated) address: the end that is reached
+    packed = address.packed
+    if any(address in net for net in NAT64_NETWORKS) or (address in IPV4_COMPATIBLE and int(address) > 1):
+        return ipaddress.IPv4Address(packed[-4:])
     return address
 
 
@@ -185,3 +225,58 @@ def validate_url(url: str, guard: NetGuard, *, resolve: bool = True) -> None:
             raise URLRefused(host, f"{literal} is {reason}")
     elif not guard._host_listed(host):
         raise URLRefused(host, "the host is not on the allowlist")
+
+
+# -- pinned transports for httpx clients -------------------------------------------------------
+
+def pin_request(guard: NetGuard, request: Any) -> Resolution:
+    """Check an httpx/httpx2 request's URL and point it at the checked address, in place.
+
+    The Host header and the TLS server name keep the original host, so virtual
+    hosting and certificate checks work as if the name had been resolved again.
+    """
+    target = guard.check(str(request.url))
+    request.url = request.url.copy_with(host=target.address)
+    default = 443 if target.scheme == "https" else 80
+    host = f"[{target.host}]" if ":" in target.host else target.host
+    request.headers["Host"] = host if target.port == default else f"{host}:{target.port}"
+    request.extensions = {**request.extensions, "sni_hostname": target.host}
+    return target
+
+
+class GuardedTransport(httpx.BaseTransport):
+    """An httpx transport that sends each request only to the address the guard checked.
+
+    Raises URLRefused (not an httpx error) when the guard refuses, so a caller
+    can tell "we refused" from "the network failed".
+    """
+
+    def __init__(self, guard: NetGuard, inner: httpx.BaseTransport | None = None) -> None:
+        self.guard = guard
+        self.inner = inner or httpx.HTTPTransport(trust_env=False)
+
+    def handle_request(self, request: Any) -> Any:
+        pin_request(self.guard, request)
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+
+def guarded_async_transport(guard: NetGuard, inner: Any = None) -> Any:
+    """The same for httpx2's AsyncClient (the MCP SDK's HTTP client)."""
+    import httpx2
+
+    class GuardedAsyncTransport(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = inner or httpx2.AsyncHTTPTransport(trust_env=False)
+
+        async def handle_async_request(self, request: Any) -> Any:
+            pin_request(guard, request)
+            return await self.inner.handle_async_request(request)
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return GuardedAsyncTransport()

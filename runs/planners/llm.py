@@ -13,12 +13,22 @@ error says "planner endpoint unavailable: ...": the runtime asks once more (as f
 rejected plan) and a second failure stops the run `plan_rejected` with that detail,
 so every way this ends is recorded on the run.
 
-Django-free: `runs.planners.planner_for` reads the run's config and the API key from
-the environment and hands them in.
+Where prompts may go is the server's decision, not the run's: a run names an
+endpoint from AGENTOPS_LLM_ENDPOINTS (base URL + the variable holding its key +
+optional headers), and every request goes through the egress guard, pinned to
+the checked address, allowing only that endpoint's host. Error texts never
+quote the endpoint's answer (a wrong endpoint must not become a way to read
+internal pages) and never contain the key. Usage numbers the endpoint reports
+are validated and clamped: garbage counts as 0, absurd or infinite values as
+MAX_USAGE_TOKENS.
+
+Django-free: `runs.planners.planner_for` reads the endpoint and the API key from
+the settings and the environment and hands them in.
 """
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import time
@@ -29,6 +39,8 @@ from typing import Any
 
 import httpx
 
+from capabilities.executors.netguard import GuardedTransport, NetGuard, URLRefused
+from capabilities.executors.secrets import Redactor
 from runs.runtime.plan import PlanError
 from runs.runtime.planning import PlanningRequest, PlanProposal
 from runs.runtime.stop import ReplanReason
@@ -38,6 +50,8 @@ OUTPUT_CHARS = 2_000
 OBSERVATIONS_SHOWN = 10
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 20.0
+# More tokens than any model call spends: a larger (or infinite) claim is clamped to this.
+MAX_USAGE_TOKENS = 100_000_000
 
 REASON_CODES = [r.value for r in ReplanReason if r is not ReplanReason.PLAN_REJECTED]
 
@@ -80,6 +94,18 @@ class PlannerUnavailable(Exception):
     """The endpoint could not give an answer within the retries and the time left."""
 
 
+class UnavailablePlanner:
+    """Stands in for an LLM planner whose endpoint is not configured: every proposal is rejected, saying why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def propose(self, request: PlanningRequest) -> PlanProposal | None:
+        message = f"planner endpoint unavailable: {self.reason}"
+        return PlanProposal(plan=None, raw_output=message, reason=message,
+                            errors=(PlanError("planner_unavailable", message),))
+
+
 @dataclass(frozen=True)
 class LLMConfig:
     base_url: str
@@ -92,8 +118,29 @@ class LLMConfig:
     price_per_1k_completion_tokens: float = 0.0
     timeout_s: float = 60.0
     max_retries: int = 2
-    extra_headers: dict[str, str] = field(default_factory=dict)
+    extra_headers: dict[str, str] = field(default_factory=dict)   # the endpoint's, from server config
     azure_api_version: str = ""
+    endpoint: str = ""
+    guard: NetGuard | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_endpoint(cls, name: str, endpoint: dict[str, Any], config: dict[str, Any], *,
+                      environ: Any, resolver: Any = None) -> LLMConfig:
+        """The run's settings (model, numbers) on the server's endpoint (URL, key, headers)."""
+        from urllib.parse import urlsplit
+
+        base_url = str(endpoint["base_url"]).rstrip("/")
+        host = urlsplit(base_url).hostname or ""
+        key_env = str(endpoint.get("api_key_env") or "")
+        run_settings = {k: v for k, v in config.items() if k not in ("endpoint",)}
+        merged = cls.from_planner_config({**run_settings, "base_url": base_url, "api_key_env": key_env,
+                                          "extra_headers": endpoint.get("headers") or {},
+                                          "azure_api_version": endpoint.get("azure_api_version") or ""},
+                                         api_key=environ.get(key_env, "") if key_env else "")
+        # A model endpoint has no business in a cloud credential range, even when named exactly.
+        guard = NetGuard([host], allow_private=bool(endpoint.get("allow_private", False)), credential_entries=False,
+                         **({"resolver": resolver} if resolver is not None else {}))
+        return cls(**{**merged.__dict__, "endpoint": name, "guard": guard})
 
     @classmethod
     def from_planner_config(cls, config: dict[str, Any], api_key: str = "") -> LLMConfig:
@@ -137,7 +184,7 @@ class LLMPlanner:
         try:
             answer = self._complete(messages, request.remaining_s)
         except PlannerUnavailable as exc:
-            message = f"planner endpoint unavailable: {exc}"
+            message = Redactor([self.config.api_key])(f"planner endpoint unavailable: {exc}")
             return PlanProposal(plan=None, raw_output=message, reason=message,
                                 errors=(PlanError("planner_unavailable", message),))
         tokens = answer.total_tokens or answer.prompt_tokens + answer.completion_tokens
@@ -158,7 +205,11 @@ class LLMPlanner:
                    {"type": "json_object"}, None]
         retries = 0
         last_error = "no attempt made"
-        with httpx.Client(transport=self.transport, follow_redirects=False) as client:
+        transport = self.transport
+        if self.config.guard is not None:
+            # Every request is checked and sent to the address that was checked (no DNS rebinding).
+            transport = GuardedTransport(self.config.guard, transport or httpx.HTTPTransport(trust_env=False))
+        with httpx.Client(transport=transport, follow_redirects=False, trust_env=False) as client:
             while True:
                 left = None if budget_s is None else budget_s - (self.monotonic() - started)
                 if left is not None and left <= 0.05:
@@ -168,6 +219,10 @@ class LLMPlanner:
                 try:
                     response = client.post(f"{self.config.base_url}/chat/completions", params=self._params(),
                                            json=body, headers=self._headers(), timeout=httpx.Timeout(timeout))
+                except URLRefused as exc:
+                    raise PlannerUnavailable(str(exc)) from None
+                except httpx.InvalidURL as exc:
+                    raise PlannerUnavailable(f"the endpoint's URL is not valid ({exc})") from None
                 except httpx.TimeoutException:
                     last_error, delay = f"timed out after {timeout:g}s", None
                 except httpx.TransportError as exc:
@@ -179,7 +234,8 @@ class LLMPlanner:
                         continue
                     if response.is_success:
                         return _parse_response(response)
-                    last_error = f"HTTP {response.status_code}: {response.text[:300]}"
+                    # The status only: the body of whatever answered is not ours to show.
+                    last_error = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
                     if not (response.status_code in (408, 429) or response.status_code >= 500):
                         raise PlannerUnavailable(last_error)
                     delay = _retry_after_s(response) if response.status_code in (429, 503) else None
@@ -269,6 +325,8 @@ def proposal_from_answer(content: str, *, tokens: int, cost: float) -> PlanPropo
         data = json.loads(text)
     except ValueError as exc:
         return _malformed(content, f"the model's answer is not valid JSON ({exc})", tokens, cost)
+    except RecursionError:
+        return _malformed(content, "the model's answer is nested too deeply", tokens, cost)
     if isinstance(data, dict) and data.get("no_further_plan") is True and not data.get("steps"):
         return PlanProposal(plan=None, tokens=tokens, cost=cost, reason=str(data.get("reason") or ""),
                             raw_output=content, no_further_plan=True)
@@ -295,9 +353,10 @@ def _parse_response(response: httpx.Response) -> _Answer:
     try:
         data = response.json()
         content = data["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         # A 200 that is not a chat completion: the endpoint is wrong, not the model.
-        raise PlannerUnavailable(f"the endpoint's answer is not a chat completion: {response.text[:300]}") from None
+        raise PlannerUnavailable(f"the endpoint's answer is not a chat completion "
+                                 f"(HTTP {response.status_code}, {len(response.content)} bytes)") from None
     usage = data.get("usage") or {}
     return _Answer(content=content if isinstance(content, str) else json.dumps(content),
                    prompt_tokens=_count(usage.get("prompt_tokens")),
@@ -306,7 +365,14 @@ def _parse_response(response: httpx.Response) -> _Answer:
 
 
 def _count(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+    """A usage number as the endpoint reported it, made safe: wrong types, NaN and negatives count 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, float) and math.isnan(value):
+        return 0
+    if value <= 0:
+        return 0
+    return int(min(value, MAX_USAGE_TOKENS))
 
 
 def _retry_after_s(response: httpx.Response) -> float | None:

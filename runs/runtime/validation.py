@@ -5,11 +5,7 @@ the plan and needs to see everything that is wrong with it.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
+from . import schemas
 from .budgets import Budgets
 from .capability import CapabilitySpec
 from .plan import Plan, PlanError
@@ -63,22 +59,12 @@ def argument_errors(spec: CapabilitySpec, arguments: dict, step_id: str | None =
     if size > spec.max_argument_bytes:
         errors.append(PlanError(ErrorCodes.ARGUMENTS_TOO_LARGE,
                                 f"arguments are {size} bytes, over the limit of {spec.max_argument_bytes}", step_id))
-    try:
-        validator = _validator(canonical_json(spec.schema))
-    except SchemaError as exc:
-        return errors + [PlanError(ErrorCodes.INVALID_SCHEMA, f"capability schema is invalid: {exc.message}", step_id)]
-    for err in sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path)):
-        where = "/".join(str(p) for p in err.absolute_path) or "(root)"
-        errors.append(PlanError(ErrorCodes.INVALID_ARGUMENTS, f"{where}: {err.message}", step_id))
+    for where, message in schemas.errors(spec.schema, arguments):
+        if where == "schema":
+            errors.append(PlanError(ErrorCodes.INVALID_SCHEMA, message, step_id))
+        else:
+            errors.append(PlanError(ErrorCodes.INVALID_ARGUMENTS, f"{where or '(root)'}: {message}", step_id))
     return errors
-
-
-@lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Draft202012Validator:
-    import json
-    schema = json.loads(schema_json)
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
 
 
 def dependency_errors(plan: Plan, budgets: Budgets) -> list[PlanError]:

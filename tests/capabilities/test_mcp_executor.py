@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from capabilities.executors.base import CapabilityError, FileOutputStore
-from capabilities.executors.mcp import McpExecutor, ToolHints, ToolInfo, code_for_error_text, list_tools, suggested_policy
+from capabilities.executors.mcp import McpExecutor, StdioPolicy, ToolHints, ToolInfo, code_for_error_text, list_tools, suggested_policy
 from runs.runtime.capability import CapabilitySpec, Kind, SideEffect
 from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
 
 SERVER = str(Path(__file__).with_name("mcp_demo_server.py"))
 STDIO = {"transport": "stdio", "command": sys.executable, "args": [SERVER]}
+ALLOW_PYTHON = StdioPolicy(commands=(sys.executable, "/nonexistent/mcp-server"))
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,8 @@ def mcp_spec(tool, *, side_effect=SideEffect.NONE, timeout_s=15.0, **config):
 
 @pytest.fixture
 def executor(tmp_path):
-    return McpExecutor(environ={"DEMO_SECRET_VAR": "abcdef"}, output_store=FileOutputStore(tmp_path))
+    return McpExecutor(environ={"DEMO_SECRET_VAR": "abcdef"}, output_store=FileOutputStore(tmp_path),
+                       stdio=ALLOW_PYTHON)
 
 
 def run(executor, spec, arguments, *, key=None, timeout_s=None):
@@ -37,7 +39,7 @@ def run(executor, spec, arguments, *, key=None, timeout_s=None):
 
 @pytest.fixture(scope="module")
 def tools():
-    return {tool.name: tool for tool in list_tools(STDIO, timeout_s=20)}
+    return {tool.name: tool for tool in list_tools(STDIO, timeout_s=20, stdio=ALLOW_PYTHON)}
 
 
 class TestImport:
@@ -72,7 +74,8 @@ class TestImport:
 
     def test_listing_a_server_that_cannot_start_is_a_connection_error(self):
         with pytest.raises(CapabilityError) as caught:
-            list_tools({"transport": "stdio", "command": "/nonexistent/mcp-server"}, timeout_s=5)
+            list_tools({"transport": "stdio", "command": "/nonexistent/mcp-server"}, timeout_s=5,
+                       stdio=StdioPolicy(commands=("/nonexistent/mcp-server",)))
         assert caught.value.code == ErrorCode.CONNECTION_ERROR
 
 

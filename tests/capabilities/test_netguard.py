@@ -36,7 +36,7 @@ def test_a_wildcard_matches_subdomains_but_not_the_domain_itself():
     ("::1", "loopback"),
     ("10.1.2.3", "private"),
     ("192.168.0.10", "private"),
-    ("169.254.10.1", "link-local"),
+    ("169.254.10.1", "credential range 169.254.0.0/16"),
     ("100.64.0.1", "carrier-grade NAT"),
     ("169.254.169.254", "metadata"),
     ("fd00:ec2::254", "metadata"),

@@ -102,6 +102,7 @@ class TestPatchVersionsEnable:
         assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
 
 
+@pytest.mark.usefixtures("try_inline")
 class TestTry:
     def test_a_read_only_capability_runs_once(self, api_for, viewer):
         response = api_for(viewer).post("/api/capabilities/search_documents/try/",
@@ -151,6 +152,6 @@ class TestSchema:
                              ("/api/capabilities/{name}/", "patch"), ("/api/capabilities/{name}/enable/", "post"),
                              ("/api/capabilities/{name}/disable/", "post"),
                              ("/api/capabilities/{name}/versions/", "get"), ("/api/capabilities/{name}/try/", "post"),
-                             ("/api/mcp-servers/", "post"), ("/api/mcp-servers/{server_id}/tools/", "get"),
+                             ("/api/mcp-servers/", "post"), ("/api/mcp-servers/{server_id}/tools/", "post"),
                              ("/api/mcp-servers/{server_id}/import/", "post")]:
             assert method in paths[path], (path, method)

@@ -9,7 +9,7 @@ from django.urls import reverse
 from agentops.models import AuditEvent
 from capabilities.models import Capability, McpServer
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.usefixtures("try_inline", "stdio_allowed")]
 
 SERVER = str(Path(__file__).with_name("mcp_demo_server.py"))
 
@@ -22,7 +22,8 @@ def test_an_admin_adds_a_server_reviews_suggestions_and_imports_tools_in_the_bro
     server = McpServer.objects.get(name="inventory")
     assert response.status_code == 302 and response.url == reverse("capabilities:mcp_import", args=[server.pk])
 
-    page = client.get(response.url)
+    assert "List the server" in client.get(response.url).content.decode()   # listing starts it: a POST
+    page = client.post(response.url, {"action": "list"})
     assert page.status_code == 200
     tools = {t["name"]: (i, t) for i, t in enumerate(page.context["tools"])}
     assert {"add", "lookup", "delete_item", "explode"} <= set(tools)
@@ -35,7 +36,7 @@ def test_an_admin_adds_a_server_reviews_suggestions_and_imports_tools_in_the_bro
 
     add_i, delete_i = tools["add"][0], tools["delete_item"][0]
     response = client.post(response.url, {
-        f"tool__{add_i}": "on", f"capability_name__{add_i}": "inventory_add", f"side_effect__{add_i}": "none",
+        "action": "import", f"tool__{add_i}": "on", f"capability_name__{add_i}": "inventory_add", f"side_effect__{add_i}": "none",
         f"idempotent__{add_i}": "on",
         f"tool__{delete_i}": "on", f"capability_name__{delete_i}": "delete_item", f"side_effect__{delete_i}": "write",
         f"requires_approval__{delete_i}": "on", f"permission__{delete_i}": "capabilities.change_capability",
@@ -60,7 +61,7 @@ def test_an_admin_adds_a_server_reviews_suggestions_and_imports_tools_in_the_bro
 
     # Importing the same tool name again is refused with a field error, nothing created.
     again = client.post(reverse("capabilities:mcp_import", args=[server.pk]),
-                        {f"tool__{tools['lookup'][0]}": "on", f"capability_name__{tools['lookup'][0]}": "delete_item"})
+                        {"action": "import", f"tool__{tools['lookup'][0]}": "on", f"capability_name__{tools['lookup'][0]}": "delete_item"})
     assert again.status_code == 400 and "already exists" in again.content.decode()
     assert not Capability.objects.filter(current_version__config__tool="lookup").exists()
 
@@ -71,7 +72,7 @@ def test_the_api_imports_tools_with_confirmed_policies(api_for, registry_admin, 
                                               "args": [SERVER]}, format="json")
     assert created.status_code == 201, created.json()
     server_id = created.json()["id"]
-    tools = api.get(f"/api/mcp-servers/{server_id}/tools/")
+    tools = api.post(f"/api/mcp-servers/{server_id}/tools/")
     assert tools.status_code == 200
     lookup = next(t for t in tools.json() if t["name"] == "lookup")
     assert lookup["side_effect"] == "none" and lookup["schema"]["required"] == ["item_id"]
@@ -100,7 +101,7 @@ def test_overriding_the_side_effect_to_a_write_clears_idempotent_inferred_from_r
     api = api_for(registry_admin)
     server_id = api.post("/api/mcp-servers/", {"name": "inv2", "transport": "stdio", "command": "python",
                                                 "args": [SERVER]}, format="json").json()["id"]
-    tools = {t["name"]: t for t in api.get(f"/api/mcp-servers/{server_id}/tools/").json()}
+    tools = {t["name"]: t for t in api.post(f"/api/mcp-servers/{server_id}/tools/").json()}
     assert tools["slow"]["idempotent"] is True and tools["add"]["idempotent"] is True
     imported = api.post(f"/api/mcp-servers/{server_id}/import/", {"tools": [
         {"name": "slow", "side_effect": "write", "permission": "capabilities.view_capability"},

@@ -215,6 +215,7 @@ class TestLiveSchemaValidation:
         assert client_for(viewer).post(self.url(), {"schema": "{}"}).status_code == 403
 
 
+@pytest.mark.usefixtures("try_inline")
 class TestTryIt:
     def url(self, name):
         return reverse("capabilities:try", args=[name])

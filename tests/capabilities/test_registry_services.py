@@ -241,6 +241,7 @@ class TestPermissions:
                                        config={"url": "https://api.example.com/"})
 
 
+@pytest.mark.usefixtures("stdio_allowed")
 class TestMcpServer:
     def test_it_adds_a_stdio_server_with_an_audit_event(self, registry_admin):
         server = services.mcp_server_create(user=registry_admin, name="inventory", transport="stdio",

@@ -97,9 +97,10 @@ def llm_endpoint():
     server.shutdown()
 
 
-def test_an_llm_planner_is_measured_against_the_direct_call(demo_suite, operator, llm_endpoint):
+def test_an_llm_planner_is_measured_against_the_direct_call(demo_suite, operator, llm_endpoint, settings):
+    settings.AGENTOPS_LLM_ENDPOINTS = {"local": {"base_url": llm_endpoint}}
     evaluation = evaluation_run_now(user=operator, suite_id=demo_suite.pk, planning_mode="llm", planner_config={
-        "base_url": llm_endpoint, "model": "planner-model", "price_per_1k_prompt_tokens": 0.5,
+        "endpoint": "local", "model": "planner-model", "price_per_1k_prompt_tokens": 0.5,
         "price_per_1k_completion_tokens": 1.5})
     assert evaluation.status == "completed" and evaluation.planning_mode == "llm"
     lookup = results_by_task(evaluation, "planning")["find-travel-policy"]

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runs" / "runtime"
-ALLOWED_THIRD_PARTY = {"jsonschema"}
+ALLOWED_THIRD_PARTY = {"jsonschema", "referencing", "regex"}
 
 
 def imported_roots(path):

@@ -1,0 +1,105 @@
+"""Settings-driven wiring of everything that leaves the server (and of stdio MCP).
+
+One place builds the guard, the stdio policy and the redactor from settings,
+for the run engine, try it, MCP import and the LLM planner alike, so they can
+never disagree about what is allowed.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from capabilities.executors.mcp import StdioPolicy
+from capabilities.executors.netguard import NetGuard
+from capabilities.executors.secrets import Redactor
+
+log = logging.getLogger(__name__)
+
+
+def capability_guard() -> NetGuard:
+    """HTTP capabilities and MCP over HTTP: AGENTOPS_HTTP_ALLOWED_HOSTS / _ALLOW_PRIVATE."""
+    return NetGuard(settings.AGENTOPS_HTTP_ALLOWED_HOSTS, allow_private=settings.AGENTOPS_HTTP_ALLOW_PRIVATE)
+
+
+def guarded_client(guard: NetGuard | None = None, **kw: Any):
+    """An httpx.Client for anything new that must leave the server (notifications...): every request
+    is checked by the guard and sent to the checked address; no redirects, no environment proxies."""
+    import httpx
+
+    from capabilities.executors.netguard import GuardedTransport
+
+    return httpx.Client(transport=GuardedTransport(guard or capability_guard()), follow_redirects=False,
+                        trust_env=False, **kw)
+
+
+def server_redactor() -> Redactor:
+    """The secrets the server itself holds: removed from every error text we store or show."""
+    values = [settings.SECRET_KEY]
+    for name in ("DATABASE_URL", "CELERY_BROKER_URL"):
+        password = urlsplit(os.environ.get(name, "")).password
+        if password:
+            values.append(password)
+    names = [endpoint.get("api_key_env") for endpoint in settings.AGENTOPS_LLM_ENDPOINTS.values()]
+    names.extend(_registry_secret_names())
+    values.extend(os.environ[name] for name in names if name and os.environ.get(name))
+    return Redactor(values)
+
+
+def _registry_secret_names() -> list[str]:
+    """Every variable a registered capability or MCP server reads a secret from (one query each)."""
+    from capabilities.executors.secrets import secret_env_names
+    from capabilities.models import Capability, McpServer
+
+    names: list[str] = []
+    for config in Capability.objects.exclude(current_version=None).values_list("current_version__config", flat=True):
+        if isinstance(config, dict):
+            names.extend(secret_env_names(config))
+    for env_vars in McpServer.objects.values_list("env_vars", flat=True):
+        names.extend(str(v) for v in env_vars or [])
+    return names
+
+
+def stdio_policy(*, actor=None, context: Mapping[str, Any] | None = None) -> StdioPolicy:
+    """The stdio allowlist; each server start writes an audit event naming its command line."""
+
+    def audited(config: Mapping[str, Any], purpose: str) -> None:
+        from agentops.models import AuditAction, AuditEvent
+
+        command = [str(config.get("command", "")), *[str(a) for a in config.get("args") or []]]
+        server = str(config.get("server") or "")
+        AuditEvent.objects.create(
+            actor=actor if actor is not None and getattr(actor, "is_authenticated", False) else None,
+            action=AuditAction.MCP_SERVER_STARTED, target_type="mcpserver",
+            target_id=str(config.get("server_id") or ""),
+            summary=f"Started stdio MCP server {server or command[0]} ({purpose}) on {socket.gethostname()}"[:300],
+            details={"command": command, "server": server, "purpose": purpose, "host": socket.gethostname(),
+                     "pid": os.getpid(), "env_vars": [str(v) for v in config.get("env") or []]
+                     if isinstance(config.get("env"), list) else [], **dict(context or {})})
+        log.info("starting stdio MCP server %s: %s", server, command)
+
+    return StdioPolicy(commands=tuple(settings.AGENTOPS_MCP_STDIO_COMMANDS), on_start=audited)
+
+
+def capability_executor(*, actor=None, context: Mapping[str, Any] | None = None, output_store=None):
+    """The executor every capability call goes through (runs and try it): guard, stdio policy, redactor."""
+    from capabilities.executors.dispatch import CapabilityExecutor
+    from capabilities.executors.http import HttpExecutor
+    from capabilities.executors.mcp import McpExecutor
+    from capabilities.executors.python import PythonExecutor
+    from capabilities.outputs import DatabaseOutputStore
+
+    store = output_store or DatabaseOutputStore()
+    guard = capability_guard()
+    redactor = server_redactor()
+    return CapabilityExecutor(
+        output_store=store, guard=guard,
+        python=PythonExecutor(output_store=store, redactor=redactor),
+        http=HttpExecutor(guard, output_store=store, redactor=redactor),
+        mcp=McpExecutor(guard=guard, stdio=stdio_policy(actor=actor, context=context), output_store=store,
+                        redactor=redactor))
