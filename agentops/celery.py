@@ -6,6 +6,8 @@ from kombu.transport import TRANSPORT_ALIASES
 
 # CELERY_BROKER_URL "embedded://" (the default) is the crash-safe filesystem broker.
 TRANSPORT_ALIASES.setdefault("embedded", "agentops.embedded_broker:Transport")
+# redis:// through a transport that survives a Redis restart (agentops/redis_broker.py).
+TRANSPORT_ALIASES["redis"] = TRANSPORT_ALIASES["rediss"] = "agentops.redis_broker:Transport"
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentops.settings")
 

@@ -144,6 +144,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "agentops.middleware.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "agentops.middleware.RequestSizeLimitMiddleware",
@@ -303,6 +304,15 @@ if CELERY_BROKER_URL.startswith("embedded://"):
         "control_folder": str(BROKER_DIR / "control"),
         "polling_interval": 0.02,
     }
+# How long a worker holds a run before another may take it over. A worker renews its
+# lease every third of this while it works (inside a call too) and stretches it to
+# cover a call's whole timeout, so this is only how soon a dead worker's run is resumed.
+AGENTOPS_RUN_LEASE_SECONDS = env_int("AGENTOPS_RUN_LEASE_SECONDS", 30, minimum=3)
+if urlsplit(CELERY_BROKER_URL).scheme in ("redis", "rediss"):
+    # An unacknowledged task (its worker was killed) is redelivered after this, not the
+    # default hour: a lease, a task's slice and a margin. Tasks wait at most 30 s in a
+    # countdown (longer waits hop), so no waiting task is redelivered early.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": AGENTOPS_RUN_LEASE_SECONDS + 60}
 # Results only for tasks that ask for one (Try it): the broker's Redis, files beside the embedded broker.
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or (
     "file://" + str(VAR_DIR / "results") if CELERY_BROKER_URL.startswith("embedded://")
@@ -319,7 +329,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sweep-overdue-runs": {"task": "runs.sweep_overdue_runs", "schedule": 5.0},
-    "requeue-orphaned-runs": {"task": "runs.requeue_orphaned_runs", "schedule": 30.0},
+    "requeue-orphaned-runs": {"task": "runs.requeue_orphaned_runs",
+                              "schedule": float(max(2, min(30, AGENTOPS_RUN_LEASE_SECONDS // 2)))},
     "fail-stale-evaluations": {"task": "runs.fail_stale_evaluations", "schedule": 300.0},
     "worker-heartbeat": {"task": "agentops.heartbeat", "schedule": 15.0},
     "resolve-demo-tickets": {"task": "capabilities.resolve_demo_tickets", "schedule": 10.0},
@@ -345,8 +356,6 @@ AGENTOPS_TRY_WAIT_SECONDS = env_int("AGENTOPS_TRY_WAIT_SECONDS", 10, minimum=1)
 AGENTOPS_TRY_QUEUE = env_str("AGENTOPS_TRY_QUEUE")
 # Outputs larger than this are stored by reference, not inline.
 AGENTOPS_INLINE_OUTPUT_BYTES = env_int("AGENTOPS_INLINE_OUTPUT_BYTES", 16_384, minimum=256)
-# How long a worker holds a run before another may take it over.
-AGENTOPS_RUN_LEASE_SECONDS = env_int("AGENTOPS_RUN_LEASE_SECONDS", 120, minimum=5)
 # How long an approval request stays open before it expires.
 AGENTOPS_APPROVAL_TTL_SECONDS = env_int("AGENTOPS_APPROVAL_TTL_SECONDS", 86_400, minimum=60)
 

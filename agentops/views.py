@@ -14,8 +14,34 @@ def home(request):
 @login_not_required
 @require_GET
 def healthz(request):
-    """Liveness for load balancers: the database answers; when a worker last beat."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    last = WorkerHeartbeat.objects.order_by("-seen_at").values_list("seen_at", flat=True).first()
-    return JsonResponse({"database": "ok", "last_worker_heartbeat": last.isoformat() if last else None})
+    """For load balancers: 200 while the database answers, 503 naming what is down otherwise.
+
+    The broker is reported but does not fail the check: pages, approvals and the API
+    keep working during a broker outage, and the scheduler requeues what was missed.
+    """
+    from django.db import InterfaceError, OperationalError
+
+    body: dict = {"down": []}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        last = WorkerHeartbeat.objects.order_by("-seen_at").values_list("seen_at", flat=True).first()
+        body.update(database="ok", last_worker_heartbeat=last.isoformat() if last else None)
+    except (OperationalError, InterfaceError) as exc:
+        body.update(database="unavailable", database_error=str(exc).strip()[:300], last_worker_heartbeat=None)
+        body["down"].append("database")
+    body["broker"] = "ok" if _broker_answers() else "unavailable"
+    if body["broker"] != "ok":
+        body["down"].append("broker")
+    return JsonResponse(body, status=503 if "database" in body["down"] else 200)
+
+
+def _broker_answers(timeout_s: float = 1.0) -> bool:
+    from agentops.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=timeout_s)
+        return True
+    except Exception:  # noqa: BLE001 - any failure to connect means "unavailable"
+        return False

@@ -33,19 +33,27 @@ def _nice_max(value: float) -> float:
         magnitude *= 10
 
 
+def _linked(markup: str, href: str | None) -> str:
+    """A bar inside a link to the runs behind it (the dashboard's drill-down)."""
+    return f'<a href="{escape(href)}">{markup}</a>' if href else markup
+
+
 def stacked_bars(*, title: str, labels: list[str], series: dict[str, list[float]], y_label: str,
-                 x_label: str, width: int = 720, height: int = 240) -> SafeString:
-    """Stacked vertical bars, one per label; series keeps its order in the legend."""
-    left, right, top, bottom = 44, 10, 12, 44
+                 x_label: str, width: int = 720, height: int = 240, links: list[str] | None = None) -> SafeString:
+    """Stacked vertical bars, one per label; series keeps its order in the legend.
+
+    links: one URL per label; each bar then opens it.
+    """
+    left, right, top, bottom = 52, 10, 12, 50
     plot_w, plot_h = width - left - right, height - top - bottom
     totals = [sum(values[i] for values in series.values()) for i in range(len(labels))]
     y_max = _nice_max(max(totals, default=0))
     n = max(len(labels), 1)
     slot = plot_w / n
     bar_w = max(2.0, slot * 0.75)
-    parts = [_open(title, width, height, _summary_stacked(labels, series, totals))]
+    parts = [_open(title, width, height, _summary_stacked(labels, series, totals), "bar-chart", bool(links))]
     parts += _y_axis(left, top, plot_w, plot_h, y_max, y_label)
-    label_every = max(1, n // 12)
+    label_every = max(1, n // 8)
     for i, label in enumerate(labels):
         x = left + i * slot + (slot - bar_w) / 2
         y = top + plot_h
@@ -55,11 +63,11 @@ def stacked_bars(*, title: str, labels: list[str], series: dict[str, list[float]
                 continue
             h = plot_h * value / y_max
             y -= h
-            parts.append(
+            parts.append(_linked(
                 f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar_w:.1f}" height="{h:.1f}" fill="{colour_for(name, position)}">'
-                f"<title>{escape(label)}: {escape(name)} {value:g}</title></rect>")
+                f"<title>{escape(label)}: {escape(name)} {value:g}</title></rect>", links[i] if links else None))
         if i % label_every == 0:
-            parts.append(f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h + 14}" text-anchor="middle">'
+            parts.append(f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h + 17}" text-anchor="middle">'
                          f"{escape(label)}</text>")
     parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle" class="axis-label">'
                  f"{escape(x_label)}</text>")
@@ -68,20 +76,21 @@ def stacked_bars(*, title: str, labels: list[str], series: dict[str, list[float]
 
 
 def bars(*, title: str, items: list[tuple[str, float]], x_label: str, width: int = 520,
-         row_height: int = 24) -> SafeString:
-    """Horizontal bars, one row per item, with the value printed beside each bar."""
-    left, right, top = 150, 50, 8
+         row_height: int = 28, links: list[str] | None = None) -> SafeString:
+    """Horizontal bars, one row per item, with the value printed beside each bar (and a link per item)."""
+    left, right, top = 170, 50, 8
     height = top * 2 + row_height * max(len(items), 1) + 18
     plot_w = width - left - right
     x_max = max((v for _, v in items), default=0) or 1
     summary = "; ".join(f"{label}: {value:g}" for label, value in items) or "no data"
-    parts = [_open(title, width, height, summary)]
+    parts = [_open(title, width, height, summary, "bar-chart", bool(links))]
     for i, (label, value) in enumerate(items):
         y = top + i * row_height
         w = plot_w * value / x_max
         parts.append(f'<text x="{left - 6}" y="{y + row_height * 0.65:.1f}" text-anchor="end">{escape(label)}</text>')
-        parts.append(f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="{row_height - 8}" fill="{PALETTE[0]}">'
-                     f"<title>{escape(label)}: {value:g}</title></rect>")
+        parts.append(_linked(f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="{row_height - 8}" '
+                             f'fill="{PALETTE[0]}"><title>{escape(label)}: {value:g}</title></rect>',
+                             links[i] if links else None))
         parts.append(f'<text x="{left + w + 4:.1f}" y="{y + row_height * 0.65:.1f}">{value:g}</text>')
     parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 4}" text-anchor="middle" class="axis-label">'
                  f"{escape(x_label)}</text>")
@@ -89,9 +98,12 @@ def bars(*, title: str, items: list[tuple[str, float]], x_label: str, width: int
     return mark_safe("".join(parts))
 
 
-def _open(title: str, width: int, height: int, summary: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
-            f'aria-label="{escape(title)}"><title>{escape(title)}</title><desc>{escape(summary)}</desc>')
+def _open(title: str, width: int, height: int, summary: str, css_class: str = "", linked: bool = False) -> str:
+    class_attr = f' class="{css_class}"' if css_class else ""
+    # A chart whose bars are links is a group of links, not one image (an image may not hold links).
+    role = "group" if linked else "img"
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="{role}" '
+            f'aria-label="{escape(title)}"{class_attr}><title>{escape(title)}</title><desc>{escape(summary)}</desc>')
 
 
 def _y_axis(left, top, plot_w, plot_h, y_max, y_label) -> list[str]:
@@ -115,6 +127,7 @@ def _summary_stacked(labels, series, totals) -> str:
 
 
 def _legend(names) -> str:
-    items = "".join(f'<li><span class="swatch" style="background:{colour_for(name, i)}"></span>{escape(name)}</li>'
-                    for i, name in enumerate(names))
+    # SVG swatches, not style attributes: the Content-Security-Policy allows no inline styles.
+    items = "".join(f'<li><svg class="swatch" viewBox="0 0 10 10" aria-hidden="true"><rect width="10" height="10" '
+                    f'fill="{colour_for(name, i)}"/></svg>{escape(name)}</li>' for i, name in enumerate(names))
     return f'<ul class="legend">{items}</ul>'

@@ -150,6 +150,7 @@ def dashboard(*, window_key: str, now: datetime | None = None, labels: tuple = (
         "start": start,
         "end": end,
         "labels": [bucket_label(s, window) for s in starts],
+        "bucket_starts": starts,  # the dashboard's drill-down links filter the runs list to each bucket
         "outcomes": _series_over_time(outcome_rows, "status", starts, OUTCOMES),
         "stop_reasons": _series_over_time(stop_rows, "stop_reason", starts, STOP_GROUPS, _stop_group),
         "runs_created": sum(row["n"] for row in outcome_rows),

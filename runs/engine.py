@@ -2,7 +2,10 @@
 
 The Celery task calls `run_advance`; so do tests and the evaluation runner. Only
 the worker holding a run's lease advances it, so a duplicate delivery or a second
-worker is harmless ("someone else has it" is a normal outcome).
+worker is harmless ("someone else has it" is a normal outcome). The lease is fenced
+(runs/leases.py): a worker that lost it writes nothing. Side-effecting calls are
+preceded by a committed intent (runs/persistence.PassWriter.begin), so a worker
+lost mid-call leaves an outcome the next one resolves instead of repeating.
 """
 from __future__ import annotations
 
@@ -14,16 +17,19 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from capabilities.models import Capability
 from runs import otel
-from runs.choices import FINISHED_STATUSES, RunStatus
+from runs.choices import FINISHED_STATUSES, ApprovalState, RunStatus
 from runs.models import Run
-from runs.persistence import DjangoApprovalBook, record_transition
+# claim, release and renew are the engine's API too (tests and tools call engine.claim).
+from runs.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release, renew  # noqa: F401
+from runs.persistence import DjangoApprovalBook, PassWriter
 from runs.runtime.capability import CapabilitySpec
-from runs.runtime.controller import Controller, Transition
+from runs.runtime.controller import Controller
+from runs.runtime.intents import LeaseLost
 from runs.runtime.state import RunState
 
 log = logging.getLogger(__name__)
@@ -33,6 +39,10 @@ log = logging.getLogger(__name__)
 SLICE_SECONDS = 20.0
 # Waits shorter than this are slept inline; longer ones re-enqueue with a countdown.
 INLINE_WAIT_SECONDS = 1.0
+# Longer waits are made of hops of at most this, staying under the broker's visibility timeout.
+MAX_COUNTDOWN_SECONDS = 30.0
+# How long an owner's permission answer is reused within one slice of a run.
+PERMISSION_RECHECK_SECONDS = 5.0
 
 
 class WallClock:
@@ -44,25 +54,53 @@ class WallClock:
 
 
 class OwnerAuthorizer:
-    """The run owner's permissions, read fresh on every question (they may change mid-run)."""
+    """The run owner's permissions, re-read at most every PERMISSION_RECHECK_SECONDS.
 
-    def __init__(self, owner_id: int):
+    Asked at validation and before every execution; within one slice of a run the
+    answer is cached for a few seconds, so a permission removed mid-run takes
+    effect at the latest that many seconds later, and a pass costs no query.
+    """
+
+    def __init__(self, owner_id: int, recheck_s: float | None = None):
         self.owner_id = owner_id
+        self.recheck_s = PERMISSION_RECHECK_SECONDS if recheck_s is None else recheck_s
+        self._cache: dict[str, tuple[float, bool]] = {}
 
     def permits(self, permission: str) -> bool:
         if not permission:
             return True
+        cached = self._cache.get(permission)
+        if cached is not None and time.monotonic() - cached[0] < self.recheck_s:
+            return cached[1]
         user = get_user_model().objects.filter(pk=self.owner_id, is_active=True).first()
-        return bool(user and user.has_perm(permission))
+        allowed = bool(user and user.has_perm(permission))
+        self._cache[permission] = (time.monotonic(), allowed)
+        return allowed
 
 
 class DjangoRegistry:
-    """The registry as the runtime sees it: current versions as CapabilitySpecs."""
+    """The registry as the runtime sees it: current versions as CapabilitySpecs.
+
+    Specs are cached for the life of the object (one slice of one run) and dropped
+    when the registry's version (its latest change, returned with every pass's
+    commit) moves, so an edit or a disable takes effect at the next pass.
+    """
+
+    def __init__(self):
+        self._specs: dict[str, CapabilitySpec | None] = {}
+        self.version = None
+
+    def observe_version(self, version) -> None:
+        if version != self.version:
+            self._specs.clear()
+            self.version = version
 
     def get(self, name: str) -> CapabilitySpec | None:
-        capability = (Capability.objects.select_related("current_version", "mcp_server")
-                      .filter(name=name, current_version__isnull=False).first())
-        return capability.current_version.to_spec() if capability else None
+        if name not in self._specs:
+            capability = (Capability.objects.select_related("current_version", "mcp_server")
+                          .filter(name=name, current_version__isnull=False).first())
+            self._specs[name] = capability.current_version.to_spec() if capability else None
+        return self._specs[name]
 
     def visible(self, authorizer) -> list[CapabilitySpec]:
         specs = [c.current_version.to_spec() for c in Capability.objects.select_related("current_version", "mcp_server")
@@ -71,29 +109,17 @@ class DjangoRegistry:
         return [s for s in specs if not (s.changes_state and s.permission) or authorizer.permits(s.permission)]
 
 
-def build_controller(run: Run) -> Controller:
+def build_controller(run: Run, writer: PassWriter | None = None, registry: DjangoRegistry | None = None) -> Controller:
     from capabilities.ratelimit import rate_limited_executor
     from runs.planners import planner_for
 
     from runs.runtime.ids import RandomIds
 
-    return Controller(registry=DjangoRegistry(), executor=rate_limited_executor(context={"run_id": run.pk}),
-                      planner=planner_for(run),
-                      clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
+    return Controller(registry=registry or DjangoRegistry(),
+                      executor=rate_limited_executor(context={"run_id": run.pk}), planner=planner_for(run), clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
                       approvals=DjangoApprovalBook(run), ids=RandomIds(),
-                      approval_ttl_s=settings.AGENTOPS_APPROVAL_TTL_SECONDS)
-
-
-def claim(run_id: int, worker: str) -> bool:
-    """Take the run's lease with one conditional UPDATE; False if someone else holds it."""
-    now = timezone.now()
-    return bool(Run.objects.filter(pk=run_id).exclude(status__in=FINISHED_STATUSES).filter(
-        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now) | Q(lease_owner=worker)
-    ).update(lease_owner=worker, lease_expires_at=now + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)))
-
-
-def release(run_id: int, worker: str) -> None:
-    Run.objects.filter(pk=run_id, lease_owner=worker).update(lease_owner="", lease_expires_at=None)
+                      approval_ttl_s=settings.AGENTOPS_APPROVAL_TTL_SECONDS, intents=writer,
+                      abandon_on=INFRASTRUCTURE_ERRORS)
 
 
 def run_advance(*, run_id: int, worker: str, slice_seconds: float = SLICE_SECONDS) -> float | None:
@@ -101,39 +127,56 @@ def run_advance(*, run_id: int, worker: str, slice_seconds: float = SLICE_SECOND
 
     Returns the countdown after which it should be advanced again, or None when
     nothing is to do until something outside changes (finished, awaiting a
-    decision, or held by another worker).
+    decision, or held by another worker, including one that took it over from us).
     """
-    if not claim(run_id, worker):
+    lease = claim(run_id, worker)
+    if lease is None:
         return None
+    keeper = LeaseKeeper(lease)
+    keeper.start()
     try:
-        run = Run.objects.select_related("owner").get(pk=run_id)
-        controller = build_controller(run)
-        state = RunState.from_dict(run.state)
-        started = time.monotonic()
-        while True:
-            cancel_requested = Run.objects.filter(pk=run_id).values_list("cancel_requested_at", flat=True).get()
-            if cancel_requested and not state.cancel_requested:
-                state = replace(state, cancel_requested=True)
-            transition = controller.advance(state)
-            _commit(run, worker, transition)
-            state = transition.state
-            if state.is_terminal or transition.wait_s is None:
-                return None
-            if transition.wait_s > INLINE_WAIT_SECONDS or time.monotonic() - started > slice_seconds:
-                return transition.wait_s
-            if transition.wait_s > 0:
-                time.sleep(transition.wait_s)
+        return _advance_slice(lease, keeper, slice_seconds)
+    except LeaseLost as lost:
+        log.warning("%s; worker %s stops advancing it", lost, worker)
+        return None
     finally:
-        release(run_id, worker)
+        keeper.stop()
+        try:
+            release(lease)
+        except INFRASTRUCTURE_ERRORS:
+            log.warning("could not release the lease of run %s: it expires by itself", run_id)
 
 
-def _commit(run: Run, worker: str, transition: Transition) -> None:
-    """One pass, one transaction: its records, the checkpoint and a renewed lease."""
-    with transaction.atomic():
-        record_transition(run, transition)
-        Run.objects.filter(pk=run.pk, lease_owner=worker).update(
-            lease_expires_at=timezone.now() + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS))
-        otel.export_transition_on_commit(run, transition)
+def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> float | None:
+    run = Run.objects.select_related("owner").get(pk=lease.run_id)
+    writer = PassWriter(run, lease)
+    writer.load_interrupted()
+    registry = DjangoRegistry()
+    controller = build_controller(run, writer, registry)
+    state = RunState.from_dict(run.state)
+    writer.previous = state
+    started = time.monotonic()
+    while True:
+        if keeper.lost:
+            raise LeaseLost(f"run {lease.run_id}: lease {lease.token} was taken over")
+        if writer.cancel_requested and not state.cancel_requested:
+            state = replace(state, cancel_requested=True)
+        if writer.registry_version is not None:
+            registry.observe_version(writer.registry_version)
+        transition = controller.advance(state)
+        if transition.events or transition.state is not state:
+            with transaction.atomic():
+                writer.write(transition)
+                otel.export_transition_on_commit(run, transition)
+        state = transition.state
+        if state.is_terminal or transition.wait_s is None:
+            return None
+        if transition.wait_s > INLINE_WAIT_SECONDS or time.monotonic() - started > slice_seconds:
+            # A countdown longer than the broker's visibility timeout would be redelivered
+            # early; hop in shorter waits instead (a hop that finds nothing due costs no write).
+            return min(transition.wait_s, MAX_COUNTDOWN_SECONDS)
+        if transition.wait_s > 0:
+            time.sleep(transition.wait_s)
 
 
 def sweep_overdue_runs(now=None) -> int:
@@ -203,7 +246,18 @@ def requeue_orphaned_runs(now=None) -> int:
         .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
         .filter(Q(next_action_at__isnull=True) | Q(next_action_at__lt=quiet_since))
         .values_list("pk", flat=True)[:500])
-    for run_id in orphans:
+    # A decided approval whose run still says awaiting_approval (decided before this
+    # version moved runs out of it, or a wake-up lost with its worker): queue it too.
+    decided = list(
+        Run.objects.filter(status=RunStatus.AWAITING_APPROVAL,
+                           approvals__state__in=[ApprovalState.APPROVED, ApprovalState.REJECTED],
+                           approvals__decided_at__gte=F("updated_at"))
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+        .values_list("pk", flat=True).distinct()[:500])
+    if decided:
+        Run.objects.filter(pk__in=decided, status=RunStatus.AWAITING_APPROVAL).update(status=RunStatus.QUEUED,
+                                                                                       updated_at=now)
+    for run_id in orphans + decided:
         log.warning("run %s had no worker for over %s s: queued again", run_id, settings.AGENTOPS_RUN_LEASE_SECONDS)
         advance_run.apply_async((run_id,))
-    return len(orphans)
+    return len(orphans) + len(decided)

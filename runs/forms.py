@@ -25,6 +25,33 @@ BUDGET_HELP = {
 }
 
 
+def budget_label(name: str) -> str:
+    """"max_plan_steps" -> "Max. plan steps", "deadline_s" -> "Deadline (s)"."""
+    unit = ""
+    if name.endswith("_s"):
+        name, unit = name[:-2], " (s)"
+    words = name.replace("_", " ")
+    words = "max. " + words[4:] if words.startswith("max ") else words
+    return words[:1].upper() + words[1:] + unit
+
+
+def initial_from_run(run) -> dict:
+    """The start form filled in with an earlier run's settings ("start a run with the same settings")."""
+    completion = run.completion if isinstance(run.completion, dict) else {}
+    check = next((c for c in ("equals", "not_empty", "exists") if c in completion), "exists")
+    initial = {
+        "goal": run.goal, "planner": run.planner if run.planner != "direct" else "rules",
+        "planner_config": json.dumps(run.planner_config, indent=1) if run.planner_config else "",
+        "completion_capability": completion.get("capability", ""), "completion_path": completion.get("path", ""),
+        "completion_check": check, "require_plan_approval": run.require_plan_approval,
+        "completion_equals": json.dumps(completion["equals"]) if check == "equals" else "",
+    }
+    for name, value in (run.budgets or {}).items():
+        if name != "max_calls_per_capability" and value is not None:
+            initial[f"budget_{name}"] = value
+    return initial
+
+
 class RunStartForm(forms.Form):
     goal = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=10_000,
                            help_text="What the run should achieve, in plain words.")
@@ -56,8 +83,7 @@ class RunStartForm(forms.Form):
             default = getattr(_DEFAULTS, field.name)
             cls = forms.FloatField if isinstance(default, float) else forms.IntegerField
             self.fields[f"budget_{field.name}"] = cls(
-                label=field.name.replace("_", " ").replace("max ", "max. ").replace(" s", " (s)"),
-                initial=default, min_value=0, help_text=BUDGET_HELP.get(field.name, ""))
+                label=budget_label(field.name), initial=default, min_value=0, help_text=BUDGET_HELP.get(field.name, ""))
 
     def budget_fields(self):
         return [self[name] for name in self.fields if name.startswith("budget_")]
@@ -101,6 +127,16 @@ class RunStartForm(forms.Form):
         return {"goal": data["goal"], "planner": data["planner"], "planner_config": data["planner_config"],
                 "completion": completion, "budgets": budgets,
                 "require_plan_approval": data["require_plan_approval"], "labels": data.get("labels") or {}}
+
+    def add_budget_errors_now(self) -> None:
+        """Budget errors the service would report, added in the same round as the form's own errors."""
+        from runs.services import _budget_errors as budget_errors
+
+        budgets = {name.removeprefix("budget_"): value for name, value in self.cleaned_data.items()
+                   if name.startswith("budget_") and value is not None}
+        problems = {key: message for key, message in budget_errors(budgets).items()
+                    if "budget_" + key.removeprefix("budgets.") not in self.errors}
+        self.add_service_errors(problems)
 
     def add_service_errors(self, fields: dict) -> None:
         """Show run_start's field errors beside the fields they concern."""

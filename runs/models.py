@@ -59,6 +59,8 @@ class Run(models.Model):
     # Which worker advances the run, until when: only one worker at a time.
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Fencing token: raised by every claim, so a worker that lost the lease cannot write.
+    lease_token = models.PositiveBigIntegerField(default=0)
     next_action_at = models.DateTimeField(null=True, blank=True)
     deadline_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -200,6 +202,11 @@ class Attempt(models.Model):
     side_effect_status = models.CharField(max_length=15, choices=SideEffectStatus.choices,
                                           default="not_committed")
     repeated_without_progress = models.BooleanField(default=False)
+    # Write-ahead intent of a state-changing call: committed before the call is sent,
+    # completed with the outcome after. One left in flight means the outcome is unknown.
+    in_flight = models.BooleanField(default=False)
+    worker = models.CharField(max_length=100, blank=True)
+    lease_token = models.PositiveBigIntegerField(null=True, blank=True)
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
 
@@ -211,6 +218,8 @@ class Attempt(models.Model):
             models.Index(fields=["-started_at"], name="attempt_time_idx"),
             # Repeated signatures within a run (stall highlighting).
             models.Index(fields=["run", "signature_hash"], name="attempt_run_signature_idx"),
+            # A claiming worker looks for its run's unresolved intents.
+            models.Index(fields=["run"], condition=Q(in_flight=True), name="attempt_in_flight_idx"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["step", "number"], name="attempt_number_unique_per_step"),

@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime, timedelta, timezone as dt_timezone
+from typing import Any
 
 from django.conf import settings
-from django.db.models import F
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.outputs import store_json, stored_output_for
-from runs.choices import ApprovalState, RunStatus, StepStatus
+from runs.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 from runs.runtime import events as ev
 from runs.runtime.approvals import ApprovalDecision, ApprovalRequest
 from runs.runtime.controller import Transition
+from runs.leases import Lease, fenced_update
+from runs.runtime.intents import CallIntent, LeaseLost
+from runs.runtime.state import RunState
 from runs.runtime.signatures import arguments_hash
 from runs.runtime.stop import status_for_stop, stop_kind
 
@@ -50,58 +56,217 @@ class DjangoApprovalBook:
 
 
 def record_transition(run: Run, transition: Transition) -> None:
-    """Write one pass: its events, the usage counters and the new checkpoint."""
-    attempts_by_uid: dict[str, Attempt] = {}
-    for event in transition.events:
-        if isinstance(event, ev.PlanProposed):
-            _record_plan(run, event)
-        elif isinstance(event, ev.AttemptFinished):
-            attempts_by_uid[event.attempt_id] = _record_attempt(run, event)
-        elif isinstance(event, ev.DecisionMade):
-            attempt = attempts_by_uid.get(event.attempt_id) if event.attempt_id else None
-            if event.attempt_id and attempt is None:
-                attempt = Attempt.objects.filter(uid=event.attempt_id).first()
-            Decision.objects.create(run=run, attempt=attempt, decision=event.decision, reason=event.reason,
-                                    usage=event.usage)
-        elif isinstance(event, ev.ApprovalRequested):
-            _record_approval_request(run, event)
-        elif isinstance(event, ev.StatusChanged):
-            if event.status == RunStatus.RUNNING and run.started_at is None:
-                run.started_at = timezone.now()
-            if RunStatus(event.status) not in (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.CANCELLED):
-                run.status = event.status
-        elif isinstance(event, ev.RunStopped):
-            from runs.services import run_finish
+    """Write one pass without a lease (the evaluation runner); the caller holds the transaction."""
+    PassWriter(run).write(transition)
 
-            attempt = attempts_by_uid.get(event.attempt_id) if event.attempt_id else None
-            if event.attempt_id and attempt is None:
-                attempt = Attempt.objects.filter(uid=event.attempt_id).first()
-            status = status_for_stop(stop_kind(event.stop_reason)).value
-            _save_checkpoint(run, transition)
-            run_finish(run=run, status=status, stop_reason=event.stop_reason, detail=event.detail, attempt=attempt,
-                       stall_kind=event.stall_kind or "")
-            _sync_step_statuses(run, transition)
+
+class PassWriter:
+    """Writes the passes of one run for one worker's slice: the events, the checkpoint, the lease.
+
+    With a lease, every write of a pass is fenced: the pass's one UPDATE of the run
+    row names the lease owner and token, comes first in the transaction (so on
+    PostgreSQL it also locks the row against a concurrent claim until commit), and
+    a lost lease rolls the whole pass back. Only the fields a pass owns are written,
+    so a cancel request or an operator's change made meanwhile survives.
+
+    It remembers what it wrote (step ids, the previous checkpoint, the intents it
+    began) so the common pass costs the run UPDATE and the attempt and decision
+    INSERTs, nothing more.
+    """
+
+    def __init__(self, run: Run, lease: Lease | None = None):
+        self.run = run
+        self.lease = lease
+        self.previous: RunState | None = None
+        self.cancel_requested = bool(run.cancel_requested_at)
+        self.registry_version: Any = None
+        self._steps: dict[tuple[int, str], tuple[int, bool]] = {}   # (revision, key) -> (pk, has version)
+        self._versions: dict[int, bool] = {}
+        self._intents: dict[str, int] = {}   # attempt uid -> pk of its in-flight row
+        self._interrupted: CallIntent | None = None
+
+    # -- the intent log (runs.runtime.intents.IntentLog) -------------------------------
+
+    def begin(self, intent: CallIntent) -> None:
+        """Commit the in-flight attempt row before the call, in its own small transaction.
+
+        The lease is stretched to cover the call's whole timeout, so no other worker
+        can take the run over (and resolve the intent) while this call may still land.
+        """
+        now = timezone.now()
+        until = now + timedelta(seconds=intent.timeout_s + settings.AGENTOPS_RUN_LEASE_SECONDS)
+        with transaction.atomic():
+            if self.lease is not None and not fenced_update(
+                    self.run.pk, self.lease, {"lease_expires_at": Greatest(F("lease_expires_at"), Value(until))}):
+                raise LeaseLost(f"run {self.run.pk}: lease {self.lease.token} lost before calling {intent.capability}")
+            row = Attempt.objects.create(
+                run=self.run, step_id=self._step(intent.revision, intent.step_id)[0], uid=intent.attempt_id,
+                number=intent.attempt, kind=intent.kind, capability_name=intent.capability,
+                signature="", signature_hash="", idempotency_key=intent.idempotency_key or "",
+                started_at=_at(intent.started_at), ended_at=_at(intent.started_at), latency_s=0.0,
+                status="terminal", error_code="outcome_unknown", error_category="unknown_outcome",
+                error_message=f"in flight: sent by {self.lease.worker if self.lease else 'this process'}; "
+                              "the outcome is not recorded yet",
+                side_effect_status="unknown", in_flight=True,
+                worker=(self.lease.worker if self.lease else "")[:100],
+                lease_token=self.lease.token if self.lease else None,
+                trace_id=self.run.trace_id[:32], span_id=intent.span_id[:16])
+        self._intents[intent.attempt_id] = row.pk
+
+    def interrupted(self) -> CallIntent | None:
+        found, self._interrupted = self._interrupted, None
+        return found
+
+    def load_interrupted(self) -> None:
+        """Once per slice: an intent a lost worker left in flight (at most one: passes are sequential)."""
+        row = (Attempt.objects.filter(run=self.run, in_flight=True).select_related("step__revision")
+               .order_by("-started_at").first())
+        if row is None:
             return
-    _save_checkpoint(run, transition)
-    run.save()
-    _sync_step_statuses(run, transition)
+        intent = CallIntent(attempt_id=row.uid, revision=row.step.revision.number, step_id=row.step.key,
+                            capability=row.capability_name, kind=row.kind, attempt=row.number,
+                            idempotency_key=row.idempotency_key or None, started_at=row.started_at.timestamp(),
+                            timeout_s=0.0, span_id=row.span_id)
+        self._intents[row.uid] = row.pk
+        self._interrupted = intent
+
+    # -- one pass -------------------------------------------------------------------------
+
+    def write(self, transition: Transition) -> None:
+        """Write one pass. Call inside a transaction; raises LeaseLost (roll back) if the lease is gone."""
+        run, state, now = self.run, transition.state, timezone.now()
+        stopped = next((e for e in transition.events if isinstance(e, ev.RunStopped)), None)
+        values, increments = self._run_fields(transition, now, stopped)
+        returned = fenced_update(run.pk, self.lease, values, increments=increments,
+                                 returning=("cancel_requested_at",))
+        if returned is None:
+            raise LeaseLost(f"run {run.pk}: lease lost; the pass is not recorded")
+        self.cancel_requested, self.registry_version = bool(returned[0]), returned[1]
+        attempts: dict[str, Attempt] = {}
+        for event in transition.events:
+            if isinstance(event, ev.PlanProposed):
+                _record_plan(run, event, self._steps)
+            elif isinstance(event, ev.AttemptFinished):
+                attempts[event.attempt_id] = self._record_attempt(event)
+            elif isinstance(event, ev.DecisionMade):
+                Decision.objects.create(run=run, attempt=self._attempt(attempts, event.attempt_id),
+                                        decision=event.decision, reason=event.reason, usage=event.usage)
+            elif isinstance(event, ev.ApprovalRequested):
+                _record_approval_request(run, event)
+        if stopped is not None:
+            attempt = self._attempt(attempts, stopped.attempt_id)
+            if attempt is not None:
+                Run.objects.filter(pk=run.pk).update(stop_attempt=attempt)
+            run.stop_attempt = attempt
+            from runs.services import run_close_open_records
+
+            run_close_open_records(run_id=run.pk, now=now)
+        for name, value in values.items():
+            if not hasattr(value, "resolve_expression"):
+                setattr(run, name, value)
+        for name, n in increments.items():
+            setattr(run, name, getattr(run, name) + n)
+        self._sync_step_statuses(state)
+        self.previous = state
+
+    def _run_fields(self, transition: Transition, now, stopped) -> tuple[dict[str, Any], dict[str, int]]:
+        """The fields this pass owns, never cancel_requested_at or anything an operator sets."""
+        state, usage, run = transition.state, transition.state.usage, self.run
+        values: dict[str, Any] = {
+            "state": state.to_dict(), "iterations": usage.iterations, "revisions": usage.plans,
+            "tool_calls": usage.tool_calls, "retries": usage.retries, "tokens": usage.tokens, "cost": usage.cost,
+            "side_effects_committed": usage.side_effects,
+            "next_action_at": _at(state.not_before) if state.not_before else None, "updated_at": now,
+        }
+        increments = {"approvals_requested": sum(isinstance(e, ev.ApprovalRequested) for e in transition.events),
+                      "repeated_attempts": sum(isinstance(e, ev.AttemptFinished) and e.repeated_without_progress
+                                               for e in transition.events)}
+        for event in transition.events:
+            if isinstance(event, ev.StatusChanged) and RunStatus(event.status) not in FINISHED_STATUSES:
+                values["status"] = event.status
+                if event.status == RunStatus.RUNNING and run.started_at is None:
+                    values["started_at"] = now
+        if stopped is not None:
+            values.update(status=status_for_stop(stop_kind(stopped.stop_reason)).value,
+                          stop_reason=stopped.stop_reason, stop_detail=stopped.detail, finished_at=now,
+                          stall_kind=(stopped.stall_kind or "") if stopped.stop_reason == "stalled" else "",
+                          lease_owner="", lease_expires_at=None, next_action_at=None)
+        elif self.lease is not None:
+            values["lease_expires_at"] = now + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)
+        return values, {k: n for k, n in increments.items() if n}
+
+    def _attempt(self, attempts: dict[str, Attempt], uid: str | None) -> Attempt | None:
+        if not uid:
+            return None
+        return attempts.get(uid) or Attempt.objects.filter(uid=uid).first()
+
+    def _step(self, revision: int, key: str) -> tuple[int, bool]:
+        if (revision, key) not in self._steps:
+            for step_key, pk, version in Step.objects.filter(run=self.run, revision__number=revision).values_list(
+                    "key", "pk", "capability_version_id"):
+                self._steps[(revision, step_key)] = (pk, version is not None)
+        return self._steps[(revision, key)]
+
+    def _version_exists(self, version_id: int | None) -> int | None:
+        if version_id is None:
+            return None
+        if version_id not in self._versions:
+            self._versions[version_id] = CapabilityVersion.objects.filter(pk=version_id).exists()
+        return version_id if self._versions[version_id] else None
+
+    def _record_attempt(self, event: ev.AttemptFinished) -> Attempt:
+        step_pk, step_has_version = self._step(event.revision, event.step_id)
+        fields = _attempt_fields(self.run, event)
+        fields["capability_version_id"] = self._version_exists(event.version_id)
+        if event.attempt_id in self._intents:
+            # The outcome of a call whose intent was committed before it was sent.
+            pk = self._intents.pop(event.attempt_id)
+            Attempt.objects.filter(pk=pk).update(in_flight=False, **fields)
+            attempt = Attempt(pk=pk, uid=event.attempt_id, run=self.run, step_id=step_pk, **fields)
+        else:
+            attempt = Attempt.objects.create(run=self.run, step_id=step_pk, uid=event.attempt_id,
+                                             worker=(self.lease.worker if self.lease else "")[:100],
+                                             lease_token=self.lease.token if self.lease else None, **fields)
+        if not step_has_version and fields["capability_version_id"]:
+            Step.objects.filter(pk=step_pk).update(capability_version_id=fields["capability_version_id"])
+            self._steps[(event.revision, event.step_id)] = (step_pk, True)
+        return attempt
+
+    def _sync_step_statuses(self, state: RunState) -> None:
+        """Mirror the checkpoint's step progress onto the Step rows, writing only steps that changed.
+
+        Compared with the previous checkpoint this writer saw, so the common pass reads nothing.
+        """
+        if not state.revision:
+            return
+        wanted = _step_statuses(state)
+        if self.previous is not None and self.previous.revision == state.revision:
+            before = _step_statuses(self.previous)
+        else:
+            before = dict(Step.objects.filter(run=self.run, revision__number=state.revision)
+                          .values_list("key", "status"))
+        for key, status in wanted.items():
+            if key in before and before[key] != status:
+                Step.objects.filter(run=self.run, revision__number=state.revision, key=key).update(status=status)
 
 
-def _save_checkpoint(run: Run, transition: Transition) -> None:
-    state = transition.state
-    usage = state.usage
-    run.state = state.to_dict()
-    run.iterations = usage.iterations
-    run.revisions = usage.plans
-    run.tool_calls = usage.tool_calls
-    run.retries = usage.retries
-    run.tokens = usage.tokens
-    run.cost = usage.cost
-    run.side_effects_committed = usage.side_effects
-    run.next_action_at = _at(state.not_before) if state.not_before else None
+def _step_statuses(state: RunState) -> dict[str, str]:
+    statuses = {}
+    for progress in state.steps:
+        status = {"pending": StepStatus.PENDING, "succeeded": StepStatus.SUCCEEDED,
+                  "failed": StepStatus.FAILED}.get(progress.status, StepStatus.PENDING)
+        if status == StepStatus.PENDING and progress.attempts:
+            status = StepStatus.RUNNING
+        if state.is_terminal and status in (StepStatus.PENDING, StepStatus.RUNNING):
+            # The run ended around this step: it never finished, or never started.
+            status = StepStatus.FAILED if progress.attempts else StepStatus.SKIPPED
+        if state.pending_approval and state.pending_approval.step_id == progress.step.id:
+            status = StepStatus.AWAITING_APPROVAL
+        statuses[progress.step.id] = status
+    return statuses
 
 
-def _record_plan(run: Run, event: ev.PlanProposed) -> None:
+def _record_plan(run: Run, event: ev.PlanProposed, step_ids: dict | None = None) -> None:
     revision = PlanRevision.objects.create(
         run=run, number=event.revision, accepted=event.accepted, steps=list(event.steps),
         reason_code=event.reason_code or "initial", reason=event.reason,
@@ -116,17 +281,19 @@ def _record_plan(run: Run, event: ev.PlanProposed) -> None:
     names = {step.get("capability") for step in event.steps}
     versions = {c.name: c.current_version for c in
                 Capability.objects.filter(name__in=names).select_related("current_version")}
-    Step.objects.bulk_create([
+    created = Step.objects.bulk_create([
         Step(run=run, revision=revision, index=index, key=str(step.get("id") or f"s{index + 1}"),
              capability_name=str(step.get("capability", "")), capability_version=versions.get(step.get("capability")),
              arguments=step.get("arguments") or {}, arguments_hash=arguments_hash(step.get("arguments") or {}),
              expected_outcome=str(step.get("expected_outcome", "")), depends_on=list(step.get("depends_on") or []))
         for index, step in enumerate(event.steps)
     ])
+    if step_ids is not None and all(s.pk for s in created):
+        step_ids.update({(event.revision, s.key): (s.pk, s.capability_version_id is not None) for s in created})
 
 
-def _record_attempt(run: Run, event: ev.AttemptFinished) -> Attempt:
-    step = Step.objects.get(run=run, revision__number=event.revision, key=event.step_id)
+def _attempt_fields(run: Run, event: ev.AttemptFinished) -> dict[str, Any]:
+    """An attempt row's outcome columns (large outputs are stored by reference)."""
     observation = event.observation
     output, output_ref = observation.output, None
     if observation.output_ref is not None:
@@ -135,12 +302,8 @@ def _record_attempt(run: Run, event: ev.AttemptFinished) -> Attempt:
     elif output is not None and len(json.dumps(output, default=str)) > settings.AGENTOPS_INLINE_OUTPUT_BYTES:
         output_ref = store_json(output)
         output = {"preview": json.dumps(output, default=str)[:500], "size_bytes": output_ref.size_bytes}
-    version_id = event.version_id
-    if version_id is not None and not CapabilityVersion.objects.filter(pk=version_id).exists():
-        version_id = None
-    attempt = Attempt.objects.create(
-        run=run, step=step, uid=event.attempt_id, number=event.attempt, kind=event.kind,
-        capability_name=event.capability, capability_version_id=version_id,
+    return dict(
+        number=event.attempt, kind=event.kind, capability_name=event.capability,
         signature=event.signature, signature_hash=_sha(event.signature),
         idempotency_key=event.idempotency_key or "", started_at=_at(event.started_at), ended_at=_at(event.ended_at),
         latency_s=max(0.0, observation.latency_s or (event.ended_at - event.started_at)),
@@ -152,12 +315,6 @@ def _record_attempt(run: Run, event: ev.AttemptFinished) -> Attempt:
         repeated_without_progress=event.repeated_without_progress,
         trace_id=(observation.trace_id or run.trace_id)[:32], span_id=(observation.span_id or "")[:16],
     )
-    if step.capability_version_id is None and version_id:
-        Step.objects.filter(pk=step.pk).update(capability_version_id=version_id)
-    if event.repeated_without_progress:
-        Run.objects.filter(pk=run.pk).update(repeated_attempts=F("repeated_attempts") + 1)
-        run.repeated_attempts += 1
-    return attempt
 
 
 def _record_approval_request(run: Run, event: ev.ApprovalRequested) -> None:
@@ -174,31 +331,6 @@ def _record_approval_request(run: Run, event: ev.ApprovalRequested) -> None:
     if step is not None:
         Step.objects.filter(pk=step.pk).update(approval_state=ApprovalState.PENDING,
                                                status=StepStatus.AWAITING_APPROVAL)
-    run.approvals_requested += 1
-
-
-def _sync_step_statuses(run: Run, transition: Transition) -> None:
-    """Mirror the checkpoint's step progress onto the current revision's Step rows.
-
-    One read of the revision's steps, then an UPDATE only for a step whose status
-    changed (usually none or one per pass): this runs on every pass.
-    """
-    state = transition.state
-    if not state.revision:
-        return
-    stored = dict(Step.objects.filter(run=run, revision__number=state.revision).values_list("key", "status"))
-    for progress in state.steps:
-        status = {"pending": StepStatus.PENDING, "succeeded": StepStatus.SUCCEEDED,
-                  "failed": StepStatus.FAILED}.get(progress.status, StepStatus.PENDING)
-        if status == StepStatus.PENDING and progress.attempts:
-            status = StepStatus.RUNNING
-        if state.is_terminal and status in (StepStatus.PENDING, StepStatus.RUNNING):
-            # The run ended around this step: it never finished, or never started.
-            status = StepStatus.FAILED if progress.attempts else StepStatus.SKIPPED
-        if state.pending_approval and state.pending_approval.step_id == progress.step.id:
-            status = StepStatus.AWAITING_APPROVAL
-        if progress.step.id in stored and stored[progress.step.id] != status:
-            Step.objects.filter(run=run, revision__number=state.revision, key=progress.step.id).update(status=status)
 
 
 def _sha(text: str) -> str:

@@ -16,7 +16,8 @@ from runs.models import Run, SavedView
 MAX_SAVED_VIEWS = 50
 # Query parameters a saved view keeps (paging is not a view).
 VIEW_PARAMS = ("status", "stop_reason", "capability", "owner", "planner", "created_from", "created_to", "sort",
-               "labels", "goal", "stall_kind")
+               "labels", "goal", "stall_kind", "stop_kind", "stop_capability", "finished_from", "finished_to",
+               "repeated", "evaluation_runs")
 
 
 def has_stall_kind() -> bool:

@@ -57,12 +57,39 @@ class RunFilters:
     labels: tuple = ()
     goal: str = ""
     stall_kind: str = ""
+    # Drill-down from the dashboard: which runs are behind a figure.
+    stop_kind: str = ""  # budget_exhausted, terminal_failure (any qualifier)
+    stop_capability: str = ""  # capability of the attempt that stopped the run; "(none)": no attempt
+    finished_from: datetime | None = None
+    finished_to: datetime | None = None
+    repeated: bool = False  # runs with at least one attempt repeated without progress
+    evaluation_runs: str = "hide"  # hide | show | only
 
 
 def run_list(*, filters: RunFilters) -> QuerySet[Run]:
     runs = Run.objects.select_related("owner").defer("state", "completion", "planner_config")
-    if filters.status:
+    if filters.status == "active":
+        runs = runs.filter(status__in=LIVE_STATUSES)
+    elif filters.status == "finished":
+        runs = runs.exclude(status__in=LIVE_STATUSES)
+    elif filters.status:
         runs = runs.filter(status=filters.status)
+    if filters.evaluation_runs == "hide":
+        runs = runs.filter(evaluation__isnull=True)
+    elif filters.evaluation_runs == "only":
+        runs = runs.filter(evaluation__isnull=False)
+    if filters.stop_kind:
+        runs = runs.filter(stop_reason__startswith=filters.stop_kind + ":")
+    if filters.stop_capability == "(none)":
+        runs = runs.filter(stop_attempt__isnull=True)
+    elif filters.stop_capability:
+        runs = runs.filter(stop_attempt__capability_name=filters.stop_capability)
+    if filters.finished_from:
+        runs = runs.filter(finished_at__gte=filters.finished_from)
+    if filters.finished_to:
+        runs = runs.filter(finished_at__lte=filters.finished_to)
+    if filters.repeated:
+        runs = runs.filter(repeated_attempts__gt=0)
     if filters.stop_reason:
         runs = runs.filter(stop_reason=filters.stop_reason)
     if filters.owner:
@@ -84,11 +111,14 @@ def run_list(*, filters: RunFilters) -> QuerySet[Run]:
 
 
 def run_get(*, run_id: int) -> Run:
-    return Run.objects.select_related("owner", "stop_attempt").get(pk=run_id)
+    # The stop attempt comes with its step, revision and decision: the stop box names it (r2·s1#1).
+    return (Run.objects.select_related("owner", "stop_attempt__step__revision", "stop_attempt__decision")
+            .defer("stop_attempt__output", "stop_attempt__step__revision__planner_output",
+                   "stop_attempt__step__revision__steps", "stop_attempt__decision__usage").get(pk=run_id))
 
 
 def run_revisions(*, run: Run) -> list[PlanRevision]:
-    revisions = list(PlanRevision.objects.filter(run=run).select_related("triggering_attempt")
+    revisions = list(PlanRevision.objects.filter(run=run).select_related("triggering_attempt__step")
                      .defer("triggering_attempt__output").order_by("number"))
     previous = None
     for revision in revisions:
@@ -105,8 +135,10 @@ def run_steps(*, run: Run) -> list[Step]:
 
 def run_attempts(*, run: Run) -> QuerySet[Attempt]:
     """A run's attempts in order, light enough to page through thousands."""
-    return (Attempt.objects.filter(run=run).select_related("step", "decision", "output_ref")
-            .defer("output", "output_ref__content", "decision__usage").order_by("started_at", "id"))
+    from runs.trace_review import with_review_fields
+
+    return with_review_fields(Attempt.objects.filter(run=run).select_related("step", "decision", "output_ref")
+                              .defer("output", "output_ref__content", "decision__usage").order_by("started_at", "id"))
 
 
 def attempt_position(*, run: Run, uid: str) -> int | None:
@@ -116,13 +148,6 @@ def attempt_position(*, run: Run, uid: str) -> int | None:
         return None
     return Attempt.objects.filter(run=run).filter(
         Q(started_at__lt=attempt["started_at"]) | Q(started_at=attempt["started_at"], id__lt=attempt["id"])).count()
-
-
-def repeated_signatures(*, run: Run) -> dict[str, int]:
-    """Signature hashes that occur more than once in the run, with their counts."""
-    rows = (Attempt.objects.filter(run=run).values("signature_hash").annotate(n=Count("id")).filter(n__gt=1)
-            .order_by())
-    return {row["signature_hash"]: row["n"] for row in rows}
 
 
 def run_capability_calls(*, run: Run) -> dict[str, int]:
@@ -136,8 +161,10 @@ def run_approvals(*, run: Run) -> list[Approval]:
 
 
 def attempt_get(*, run_id: int, uid: str) -> Attempt:
-    return (Attempt.objects.select_related("run", "step", "step__revision", "decision", "output_ref",
-                                           "capability_version__capability")
+    from runs.trace_review import with_review_fields
+
+    return (with_review_fields(Attempt.objects.select_related("run", "step", "step__revision", "decision",
+                                                              "output_ref", "capability_version__capability"))
             .defer("output_ref__content").get(run_id=run_id, uid=uid))
 
 
@@ -285,8 +312,10 @@ def decorate_approvals(approvals: list[Approval]) -> list[Approval]:
     for approval in approvals:
         if approval.kind == "plan":
             names |= {str(s.get("capability")) for s in approval.revision.steps if isinstance(s, dict)}
-    side_effects = dict(Capability.objects.filter(name__in=names).values_list("name", "current_version__side_effect")) \
+    policies = {name: (side_effect, needs) for name, side_effect, needs in Capability.objects.filter(
+        name__in=names).values_list("name", "current_version__side_effect", "current_version__requires_approval")} \
         if names else {}
+    side_effects = {name: policy[0] for name, policy in policies.items()}
     for approval in approvals:
         if approval.kind == "step" and approval.step is not None:
             approval.prior_steps = [s for s in siblings.get(approval.revision_id, []) if s.index < approval.step.index]
@@ -305,6 +334,16 @@ def decorate_approvals(approvals: list[Approval]) -> list[Approval]:
                     "side_effecting": side_effect in ("write", "external"),
                 })
         approval.bound_hash = approval.arguments_hash or approval.plan_hash
+        # Approving a plan does not approve its side-effecting steps: the card says which will ask again.
+        approval.steps_needing_approval = [
+            s for s in approval.plan_steps
+            if s["side_effecting"] or policies.get(str(s["capability"]), (None, False))[1]]
+        # A request dies at the earlier of its time to live and the run's deadline (design.md).
+        deadline = approval.run.deadline_at
+        if deadline is not None and deadline < approval.expires_at:
+            approval.effective_expires_at, approval.expiry_cause = deadline, "deadline"
+        else:
+            approval.effective_expires_at, approval.expiry_cause = approval.expires_at, "ttl"
         _decorate_expiry(approval)
     return approvals
 

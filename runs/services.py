@@ -49,7 +49,9 @@ def run_cancel(*, run_id: int, user) -> Run:
     now = timezone.now()
     run.cancel_requested_at = now
     detail = f"Cancelled by {user.get_username()}."
-    held = run.status == RunStatus.RUNNING and run.lease_expires_at and run.lease_expires_at > now
+    # A worker holding the lease may be inside a call: it stops at its next pass. It never
+    # overwrites cancel_requested_at (passes write only their own fields).
+    held = bool(run.lease_expires_at and run.lease_expires_at > now)
     if held:
         run.save(update_fields=["cancel_requested_at", "updated_at"])
         _enqueue_advance(run.pk)
@@ -75,11 +77,28 @@ def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None
     run.next_action_at = None
     if run.state:
         run.state = {**run.state, "status": status, "stop_reason": stop_reason, "stop_detail": detail}
-    run.save()
-    otel.export_run_on_commit(run.pk)
+    # Only the fields a stop owns: a full save would overwrite what others changed meanwhile.
+    run.save(update_fields=["status", "stop_reason", "stop_detail", "stall_kind", "stop_attempt", "finished_at",
+                            "lease_owner", "lease_expires_at", "next_action_at", "state", "updated_at"])
+    run_close_open_records(run_id=run.pk, now=now)
+
+
+def run_close_open_records(*, run_id: int, now) -> None:
+    """What a finished run leaves open: pending approvals, and intents whose outcome never came."""
+    from runs.models import Attempt
+
+    # Every way a run stops comes through here: its own span is exported once this commits.
+    otel.export_run_on_commit(run_id)
     # Nobody may approve a step of a finished run.
-    Approval.objects.filter(run=run, state=ApprovalState.PENDING).update(state=ApprovalState.EXPIRED, decided_at=now)
-    Step.objects.filter(run=run, approval_state=ApprovalState.PENDING).update(approval_state=ApprovalState.EXPIRED)
+    Approval.objects.filter(run_id=run_id, state=ApprovalState.PENDING).update(state=ApprovalState.EXPIRED,
+                                                                              decided_at=now)
+    Step.objects.filter(run_id=run_id, approval_state=ApprovalState.PENDING).update(
+        approval_state=ApprovalState.EXPIRED)
+    # A call sent by a worker that was lost, never resolved: it stays in the trace as unknown.
+    Attempt.objects.filter(run_id=run_id, in_flight=True).update(
+        in_flight=False, ended_at=now,
+        error_message="The worker making this call was lost and the run ended before its outcome was resolved: "
+                      "the side effect may or may not have happened.")
 
 
 @transaction.atomic
@@ -114,6 +133,10 @@ def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
     approval.refresh_from_db()
     if approval.step_id:
         Step.objects.filter(pk=approval.step_id).update(approval_state=new_state)
+    # Out of awaiting_approval in the same transaction: if the wake-up below is lost (broker
+    # down, worker killed), the run is an ordinary queued run the orphan sweep requeues.
+    Run.objects.filter(pk=approval.run_id, status=RunStatus.AWAITING_APPROVAL).update(
+        status=RunStatus.QUEUED, updated_at=now)
     verb = "approved" if approve else "rejected"
     action = {("step", True): AuditAction.STEP_APPROVED, ("step", False): AuditAction.STEP_REJECTED,
               ("plan", True): AuditAction.PLAN_APPROVED, ("plan", False): AuditAction.PLAN_REJECTED}[

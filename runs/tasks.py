@@ -1,15 +1,25 @@
 """Celery tasks: thin interfaces to runs.engine. They take ids and are safe to repeat."""
+import logging
 import socket
 
 from celery import shared_task
+from django.conf import settings
 
 from runs import engine
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(name="runs.advance_run", bind=True, acks_late=True, ignore_result=True)
 def advance_run(self, run_id: int) -> None:
     worker = f"{self.request.hostname or socket.gethostname()}:{self.request.id}"
-    countdown = engine.run_advance(run_id=run_id, worker=worker)
+    try:
+        countdown = engine.run_advance(run_id=run_id, worker=worker)
+    except engine.INFRASTRUCTURE_ERRORS:
+        # The database is down or restarting: nothing was decided. Try again once our
+        # lease (which we could not release) has expired; the orphan sweep is the net.
+        log.warning("run %s: database unavailable; advancing again later", run_id)
+        countdown = settings.AGENTOPS_RUN_LEASE_SECONDS + 1
     if countdown is not None:
         advance_run.apply_async((run_id,), countdown=countdown)
 

@@ -8,6 +8,7 @@ urlpatterns = [
     path("start/", views.run_start_page, name="start"),
     path("approvals/", views.approval_inbox, name="approvals"),
     path("approvals/badge/", views.approval_badge, name="approval_badge"),
+    path("approvals/<int:approval_id>/", views.approval_card, name="approval_card"),
     path("approvals/<int:approval_id>/decide/", views.approval_decide, name="approval_decide"),
     path("dashboard/", views.run_dashboard, name="dashboard"),
     path("<int:run_id>/", views.run_detail, name="detail"),

@@ -6,6 +6,7 @@ through runs.services. htmx requests get the page's partial ("page.html#name").
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import wraps
 
 from django import forms
@@ -18,13 +19,15 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from agentops.services import NotAllowed, ServiceError
 from runs import dashboard as dashboard_data
-from runs import search, selectors, services
-from runs.choices import RunStatus, StopReason
+from runs import search, selectors, services, trace_review
+from runs.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
+from runs.trace_review import TraceFilters
 from runs.models import Approval, Attempt, Planner, Run
 
 APPROVALS_CHANGED_EVENT = "approvals-changed"
@@ -66,7 +69,8 @@ SORT_CHOICES = [("-created", "newest first"), ("created", "oldest first"), ("-fi
 
 
 class RunFilterForm(forms.Form):
-    status = forms.ChoiceField(choices=[("", "any")] + RunStatus.choices, required=False)
+    status = forms.ChoiceField(choices=[("", "any"), ("active", "active (queued, running, awaiting approval)"),
+                                        ("finished", "finished (any outcome)")] + RunStatus.choices, required=False)
     stop_reason = forms.ChoiceField(label="Stop reason", choices=[("", "any")] + StopReason.choices, required=False)
     capability = forms.ChoiceField(label="Capability used", choices=[("", "any")], required=False)
     owner = forms.ChoiceField(choices=[("", "anyone")], required=False)
@@ -79,6 +83,18 @@ class RunFilterForm(forms.Form):
     labels = forms.CharField(label="Labels", required=False, max_length=1000,
                              widget=forms.TextInput(attrs={"placeholder": "team=payments, agent"}))
     goal = forms.CharField(label="Goal contains", required=False, max_length=200)
+    evaluation_runs = forms.ChoiceField(label="Evaluation runs", required=False, choices=[
+        ("hide", "hidden"), ("show", "shown"), ("only", "only these")])
+    # Reached from the dashboard's links; shown only while set.
+    stop_kind = forms.ChoiceField(label="Stop kind", required=False, choices=[
+        ("", "any"), ("budget_exhausted", "a budget ran out"), ("terminal_failure", "a terminal failure")])
+    stop_capability = forms.CharField(label="Stopped at capability", required=False, max_length=80)
+    finished_from = forms.DateTimeField(label="Finished from", required=False,
+                                        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    finished_to = forms.DateTimeField(label="Finished to", required=False,
+                                      widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    repeated = forms.BooleanField(label="With repeated attempts", required=False)
+    DRILL_DOWN = ("stop_kind", "stop_capability", "finished_from", "finished_to", "repeated")
 
     def __init__(self, *args, **kwargs):
         from capabilities.models import Capability
@@ -101,22 +117,43 @@ class RunFilterForm(forms.Form):
 
     def filters(self) -> selectors.RunFilters:
         # An invalid field is left out of cleaned_data: the other filters still apply.
-        return selectors.RunFilters(**{k: v for k, v in self.cleaned_data.items() if v not in (None, "")})
+        return selectors.RunFilters(**{k: v for k, v in self.cleaned_data.items() if v not in (None, "", False)})
+
+    def visible_fields_now(self):
+        """The drill-down fields only while one of them is set, so the everyday form stays short."""
+        data = self.data if self.is_bound else {}
+        return [f for f in self if f.name not in self.DRILL_DOWN or data.get(f.name)]
+
+
+def evaluation_runs_preference(request) -> str:
+    """hide | show | only: the list's own choice, remembered for the session (default: hidden)."""
+    choice = request.GET.get("evaluation_runs")
+    if choice in ("hide", "show", "only"):
+        request.session["evaluation_runs"] = choice
+        return choice
+    return request.session.get("evaluation_runs", "hide")
 
 
 @permission_needed("runs.view_run", "view runs")
 @require_GET
 def run_list(request):
-    form = RunFilterForm(request.GET or None)
+    preference = evaluation_runs_preference(request)
+    data = None
+    if request.GET:
+        data = request.GET.copy()
+        data.setdefault("evaluation_runs", preference)
+    form = RunFilterForm(data, initial={"evaluation_runs": preference})
     if form.is_bound:
         form.is_valid()
         filters = form.filters()
     else:
         filters = selectors.RunFilters()
+    filters = replace(filters, evaluation_runs=preference)
     page = Paginator(selectors.run_list(filters=filters), 50).get_page(_page_number(request))
     live = any(run.status in selectors.LIVE_STATUSES for run in page.object_list)
     context = {"form": form, "page": page, "live": live, "sort": filters.sort,
-               "filtered": any(v for k, v in vars(filters).items() if k != "sort"),
+               "filtered": any(v for k, v in vars(filters).items() if k not in ("sort", "evaluation_runs")),
+               "evaluation_runs": preference,
                "saved_views": search.saved_views(user=request.user), "view_query": search.view_query(request.GET)}
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
     return render(request, template, context)
@@ -125,19 +162,31 @@ def run_list(request):
 @permission_needed("runs.start_run", "start runs")
 def run_start_page(request):
     from capabilities.models import Capability
-    from runs.forms import RunStartForm
+    from runs.forms import RunStartForm, initial_from_run
 
     capabilities = list(Capability.objects.filter(enabled=True).order_by("name").values_list("name", flat=True))
-    form = RunStartForm(request.POST or None, capabilities=capabilities)
-    if request.method == "POST" and form.is_valid():
+    initial, source = None, None
+    if request.method == "GET" and request.GET.get("from_run"):
+        # "Start a run with the same settings": the earlier run's goal, criteria, budgets and planner.
         try:
-            run = services.run_start(owner=request.user, **form.run_start_arguments())
-        except ServiceError as exc:
-            form.add_service_errors(exc.fields or {"goal": exc.message})
+            source = Run.objects.get(pk=int(request.GET["from_run"]))
+        except (ValueError, Run.DoesNotExist):
+            return forbidden(request, "There is no run to copy the settings from.", status=404)
+        initial = initial_from_run(source)
+    form = RunStartForm(request.POST or None, capabilities=capabilities, initial=initial)
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                run = services.run_start(owner=request.user, **form.run_start_arguments())
+            except ServiceError as exc:
+                form.add_service_errors(exc.fields or {"goal": exc.message})
+            else:
+                messages.success(request, f"Run {run.pk} started.")
+                return redirect("runs:detail", run_id=run.pk)
         else:
-            messages.success(request, f"Run {run.pk} started.")
-            return redirect("runs:detail", run_id=run.pk)
-    return render(request, "runs/start.html", {"form": form}, status=400 if form.errors else 200)
+            # Every error in one round: the budget checks run_start would make, beside the form's own.
+            form.add_budget_errors_now()
+    return render(request, "runs/start.html", {"form": form, "source": source}, status=400 if form.errors else 200)
 
 
 # --- Run trace -------------------------------------------------------------------------
@@ -164,41 +213,105 @@ def _group_steps(revisions, steps, attempts):
     return revisions
 
 
-def _mark_attempts(attempts, repeated, run):
-    for attempt in attempts:
-        attempt.signature_count = repeated.get(attempt.signature_hash, 1)
-        attempt.is_repeated = attempt.repeated_without_progress or attempt.signature_count > 1
-        attempt.is_stop_trigger = attempt.pk == run.stop_attempt_id
-    return attempts
+class TraceFilterForm(forms.Form):
+    """Filters inside one trace; GET, so every filtered view is a link."""
+
+    capability = forms.ChoiceField(choices=[("", "any")], required=False)
+    status = forms.ChoiceField(choices=[("", "any")] + ObservationStatus.choices, required=False)
+    error_code = forms.ChoiceField(label="Error code", choices=[("", "any")] + ErrorCode.choices, required=False)
+    repeated = forms.BooleanField(label="Repeated only", required=False)
+
+    def __init__(self, *args, capabilities=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["capability"].choices += [(c, c) for c in sorted(capabilities)]
+
+    def filters(self) -> TraceFilters:
+        if not self.is_bound or not self.is_valid():
+            return TraceFilters()
+        return TraceFilters(**{k: v for k, v in self.cleaned_data.items() if v})
+
+
+TRACE_FILTER_KEYS = ("capability", "status", "error_code", "repeated")
 
 
 @permission_needed("runs.view_run", "view runs")
 @require_GET
 def run_detail(request, run_id: int):
+    from runs import timeline
+
     run = _get_run(run_id)
-    attempts_qs = selectors.run_attempts(run=run)
+    capability_calls = selectors.run_capability_calls(run=run)
+    bound = any(key in request.GET for key in TRACE_FILTER_KEYS)
+    filter_form = TraceFilterForm(request.GET if bound else None, capabilities=capability_calls.keys())
+    # A filter value the trace does not know is a bad link: say so (400), show the whole trace.
+    status = 400 if bound and not filter_form.is_valid() else 200
+    trace_filters = filter_form.filters()
+    attempts_qs = trace_review.filter_attempts(selectors.run_attempts(run=run), trace_filters)
     page_number = _page_number(request, "attempts_page")
     if request.GET.get("attempt"):
-        position = selectors.attempt_position(run=run, uid=request.GET["attempt"])
+        position = selectors.attempt_position(run=run, uid=request.GET["attempt"]) if not trace_filters.active \
+            else None
         if position is not None:
             page_number = position // selectors.ATTEMPTS_PER_PAGE + 1
     attempts_page = Paginator(attempts_qs, selectors.ATTEMPTS_PER_PAGE).get_page(page_number)
-    attempts = _mark_attempts(list(attempts_page.object_list), selectors.repeated_signatures(run=run), run)
     revisions = selectors.run_revisions(run=run)
-    capability_calls = selectors.run_capability_calls(run=run)
+    revision_numbers = {rev.pk: rev.number for rev in revisions}
+    for rev in revisions:
+        attempt = rev.triggering_attempt
+        if attempt is not None:
+            attempt.label = trace_review.attempt_label(revision_numbers.get(attempt.step.revision_id),
+                                                       attempt.step.key, attempt.number)
+    approvals = selectors.run_approvals(run=run)
+    trigger = trace_review.stop_trigger(run=run, approvals=approvals, revisions=revisions)
+    for approval in approvals:
+        approval.is_stop_trigger = bool(trigger and trigger.anchor == f"approval-{approval.pk}")
+    attempts = trace_review.mark_attempts(list(attempts_page.object_list), run=run,
+                                          revision_numbers=revision_numbers, trigger=trigger)
+    # When the stopping attempt is a repeat, the stop box names the attempt it repeats too.
+    trigger_repeats = next((a.repeats for a in attempts if a.is_stop_trigger and a.repeats), None)
+    steps = selectors.run_steps(run=run)
+    for step in steps:
+        # A step a stopped run never reached is not "pending": nothing will run it.
+        step.never_ran = run.is_finished and step.status in ("pending", "running") and not step.attempt_count
+    last_failure = trace_review.last_failure(run=run) if run.is_finished and run.stop_reason != "completed" else None
+    if last_failure is not None:
+        last_failure.label = trace_review.attempt_label(last_failure.step.revision.number, last_failure.step.key,
+                                                        last_failure.number)
+    stall_kind = trace_review.stall_kind(run)
     context = {
         "run": run,
-        "revisions": _group_steps(revisions, selectors.run_steps(run=run), attempts),
+        "revisions": _group_steps(revisions, steps, attempts),
         "attempts_page": attempts_page,
         "gauges": selectors.budget_gauges(run=run, capability_calls=capability_calls),
-        "approvals": selectors.run_approvals(run=run),
+        "approvals": approvals,
         "can_cancel": request.user.has_perm("runs.cancel_run") and not run.is_finished,
+        "can_start": request.user.has_perm("runs.start_run"),
+        "trigger": trigger,
+        "trigger_repeats": trigger_repeats,
+        "stall_kind": stall_kind,
+        "last_failure": last_failure,
+        "first_failure_uid": trace_review.first_failure_uid(run=run),
+        "filter_form": filter_form,
+        "trace_filters": trace_filters,
+        "timeline": timeline.run_timeline(run=run, revisions=revisions, approvals=approvals, trigger=trigger),
+        "twins": _evaluation_twins(run),
     }
     if request.htmx:
         html = render_to_string("runs/detail.html#trace", context, request=request)
         # A finished run will not change again: tell htmx to stop asking.
-        return HttpResponseStopPolling(html) if run.is_finished else HttpResponse(html)
-    return render(request, "runs/detail.html", context)
+        return HttpResponseStopPolling(html) if run.is_finished else HttpResponse(html, status=status)
+    return render(request, "runs/detail.html", context, status=status)
+
+
+def _evaluation_twins(run: Run) -> list[dict]:
+    """The same task's run in the other mode of the same evaluation (direct <-> planning). One query."""
+    if not run.evaluation_id:
+        return []
+    from runs.models import EvaluationResult
+
+    rows = EvaluationResult.objects.filter(evaluation_id=run.evaluation_id, task__in=EvaluationResult.objects.filter(
+        evaluation_id=run.evaluation_id, run=run).values("task")).values("mode", "run_id", "task", "verified_success")
+    return [row for row in rows if row["run_id"] and row["run_id"] != run.pk]
 
 
 @permission_needed("runs.view_run", "view runs")
@@ -208,9 +321,10 @@ def attempt_detail(request, run_id: int, uid: str):
         attempt = selectors.attempt_get(run_id=run_id, uid=uid)
     except Attempt.DoesNotExist:
         raise Http404("No such attempt in this run.") from None
-    run = attempt.run
-    repeated = selectors.repeated_signatures(run=run)
-    _mark_attempts([attempt], repeated, run)
+    run = selectors.run_get(run_id=run_id)
+    trigger = trace_review.stop_trigger(run=run, approvals=[], revisions=[])
+    trace_review.mark_attempts([attempt], run=run, revision_numbers={attempt.step.revision_id:
+                                                                     attempt.step.revision.number}, trigger=trigger)
     position = selectors.attempt_position(run=run, uid=uid) or 0
     context = {"run": run, "attempt": attempt,
                "attempts_page_number": position // selectors.ATTEMPTS_PER_PAGE + 1}
@@ -255,7 +369,9 @@ def _trace_chunks(run: Run):
     """The whole trace as one JSON document, written piece by piece as it is read."""
     yield '{"run": ' + _dumps(_run_dict(run))
     yield ', "revisions": ['
+    revision_numbers = {}
     for i, rev in enumerate(run.plan_revisions.select_related("triggering_attempt").order_by("number")):
+        revision_numbers[rev.pk] = rev.number
         yield ("," if i else "") + _dumps({
             "number": rev.number, "accepted": rev.accepted, "reason_code": rev.reason_code, "reason": rev.reason,
             "triggering_attempt": rev.triggering_attempt.uid if rev.triggering_attempt else None,
@@ -274,7 +390,7 @@ def _trace_chunks(run: Run):
     yield '], "attempts": ['
     buffer = []
     for i, attempt in enumerate(selectors.trace_attempts(run=run)):
-        buffer.append(("," if i else "") + _dumps(_attempt_dict(attempt)))
+        buffer.append(("," if i else "") + _dumps(_attempt_dict(attempt, revision_numbers)))
         if len(buffer) >= 200:
             yield "".join(buffer)
             buffer = []
@@ -315,13 +431,16 @@ def _decision_dict(decision) -> dict:
             "created_at": decision.created_at}
 
 
-def _attempt_dict(attempt: Attempt) -> dict:
+def _attempt_dict(attempt: Attempt, revision_numbers: dict[int, int]) -> dict:
     try:
         decision = _decision_dict(attempt.decision)
     except Attempt.decision.RelatedObjectDoesNotExist:
         decision = None
     return {
         "uid": attempt.uid, "step": attempt.step.key, "number": attempt.number, "kind": attempt.kind,
+        # The same unique label as the trace page: r2·s1#1.
+        "label": trace_review.attempt_label(revision_numbers.get(attempt.step.revision_id), attempt.step.key,
+                                            attempt.number),
         "capability": attempt.capability_name, "capability_version_id": attempt.capability_version_id,
         "signature": attempt.signature, "signature_hash": attempt.signature_hash,
         "idempotency_key": attempt.idempotency_key, "started_at": attempt.started_at, "ended_at": attempt.ended_at,
@@ -376,6 +495,10 @@ def approval_decide(request, approval_id: int):
     decision = request.POST.get("decision")
     if decision not in ("approve", "reject"):
         return _card_response(request, approval_id, "Choose approve or reject.", status=400)
+    if decision == "reject" and request.POST.get("confirm") != "yes":
+        # A rejection stops the run for good: ask once more (works without JavaScript too).
+        return _card_response(request, approval_id, None, confirm_reject=True,
+                              comment=request.POST.get("comment", "")[:5000])
     try:
         services.approval_decide(approval_id=approval_id, user=request.user, approve=decision == "approve",
                                  comment=request.POST.get("comment", ""),
@@ -395,17 +518,36 @@ def approval_decide(request, approval_id: int):
     return _card_response(request, approval_id, None)
 
 
-def _card_response(request, approval_id: int, error: str | None, status: int = 200):
+def _card_response(request, approval_id: int, error: str | None, status: int = 200, *, confirm_reject=False,
+                   comment: str = ""):
     try:
         approval = selectors.approval_card(approval_id=approval_id)
     except Approval.DoesNotExist:
         return forbidden(request, "This approval request does not exist.", status=404)
-    if not request.htmx:
-        return forbidden(request, error or "", status=status)
     context = {"approval": approval, "error": error, "can_decide": request.user.has_perm("runs.decide_approval"),
-               "pending_approvals": selectors.pending_approval_count(), "oob_badge": True}
+               "pending_approvals": selectors.pending_approval_count(), "oob_badge": bool(request.htmx),
+               "confirm_reject": confirm_reject and approval.state == "pending", "comment": comment,
+               "just_swapped": True}
+    if not request.htmx:
+        if confirm_reject:
+            return render(request, "runs/approval_confirm.html", context)
+        return forbidden(request, error or "", status=status)
     response = render(request, "runs/approvals.html#approval_card", context, status=status)
-    return trigger_client_event(response, APPROVALS_CHANGED_EVENT)
+    return trigger_client_event(response, APPROVALS_CHANGED_EVENT) if not confirm_reject else response
+
+
+@permission_needed("runs.view_run", "view approval requests")
+@require_GET
+def approval_card(request, approval_id: int):
+    """One card as it stands (the confirm step's "Keep it waiting" returns here)."""
+    if not request.htmx:
+        return redirect(reverse("runs:approvals") + f"#approval-{approval_id}")
+    try:
+        approval = selectors.approval_card(approval_id=approval_id)
+    except Approval.DoesNotExist:
+        return forbidden(request, "This approval request does not exist.", status=404)
+    return render(request, "runs/approvals.html#approval_card",
+                  {"approval": approval, "can_decide": request.user.has_perm("runs.decide_approval"), "refocus": True})
 
 
 @permission_needed("runs.view_run", "view approval requests")
@@ -422,24 +564,55 @@ def approval_badge(request):
 @require_http_methods(["GET"])
 def run_dashboard(request):
     from runs import charts
+    from runs import dashboard_active as active
 
     from runs.labels import label_filters_parse
 
+    window_key = request.GET.get("window", dashboard_data.DEFAULT_WINDOW)
+    if window_key not in dashboard_data.WINDOWS:
+        choices = ", ".join(dashboard_data.WINDOWS)
+        return render(request, "runs/forbidden.html", {"message": f"Unknown time window “{window_key}”: choose one "
+                                                                  f"of {choices}."}, status=400)
+    now = timezone.now()
     label_text = request.GET.get("label", "")[:1000]
     wanted, label_problems = label_filters_parse(label_text)
-    data = dashboard_data.dashboard(window_key=request.GET.get("window", dashboard_data.DEFAULT_WINDOW),
-                                    labels=wanted if not label_problems else ())
+    data = dashboard_data.dashboard(window_key=window_key, now=now, labels=wanted if not label_problems else ())
     data.update(label=label_text, label_problems=label_problems)
     window = data["window"]
+    # The same figures one window earlier, for the trend beside each card.
+    previous = active.previous_figures(start=data["start"] - window.span, end=data["start"])
+    include_evaluations = evaluation_runs_preference(request) != "hide"
+    active_rows, active_total = active.active_runs_by_burn(include_evaluations=include_evaluations, now=now)
+    links = active.drill_down_links(start=data["start"], end=data["end"])
+    bucket_links = [active.runs_url(created_from=active.local_param(start),
+                                    created_to=active.local_param(min(start + window.bucket, now), upper=True))
+                    for start in data["bucket_starts"]] if "bucket_starts" in data else None
+    finished_links = [active.runs_url(status="finished", finished_from=active.local_param(start),
+                                      finished_to=active.local_param(min(start + window.bucket, now), upper=True))
+                      for start in data["bucket_starts"]] if "bucket_starts" in data else None
     data["outcomes_chart"] = charts.stacked_bars(
         title=f"Runs created per interval by outcome, {window.label}", labels=data["labels"],
-        series=data["outcomes"], y_label="runs", x_label="time") if data["outcomes"] else None
+        series=data["outcomes"], y_label="runs", x_label="time", links=bucket_links) if data["outcomes"] else None
     data["stop_chart"] = charts.stacked_bars(
         title=f"Runs finished per interval by stop reason, {window.label}", labels=data["labels"],
-        series=data["stop_reasons"], y_label="runs", x_label="time") if data["stop_reasons"] else None
+        series=data["stop_reasons"], y_label="runs", x_label="time",
+        links=finished_links) if data["stop_reasons"] else None
     data["budget_chart"] = charts.bars(
-        title="Runs stopped per exhausted budget", items=data["budget_stops"],
-        x_label="runs stopped") if data["budget_stops"] else None
+        title="Runs stopped per exhausted budget", items=data["budget_stops"], x_label="runs stopped",
+        links=[active.runs_url(stop_reason=f"budget_exhausted:{name}", finished_from=active.local_param(data["start"]))
+               for name, _ in data["budget_stops"]]) if data["budget_stops"] else None
+    for row in data["capabilities"]:
+        row["runs_url"] = active.runs_url(capability=row["capability_name"],
+                                          created_from=active.local_param(data["start"]))
+    capability_stops = active.stops_per_capability(start=data["start"], end=data["end"],
+                                                   include_evaluations=include_evaluations)
+    active.add_previous_stops(capability_stops, active.stops_per_capability(
+        start=data["start"] - window.span, end=data["start"], include_evaluations=include_evaluations))
+    data.update({
+        "active_runs": active_rows, "active_total": active_total, "links": links,
+        "trends": active.trends(data, previous),
+        "capability_stops": capability_stops,
+        "include_evaluations": include_evaluations,
+    })
     template = "runs/dashboard.html#dashboard_body" if request.htmx else "runs/dashboard.html"
     return render(request, template, data)
-

@@ -50,7 +50,7 @@ class StartEvaluationForm(forms.Form):
         return value
 
 
-def _signed(value: float, kind: str) -> str:
+def _signed(value: float, kind: str, unit_of: str | None = None) -> str:
     if value is None:
         return ""
     if abs(value) < 1e-12:
@@ -59,14 +59,36 @@ def _signed(value: float, kind: str) -> str:
     magnitude = abs(value)
     if kind == "cost":
         text = f"{magnitude:.4f}".rstrip("0").rstrip(".")
-    elif kind in ("latency", "float"):
+    elif kind == "latency":
+        text = f"{magnitude:.2f}".rstrip("0").rstrip(".") + " s"
+    elif kind == "float":
         text = f"{magnitude:.2f}".rstrip("0").rstrip(".")
     elif kind == "rate":
         text = f"{magnitude * 100:.1f} pts"
     else:
         text = f"{magnitude:g}"
-    return sign + text
+    return sign + text + DELTA_UNITS.get(unit_of or "", "")
 
+
+# What each delta counts, so "+2" reads "+2 calls".
+DELTA_UNITS = {"tool_calls": " calls", "repeated_actions": " repeats", "tokens": " tokens", "total_tokens": " tokens",
+               "mean_tool_calls": " calls", "successes": " tasks"}
+
+
+# What each verdict means (runs.evaluation.verdicts decides them; this says it in words).
+VERDICT_GLOSSARY = [
+    (VerdictCode.PLANNING_EARNED.value, VERDICT_LABELS[VerdictCode.PLANNING_EARNED],
+     "Planning succeeded where direct did not (often by recovering from a failure), or both succeeded and planning "
+     "was no more expensive on any measure and cheaper on one."),
+    (VerdictCode.DIRECT_AS_GOOD.value, VERDICT_LABELS[VerdictCode.DIRECT_AS_GOOD],
+     "Direct succeeded and planning did not, or both succeeded and direct was no more expensive on every measure "
+     "(tool calls, tokens, cost, latency). Ties go to direct: the simpler way meets the requirement."),
+    (VerdictCode.PLANNING_COST_MORE.value, VERDICT_LABELS[VerdictCode.PLANNING_COST_MORE],
+     "Both succeeded and each was cheaper on some measure: planning saved calls or time but spent more tokens or "
+     "cost, or the reverse."),
+    (VerdictCode.BOTH_FAILED.value, VERDICT_LABELS[VerdictCode.BOTH_FAILED],
+     "Neither mode verified success; the stop reasons say why."),
+]
 
 DELTA_KINDS = {"tool_calls": "int", "repeated_actions": "int", "tokens": "int", "cost": "cost",
                "simulated_latency_s": "latency"}
@@ -126,14 +148,14 @@ def _detail_context(request, evaluation: Evaluation) -> dict:
     results = selectors.results_of(evaluation)
     rows = selectors.task_rows(evaluation, results)
     for row in rows:
-        row.delta_text = {m: _signed(v, DELTA_KINDS[m]) for m, v in row.deltas.items()}
+        row.delta_text = {m: _signed(v, DELTA_KINDS[m], m) for m, v in row.deltas.items()}
     candidates = selectors.baseline_candidates(evaluation)
     baseline = _baseline(request, evaluation, candidates)
     finished = evaluation.status == Evaluation.Status.COMPLETED
     comparison = selectors.comparison(evaluation, baseline, rows) if baseline and finished else None
     if comparison:
         for mode in comparison.modes:
-            mode["delta_text"] = {k: _signed(v, AGGREGATE_KINDS.get(k, "float"))
+            mode["delta_text"] = {k: _signed(v, AGGREGATE_KINDS.get(k, "float"), k)
                                   for k, v in mode["deltas"].items() if v is not None}
     summary = evaluation.summary or {}
     aggregates = selectors.mode_summary_rows(summary)
@@ -144,7 +166,7 @@ def _detail_context(request, evaluation: Evaluation) -> dict:
                     "mean_latency_s"):  # planning - direct, shown under the planning aggregate
             a, b = agg["planning"].get(key), agg["direct"].get(key)
             if a is not None and b is not None:
-                aggregate_delta[key] = _signed(a - b, AGGREGATE_KINDS[key])
+                aggregate_delta[key] = _signed(a - b, AGGREGATE_KINDS[key], key)
     verdict_counts = [(VERDICT_LABELS[c], c.value, (summary.get("verdicts") or {}).get(c.value, 0))
                       for c in VerdictCode]
     return {
@@ -153,6 +175,7 @@ def _detail_context(request, evaluation: Evaluation) -> dict:
         "charts": evaluation_charts(summary, baseline.summary if comparison else None) if finished else {},
         "summary": summary, "agg": agg, "aggregate_delta": aggregate_delta, "aggregates": aggregates,
         "verdict_counts": verdict_counts,
+        "verdict_glossary": VERDICT_GLOSSARY,
         "progress_pct": int(100 * evaluation.tasks_done / evaluation.tasks_total) if evaluation.tasks_total else 0,
     }
 

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('runs', '0005_i15_labels_saved_views'),
+        ('runs', '0006_i15_labels_saved_views'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

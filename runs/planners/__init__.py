@@ -56,8 +56,8 @@ def planner_from(kind: str, config: dict, *, run_id: int | None = None):
             # Removed since the run started: the run is told why, as for an endpoint that is down.
             return UnavailablePlanner(f"the LLM endpoint {name!r} is not configured on this server: {ENDPOINTS_HELP}")
         llm_config = LLMConfig.from_endpoint(name, endpoints[name], config, environ=os.environ)
-        # One planner call must end well inside the worker's lease, which each pass renews.
-        return LLMPlanner(llm_config, time_limit_s=settings.AGENTOPS_RUN_LEASE_SECONDS * 0.8)
+        # The lease is renewed while the planner thinks; this only bounds one propose() call.
+        return LLMPlanner(llm_config, time_limit_s=max(96.0, settings.AGENTOPS_RUN_LEASE_SECONDS * 0.8))
     if kind == "external" and run_id is not None:
         from runs.planners.external import ExternalPlanner
 

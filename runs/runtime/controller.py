@@ -16,12 +16,14 @@ from typing import Any
 from . import budgets as B
 from .approvals import ApprovalRequest
 from .capability import CapabilitySpec
+from .checkpoint import bounded_for_history
 from .completion import completion_met, until_condition
 from .decide import Decision, Verdict, decide
 from .events import (ApprovalDecided, ApprovalRequested, AttemptFinished, DecisionMade, Event, PlanProposed,
                      RunStopped, StatusChanged)
 from .history import AttemptKind, HistoryEntry, appended, repeated_without_progress
 from .ids import RandomIds
+from .intents import CallIntent, IntentLog, LeaseLost, NoIntentLog
 from .observation import AdmissionRefused, ErrorCode, Observation, SideEffectStatus, Status
 from .plan import PlanError, Step, parse_plan
 from .planning import PlanNotReady, PlanningRequest, PlanProposal
@@ -76,7 +78,8 @@ class Controller:
     def __init__(self, registry: CapabilityRegistry, executor: Executor, planner: Planner, clock: Clock,
                  authorizer: Authorizer, approvals: ApprovalBook, *, rng: random.Random | None = None,
                  history_window: int = 20, ids: IdSource | None = None,
-                 approval_ttl_s: float | None = None) -> None:
+                 approval_ttl_s: float | None = None, intents: IntentLog | None = None,
+                 abandon_on: tuple[type[BaseException], ...] = ()) -> None:
         self.registry = registry
         self.executor = executor
         self.planner = planner
@@ -89,6 +92,10 @@ class Controller:
         self.ids = ids or RandomIds()
         # An approval request expires at the earlier of this TTL and the run's deadline.
         self.approval_ttl_s = approval_ttl_s
+        self.intents = intents or NoIntentLog()
+        # Errors of the collaborators' infrastructure (a database restarting): the pass is
+        # abandoned, not decided, so the run is not stopped internal_error for an outage.
+        self.abandon_on = abandon_on
 
     # -- public -------------------------------------------------------------------------
 
@@ -98,6 +105,8 @@ class Controller:
         p = _Pass(state)
         try:
             self._pass(p)
+        except (LeaseLost, *self.abandon_on):
+            raise  # another worker owns the run now, or the pass cannot be recorded: leave no trace
         except Exception as exc:  # noqa: BLE001 - every stop path must record a reason
             p.state = state
             self._stop(p, StopKind.INTERNAL_ERROR, None, f"{type(exc).__name__}: {exc}")
@@ -344,6 +353,10 @@ class Controller:
         if spec.permission and not self.authorizer.permits(spec.permission):
             return self._stop(p, StopKind.TERMINAL_FAILURE, ErrorCode.PERMISSION_DENIED.value,
                               f"step {step.id}: the owner no longer holds {spec.permission!r} for {spec.name}")
+        interrupted = self.intents.interrupted()
+        if interrupted is not None and (interrupted.revision, interrupted.step_id) == (s.revision, step.id):
+            # A call of this step was sent by a worker that died before recording its outcome.
+            return self._execute(p, progress, spec, interrupted.kind, now, interrupted=interrupted)
         args_hash = arguments_hash(step.arguments)
         if spec.requires_approval and progress.approved_arguments_hash != args_hash:
             request = ApprovalRequest(kind="step", run_id=s.run_id, revision=s.revision, step_id=step.id,
@@ -361,6 +374,10 @@ class Controller:
         timeout = min(spec.timeout_s, s.budgets.per_call_timeout_s,
                       B.remaining_time(s.budgets, s.started_at, started))
         attempt_id, span_id = self.ids.new_id(), self.ids.new_id()[:16]
+        if spec.changes_state:
+            # Write-ahead: the intent is durable before the call can have any effect.
+            self.intents.begin(CallIntent(attempt_id, s.revision, progress.step.id, spec.name, kind,
+                                          progress.attempts + 1, key, started, timeout, span_id))
         observation = self.executor.execute(spec, progress.step.arguments, idempotency_key=key, timeout_s=timeout,
                                             trace_id=s.trace_id, span_id=span_id)
         if isinstance(observation, AdmissionRefused):
@@ -408,12 +425,13 @@ class Controller:
         entry = HistoryEntry(attempt_id=attempt_id, capability=spec.name, arguments=step.arguments,
                              signature=signature, fingerprint=outcome_fingerprint(observation, spec.volatile_paths),
                              kind=kind,
-                             observation=observation)
+                             observation=bounded_for_history(observation, attempt_id))
         p.state = replace(p.state, history=appended(p.state.history, entry, self.history_window),
                           last_attempt_id=attempt_id)
         return entry
 
-    def _execute(self, p: _Pass, progress: StepProgress, spec: CapabilitySpec, kind: str, now: float) -> None:
+    def _execute(self, p: _Pass, progress: StepProgress, spec: CapabilitySpec, kind: str, now: float,
+                 interrupted: CallIntent | None = None) -> None:
         step = progress.step
         signature = action_signature(spec.name, step.arguments)
         # Side-effecting calls carry a key that is stable across retries and revisions.
@@ -421,7 +439,11 @@ class Controller:
         if spec.changes_state:
             key = idempotency_key(p.state.run_id, signature, step.id if spec.distinct_calls else None)
         history_before = p.state.history
-        called = self._call(p, progress, spec, kind, key)
+        if interrupted is not None:
+            key = interrupted.idempotency_key  # the key the lost call was sent with
+            called = self._interrupted_call(p, progress, spec, interrupted)
+        else:
+            called = self._call(p, progress, spec, kind, key)
         if isinstance(called, AdmissionRefused):
             return self._wait_for_admission(p, called)
         progress, executed = called
@@ -439,6 +461,26 @@ class Controller:
             progress, executed = resolved
             progress = self._note_commit(progress, executed.observation)
         self._conclude(p, progress, spec, kind, executed, history_before)
+
+    def _interrupted_call(self, p: _Pass, progress: StepProgress, spec: CapabilitySpec,
+                          intent: CallIntent) -> tuple[StepProgress, _Executed]:
+        """The lost call, as an attempt whose outcome is unknown: it was sent and counts as a call."""
+        s, ended = p.state, self.clock.now()
+        # Counted as _call counted it: a retry or a re-send (resolve) is a retry.
+        retry = intent.kind in (AttemptKind.RETRY, AttemptKind.RESOLVE)
+        progress = replace(progress, attempts=max(intent.attempt, progress.attempts + 1),
+                           retries_used=progress.retries_used + int(retry),
+                           polls_used=progress.polls_used + int(intent.kind == AttemptKind.POLL))
+        observation = Observation.failure(
+            ErrorCode.CONNECTION_ERROR, "the worker making this call was lost before its outcome was recorded",
+            side_effect=SideEffectStatus.UNKNOWN if spec.changes_state else SideEffectStatus.NOT_COMMITTED)
+        observation = observation.with_timing(latency_s=max(0.0, ended - intent.started_at),
+                                              attempt=progress.attempts, trace_id=s.trace_id,
+                                              span_id=intent.span_id or self.ids.new_id()[:16])
+        usage = s.usage.counted_call(spec.name, retry=retry, poll=intent.kind == AttemptKind.POLL)
+        p.state = replace(s, usage=usage)
+        return progress, self._finished(p, progress, spec, intent.kind, intent.idempotency_key, intent.attempt_id,
+                                        intent.started_at, ended, observation)
 
     def _note_commit(self, progress: StepProgress, observation: Observation) -> StepProgress:
         if observation.side_effect is SideEffectStatus.COMMITTED:

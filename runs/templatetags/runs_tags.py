@@ -151,3 +151,79 @@ def kv_table(value):
           else ("null" if item is None else str(item))) for key, item in value.items()),
     )
     return format_html('<table class="kv-table">{}</table>', rows)
+
+
+@register.filter
+def humanize_key(value) -> str:
+    """A stored key as words: "tool_calls" -> "Tool calls"."""
+    text = str(value)
+    for unit in ("_seconds", "_s"):  # the value is shown with its unit
+        if text.endswith(unit) and len(text) > len(unit):
+            text = text[: -len(unit)]
+    text = text.replace("_", " ").strip()
+    return text[:1].upper() + text[1:]
+
+
+# Keys whose numbers are seconds or moments; everything else is shown as counted.
+_SECONDS_SUFFIXES = ("_s", "_seconds", "latency", "elapsed", "duration")
+_MOMENT_SUFFIXES = ("_at", "_time", "timestamp", "started", "ended", "now")
+
+
+def _human_scalar(key: str, value) -> str:
+    lowered = key.lower()
+    if isinstance(value, bool) or value is None:
+        return "yes" if value is True else "no" if value is False else "—"
+    if isinstance(value, (int, float)):
+        if lowered.endswith(_MOMENT_SUFFIXES) and 1e8 < value < 1e11:
+            from datetime import datetime, timezone as tz
+
+            return datetime.fromtimestamp(value, tz=tz.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+        if lowered.endswith(_SECONDS_SUFFIXES) or lowered in ("deadline", "time"):
+            return duration(value)
+        if isinstance(value, float):
+            return f"{value:.4f}".rstrip("0").rstrip(".") or "0"
+        return f"{value:,}"
+    return str(value)
+
+
+def _json_view(value, key: str = "", depth: int = 0):
+    if isinstance(value, dict):
+        if not value:
+            return format_html('<span class="muted">{}</span>', "empty")
+        rows = format_html_join("", '<div class="jv-row"><dt>{}</dt><dd>{}</dd></div>',
+                                # Top-level keys are ours (usage, output fields): words. Deeper keys
+                                # are often names (capabilities, ids): shown as they are.
+                                ((humanize_key(k) if depth == 0 else str(k), _json_view(v, str(k), depth + 1))
+                                 for k, v in value.items()))
+        body = format_html('<dl class="jv">{}</dl>', rows)
+    elif isinstance(value, list):
+        if not value:
+            return format_html('<span class="muted">{}</span>', "none")
+        items = format_html_join("", "<li>{}</li>", ((_json_view(v, key, depth + 1),) for v in value[:200]))
+        more = format_html('<li class="muted">… {} more</li>', len(value) - 200) if len(value) > 200 else ""
+        body = format_html('<ol class="jv">{}{}</ol>', items, more)
+    else:
+        return _human_scalar(key, value)
+    if depth == 0:
+        return body
+    count = len(value)
+    return format_html('<details class="jv"{}><summary>{} {}</summary>{}</details>', " open" if depth < 2 else "",
+                       count, "field" + ("s" if count != 1 else "") if isinstance(value, dict)
+                       else "item" + ("s" if count != 1 else ""), body)
+
+
+@register.simple_tag
+def json_view(value):
+    """Collapsible, human-unit view of JSON (arguments, outputs, usage): words for keys, rounded
+    seconds, ISO times for Unix timestamps. All of it escaped; the raw JSON stays one click away."""
+    return format_html('<div class="json-view">{}<details class="raw-json"><summary>Raw JSON</summary><pre>{}</pre>'
+                       '</details></div>', _json_view(value), pretty_json(value))
+
+
+@register.filter
+def approval_subject(approval) -> str:
+    """What a request is about, for button names and confirmations: "step s1 (create_ticket) of run #5"."""
+    if approval.kind == "step" and approval.step_id:
+        capability = approval.capability_name or approval.step.capability_name
+        return f"step {approval.step.key} ({capability}) of run #{approval.run_id}"
+    return f"the plan (revision {approval.revision.number}) of run #{approval.run_id}"

@@ -61,6 +61,7 @@ def test_a_rejection_stops_the_run_with_its_reason_shown(
     card = page.locator("article", has_text="create_ticket").first
     card.get_by_label("Comment (optional)").fill("Duplicate of an open ticket")
     card.get_by_role("button", name="Reject").click()
+    card.get_by_role("button", name="Yes, reject").click()  # a rejection stops the run: it asks once more
     expect(page.locator("body")).to_contain_text("Rejected by olga")
     page.goto(f"{live_server.url}/runs/{run.pk}/")
     expect(page.locator("body")).to_contain_text("rejected", timeout=30_000)

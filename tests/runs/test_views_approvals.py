@@ -125,8 +125,26 @@ class TestApprovalDecide:
         assert pending_step.state == "approved" and pending_step.decided_by.username == "otto"
         assert pending_step.step.approval_state == "approved"
 
-    def test_it_rejects_with_a_comment(self, client_for, operator, pending_step):
+    def test_it_asks_to_confirm_a_rejection_first(self, client_for, operator, pending_step):
         response = self.post(client_for(operator), pending_step, "reject", comment="wrong team")
+        body = response.content.decode()
+        assert response.status_code == 200 and "Yes, reject step s2 (create_ticket)" in body and 'name="confirm" value="yes"' in body
+        assert 'value="wrong team"' in body
+        pending_step.refresh_from_db()
+        assert pending_step.state == "pending"
+
+    def test_it_asks_to_confirm_a_rejection_without_javascript(self, client_for, operator, pending_step):
+        response = client_for(operator).post(self.url(pending_step), {
+            "decision": "reject", "expected_hash": pending_step.arguments_hash})
+        assert response.status_code == 200 and b"Confirm the rejection" in response.content
+        assert response.content.count(b'id="approval-badge"') == 1
+
+    def test_it_names_the_step_in_the_buttons(self, client_for, operator, pending_step):
+        body = client_for(operator).get("/runs/approvals/").content.decode()
+        assert f"Approve<span class=\"visually-hidden\"> step s2 (create_ticket) of run #{pending_step.run_id}" in body
+
+    def test_it_rejects_with_a_comment(self, client_for, operator, pending_step):
+        response = self.post(client_for(operator), pending_step, "reject", comment="wrong team", confirm="yes")
         assert b"Rejected</strong> by otto" in response.content and b"wrong team" in response.content
         pending_step.refresh_from_db()
         assert pending_step.state == "rejected" and pending_step.comment == "wrong team"
@@ -201,3 +219,39 @@ class TestApprovalBadge:
         response = client_for(viewer).get("/runs/approvals/badge/")
         assert response.status_code == 200
         assert b'id="approval-badge"' in response.content and b">1</span>" in response.content
+
+
+@pytest.mark.django_db
+class TestApprovalCards:
+    def test_a_card_shows_the_earlier_of_ttl_and_the_runs_deadline(self, client_for, operator, pending_step):
+        from django.utils import timezone
+
+        from runs.models import Run
+
+        deadline = timezone.now() + timezone.timedelta(minutes=3)
+        Run.objects.filter(pk=pending_step.run_id).update(deadline_at=deadline)
+        body = client_for(operator).get("/runs/approvals/").content.decode()
+        assert f'data-countdown="{timezone.localtime(deadline):%Y-%m-%dT%H:%M:%S}' in body
+        assert "(at the run&#x27;s deadline)" in body
+
+    def test_the_inbox_and_badge_refresh_themselves(self, client_for, operator, pending_step):
+        body = client_for(operator).get("/runs/approvals/").content.decode()
+        assert 'hx-trigger="every 4s, approvals-changed from:body" hx-swap="morph:outerHTML"' in body
+        assert 'hx-get="/runs/approvals/badge/" hx-trigger="every 5s' in body
+        assert "hx-on" not in body and "<script>" not in body
+
+    def test_approving_a_plan_says_which_steps_will_ask_again(
+            self, client_for, operator, make_run, make_revision, make_approval, make_capability):
+        make_capability("create_ticket", side_effect="write", requires_approval=True)
+        run = make_run(status="awaiting_approval")
+        rev = make_revision(run, steps=[{"id": "s1", "capability": "create_ticket", "arguments": {"title": "x"}}])
+        approval = make_approval(run, revision=rev, kind="plan", plan_hash="plan-h")
+        response = client_for(operator).post(f"/runs/approvals/{approval.pk}/decide/", {
+            "decision": "approve", "expected_hash": "plan-h"}, headers={"HX-Request": "true"})
+        body = response.content.decode()
+        assert "Approving the plan does not approve its steps" in body and "<code>s1</code> (create_ticket)" in body
+
+    def test_keep_it_waiting_returns_the_card(self, client_for, operator, pending_step):
+        response = client_for(operator).get(f"/runs/approvals/{pending_step.pk}/", headers={"HX-Request": "true"})
+        assert response.status_code == 200 and b"Approve<span" in response.content
+        assert client_for(operator).get(f"/runs/approvals/{pending_step.pk}/").status_code == 302

@@ -68,8 +68,11 @@ class TestRunDetail:
         assert "repeated" in row and "stop-trigger" in row
         assert ">repeated</span>" in row and ">stop trigger</span>" in row
         first = traced_run.attempts.get(number=1, step__revision__number=1)
+        # Only the repeat is flagged, and it links to the attempt it repeats, by its unique label.
+        assert f'href="?attempt={first.uid}#attempt-{first.uid}">r1·s1#1</a>' in row
+        assert ">r2·s1#1</a>" in row
         first_row = body[body.index(f'id="attempt-{first.uid}"'):]
-        assert 'class="attempt-row repeated"' in first_row[:200]  # same signature as the stalled call
+        assert 'class="attempt-row" data-status="retryable"' in first_row[:200]
         ok = traced_run.attempts.get(number=2)
         ok_row = body[body.index(f'id="attempt-{ok.uid}"'):]
         assert 'class="attempt-row"' in ok_row[:200]
@@ -225,6 +228,7 @@ class TestTraceJson:
         assert last["observation"]["error_code"] == "timeout"
         assert last["decision"]["decision"] == "stop_stalled"
         assert last["repeated_without_progress"] is True
+        assert [a["label"] for a in trace["attempts"]] == ["r1·s1#1", "r1·s1#2", "r2·s1#1"]
         assert trace["approvals"][0]["state"] == "expired"
 
     def test_it_streams_thousands_of_attempts(self, client_for, viewer, make_run, make_revision, make_step):

@@ -58,3 +58,30 @@ class TestRunStartPage:
         assert client_for(viewer).get("/runs/start/").status_code == 403
         assert client_for(viewer).post("/runs/start/", form_data()).status_code == 403
         assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+class TestStartWithTheSameSettings:
+    def test_it_fills_the_form_with_an_earlier_runs_settings(self, operator, client_for, registry, make_run):
+        run = make_run(goal="Find the VPN policy", planner="scripted", planner_config={"plans": [[]]},
+                       budgets={"max_tool_calls": 7, "deadline_s": 120}, status="stopped")
+        body = client_for(operator).get("/runs/start/", {"from_run": run.pk}).content.decode()
+        assert "Find the VPN policy</textarea>" in body and f'href="/runs/{run.pk}/">run #{run.pk}</a>' in body
+        assert 'name="budget_max_tool_calls" value="7"' in body and 'name="budget_deadline_s" value="120"' in body
+        assert '<option value="scripted" selected>' in body and "&quot;plans&quot;" in body
+        assert 'name="completion_equals" value="&quot;POL-7&quot;"' in body
+
+    def test_an_unknown_run_to_copy_is_a_404(self, operator, client_for, registry):
+        assert client_for(operator).get("/runs/start/", {"from_run": "999"}).status_code == 404
+        assert client_for(operator).get("/runs/start/", {"from_run": "x"}).status_code == 404
+
+    def test_it_reports_every_error_in_one_round_with_a_summary(self, operator, client_for, registry):
+        response = client_for(operator).post("/runs/start/", form_data(goal="", budget_deadline_s=0))
+        body = response.content.decode()
+        assert response.status_code == 400 and "data-error-summary" in body
+        assert "This field is required" in body and "the deadline must be more than 0 seconds" in body
+        assert '<a href="#id_goal">Goal</a>' in body
+
+    def test_budget_labels_read_as_words(self, operator, client_for, registry):
+        body = client_for(operator).get("/runs/start/").content.decode()
+        assert ">Max. plan steps<" in body and ">Deadline (s)<" in body and "(s)teps" not in body

@@ -1,7 +1,8 @@
 """Run the web server, a Celery worker and the beat scheduler together.
 
 This is what the README's first command ends in. Ctrl-C (SIGINT) or SIGTERM
-stops all three; if one dies, the others are stopped too.
+stops all three. A process that dies (a worker killed, say) is started again,
+after a back-off that grows while it keeps dying quickly; the others go on.
 """
 import os
 import signal
@@ -10,6 +11,32 @@ import sys
 import time
 
 from django.core.management.base import BaseCommand
+
+
+class Supervisor:
+    """Restarts a dead process: at once after a long life, else after 1, 2, 4... up to 30 s
+    while it keeps dying within a minute of its start."""
+
+    def __init__(self, procs: dict, commands: dict, say):
+        self.procs, self.commands, self.say = procs, commands, say
+        self.started = {name: time.monotonic() for name in procs}
+        self.backoff = {name: 0.0 for name in procs}
+        self.restart_at: dict[str, float] = {}
+
+    def check(self, now: float) -> None:
+        for name, proc in self.procs.items():
+            if name in self.restart_at:
+                if now >= self.restart_at[name]:
+                    del self.restart_at[name]
+                    self.procs[name] = subprocess.Popen(self.commands[name], start_new_session=True)
+                    self.started[name] = now
+                continue
+            if proc.poll() is None:
+                continue
+            quick = now - self.started[name] < 60
+            self.backoff[name] = min(30.0, max(1.0, self.backoff[name] * 2)) if quick else 0.0
+            self.say(f"{name} exited with {proc.returncode}; restarting it in {self.backoff[name]:.0f} s.")
+            self.restart_at[name] = now + self.backoff[name]
 
 
 class Command(BaseCommand):
@@ -46,24 +73,21 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
-        exit_code = 0
+        supervisor = Supervisor(procs, commands, self.stderr.write)
         while not stopping:
-            for name, proc in procs.items():
-                if proc.poll() is not None:
-                    self.stderr.write(f"{name} exited with {proc.returncode}; stopping the others.")
-                    exit_code = proc.returncode or 1
-                    stopping = True
+            supervisor.check(time.monotonic())
             time.sleep(0.2)
         self._stop_all(procs)
         self.stdout.write("AgentOps stopped.")
-        if exit_code:
-            sys.exit(exit_code)
 
     def _stop_all(self, procs):
         # SIGTERM lets the worker finish its current task (a warm shutdown).
         for proc in procs.values():
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
         deadline = time.monotonic() + 20
         for proc in procs.values():
             try:

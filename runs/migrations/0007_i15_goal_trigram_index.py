@@ -30,6 +30,6 @@ def drop(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("runs", "0005_i15_labels_saved_views")]
+    dependencies = [("runs", "0006_i15_labels_saved_views")]
 
     operations = [migrations.RunPython(create, drop)]

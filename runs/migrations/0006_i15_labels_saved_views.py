@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0004_i12_stall_kind_approval_expired_tool_error_lookup'),
+        ('runs', '0005_i10_lease_token_and_intents'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,465 @@
+#!/usr/bin/env python
+"""Chaos: runs with real side effects while workers, the broker and the database die.
+
+Starts its own PostgreSQL cluster and Redis (ports from CHAOS_PG_PORT, default
+5441, and CHAOS_REDIS_PORT, default 6391), several real Celery workers and one
+beat, registers the ledger capabilities of tests/chaos/chaos_ledger.py (their real
+effects go to an fsync'd ledger file), starts runs, and meanwhile SIGKILLs
+workers every few seconds and crash-restarts Redis and PostgreSQL. Then it waits
+for every run to finish and checks the ledger against the trace:
+
+- 0 lost or stranded runs, 0 internal_error,
+- 0 duplicate real effects (idempotent and status-lookup capabilities),
+- 0 executions missing from the trace (every exec's span is an attempt's span),
+- a call longer than the lease executed once,
+- an approval decided while the broker was down resumes its run,
+- 100 concurrent decisions of one approval: exactly one state change.
+
+    .venv/bin/python bench/chaos.py                    # full size: 300 runs, 120 s of chaos
+    .venv/bin/python bench/chaos.py --runs 40 --duration 40 --workers 3   # CI's reduced size
+    add --json for one JSON object (tests/chaos/test_chaos.py reads it); --keep keeps the cluster
+
+Exit status 1 if any check fails.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAOS_DIR = ROOT / "tests" / "chaos"
+PG_PORT = int(os.environ.get("CHAOS_PG_PORT", "5441"))
+REDIS_PORT = int(os.environ.get("CHAOS_REDIS_PORT", "6391"))
+CLUSTER = os.environ.get("CHAOS_PG_CLUSTER", "chaos")
+LEASE_S = 4
+
+
+def log(msg: str) -> None:
+    print(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# -- services of our own ------------------------------------------------------------------------
+
+def pg_version() -> str:
+    return sorted(os.listdir("/usr/lib/postgresql"), key=lambda v: [int(x) for x in v.split(".")])[-1]
+
+
+def pg_ctl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", pg_version(), CLUSTER, *args],
+                          capture_output=True, text=True, check=check)
+
+
+def pg_start() -> None:
+    version = pg_version()
+    listed = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True).stdout
+    if not any(line.split()[:2] == [version, CLUSTER] for line in listed.splitlines()):
+        subprocess.run(["pg_createcluster", version, CLUSTER, "--port", str(PG_PORT), "--",
+                        "--auth-local=trust", "--auth-host=trust"], check=True, capture_output=True)
+        conf = Path(f"/etc/postgresql/{version}/{CLUSTER}/postgresql.conf")
+        with conf.open("a") as fh:
+            fh.write("\nmax_connections = 300\nlisten_addresses = '127.0.0.1'\n")
+    if pg_ctl("status", check=False).returncode != 0:
+        pg_ctl("start")
+    wait_for(lambda: subprocess.run(["pg_isready", "-h", "127.0.0.1", "-p", str(PG_PORT), "-q"]).returncode == 0,
+             60, "PostgreSQL")
+
+
+def pg_crash_restart() -> None:
+    pg_ctl("restart", "-m", "immediate", check=False)
+
+
+def pg_drop() -> None:
+    subprocess.run(["pg_dropcluster", "--stop", pg_version(), CLUSTER], capture_output=True)
+
+
+class Redis:
+    def __init__(self, workdir: Path):
+        self.pidfile = workdir / f"redis-{REDIS_PORT}.pid"
+        self.workdir = workdir
+
+    def start(self) -> None:
+        subprocess.run(["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--daemonize", "yes",
+                        "--save", "", "--appendonly", "no", "--pidfile", str(self.pidfile),
+                        "--dir", str(self.workdir)], check=True, capture_output=True)
+        wait_for(self.answers, 20, "Redis")
+
+    def answers(self) -> bool:
+        return subprocess.run(["redis-cli", "-p", str(REDIS_PORT), "ping"], capture_output=True,
+                              text=True).stdout.strip() == "PONG"
+
+    def kill(self) -> None:
+        try:
+            os.kill(int(self.pidfile.read_text().strip()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+        wait_for(lambda: not self.answers(), 10, "Redis to die")
+        self.pidfile.unlink(missing_ok=True)
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except Exception:  # noqa: BLE001 - the service is still coming up
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+# -- the product's processes ------------------------------------------------------------------
+
+class Processes:
+    """Workers and beat, restarted when they die; deaths we did not cause are counted."""
+
+    def __init__(self, env: dict, workdir: Path, workers: int):
+        self.env, self.workdir = env, workdir
+        self.generation = Counter()
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.killed: set[int] = set()
+        self.unexpected_deaths: list[str] = []
+        for i in range(workers):
+            self.start(f"worker{i}")
+        self.start("beat")
+
+    def command(self, name: str) -> list[str]:
+        celery = [sys.executable, "-m", "celery", "-A", "agentops"]
+        if name == "beat":
+            return celery + ["beat", "-l", "WARNING", "-s", str(self.workdir / "beat-schedule")]
+        return celery + ["worker", "--pool", "threads", "-c", "4", "-l", "WARNING", "--without-mingle",
+                         "--without-gossip", "--hostname", f"chaos-{name}-{self.generation[name]}@%h"]
+
+    def start(self, name: str) -> None:
+        self.generation[name] += 1
+        out = open(self.workdir / f"{name}.log", "a")
+        self.procs[name] = subprocess.Popen(self.command(name), cwd=ROOT, env=self.env, stdout=out,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill_random_worker(self, spare: str = "") -> str:
+        """SIGKILL a worker, but not the one named in `spare` (a lease owner we want alive)."""
+        names = [n for n in self.procs if n.startswith("worker")
+                 and not (spare and spare.startswith(f"chaos-{n}-{self.generation[n]}@"))]
+        name = random.choice(names)
+        proc = self.procs[name]
+        self.killed.add(proc.pid)
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        return name
+
+    def supervise(self) -> None:
+        for name, proc in list(self.procs.items()):
+            if proc.poll() is not None:
+                if proc.pid not in self.killed:
+                    self.unexpected_deaths.append(f"{name} (exit {proc.returncode})")
+                    log(f"{name} died by itself (exit {proc.returncode}); restarting")
+                self.start(name)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# -- the experiment ---------------------------------------------------------------------------
+
+def plan_for(i: int) -> tuple[list, dict]:
+    if i % 2 == 0:
+        steps = [{"id": "a", "capability": "ledger_idempotent", "arguments": {"item": f"{i}-a"}},
+                 {"id": "b", "capability": "ledger_lookup", "arguments": {"item": f"{i}-b"}},
+                 {"id": "c", "capability": "ledger_idempotent", "arguments": {"item": f"{i}-c"}}]
+        return steps, {"capability": "ledger_idempotent", "path": "item", "equals": f"{i}-c"}
+    steps = [{"id": "a", "capability": "ledger_lookup", "arguments": {"item": f"{i}-a"}},
+             {"id": "b", "capability": "ledger_lookup", "arguments": {"item": f"{i}-b"}}]
+    return steps, {"capability": "ledger_lookup", "path": "item", "equals": f"{i}-b"}
+
+
+BUDGETS = {"deadline_s": 1800, "max_iterations": 60, "max_tool_calls": 60, "max_retries": 30}
+
+
+def retrying(fn, *args, attempts: int = 60, **kwargs):
+    """The harness itself rides out the outages it causes."""
+    from django.db import InterfaceError, OperationalError, close_old_connections
+
+    for n in range(attempts):
+        try:
+            return fn(*args, **kwargs)
+        except (OperationalError, InterfaceError):
+            close_old_connections()
+            from django.db import connection
+
+            connection.close()
+            time.sleep(0.5)
+    return fn(*args, **kwargs)
+
+
+def start_run(user, steps, completion):
+    from runs import services
+
+    return services.run_start(owner=user, goal="chaos", planner="scripted", planner_config={"plans": [steps]},
+                              completion=completion, budgets=BUDGETS)
+
+
+def concurrent_approvals(user, approval_id: int, n: int = 100) -> dict:
+    """n threads decide the same approval at once: exactly one may win."""
+    from django.db import connection
+
+    from agentops.services import ServiceError
+    from runs import services
+
+    barrier = threading.Barrier(n)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def decide():
+        try:
+            barrier.wait()
+            services.approval_decide(approval_id=approval_id, user=user, approve=True)
+            result = "won"
+        except ServiceError:
+            result = "refused"
+        except Exception as exc:  # noqa: BLE001 - reported as a figure
+            result = f"error:{type(exc).__name__}"
+        finally:
+            connection.close()
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=decide) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return dict(Counter(outcomes))
+
+
+def experiment(args) -> dict:
+    workdir = Path(tempfile.mkdtemp(prefix="agentops-chaos-"))
+    ledger = workdir / "ledger.jsonl"
+    redis = Redis(workdir)
+    log(f"workdir {workdir}; PostgreSQL :{PG_PORT}, Redis :{REDIS_PORT}")
+    pg_start()
+    redis.start()
+    subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres", "-qc",
+                    "DROP DATABASE IF EXISTS chaos"], check=True, capture_output=True)
+    subprocess.run(["createdb", "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres", "chaos"], check=True)
+    env = {**os.environ, "DATABASE_URL": f"postgres://postgres@127.0.0.1:{PG_PORT}/chaos",
+           "CELERY_BROKER_URL": f"redis://127.0.0.1:{REDIS_PORT}/0", "AGENTOPS_RUN_LEASE_SECONDS": str(LEASE_S),
+           "AGENTOPS_VAR_DIR": str(workdir / "var"), "CHAOS_LEDGER": str(ledger),
+           "AGENTOPS_CAPABILITY_MODULES": "capabilities.demo.functions,chaos_ledger",
+           "PYTHONPATH": os.pathsep.join([str(CHAOS_DIR), str(ROOT)]), "PYTHONUNBUFFERED": "1"}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    os.environ.update(env)
+    sys.path[:0] = [str(CHAOS_DIR), str(ROOT)]
+    os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+
+    from capabilities.services import python_capabilities_sync
+    from runs.models import Approval, Run
+
+    python_capabilities_sync(modules=("chaos_ledger",))
+    user, _ = User.objects.get_or_create(username="chaos", defaults={"is_superuser": True, "is_staff": True})
+    procs = Processes(env, workdir, args.workers)
+    figures: dict = {"runs": args.runs, "workers": args.workers, "lease_s": LEASE_S}
+    began = time.monotonic()
+    run_ids: list[int] = []
+    try:
+        slow = start_run(user, [{"capability": "ledger_slow", "arguments": {"item": "slow", "seconds": LEASE_S * 2.5}}],
+                         {"capability": "ledger_slow", "path": "item", "equals": "slow"})
+        approved = start_run(user, [{"capability": "ledger_approved", "arguments": {"item": "approved-in-outage"}}],
+                             {"capability": "ledger_approved", "path": "item", "equals": "approved-in-outage"})
+        contested = start_run(user, [{"capability": "ledger_approved", "arguments": {"item": "contested"}}],
+                              {"capability": "ledger_approved", "path": "item", "equals": "contested"})
+        run_ids += [slow.pk, approved.pk, contested.pk]
+        started, next_run = time.monotonic(), 0
+        kills = redis_restarts = pg_restarts = 0
+        redis_at = [args.duration * f for f in ((0.25, 0.55, 0.85) if args.full else (0.3, 0.75))]
+        pg_at = [args.duration * f for f in ((0.4, 0.7, 0.95) if args.full else (0.5, 0.9))]
+        next_kill = 2.0
+        decided_in_outage = False
+        while time.monotonic() - started < args.duration or next_run < args.runs:
+            elapsed = time.monotonic() - started
+            # Runs arrive over the first 80 % of the chaos window.
+            due = min(args.runs, int(args.runs * min(1.0, elapsed / (args.duration * 0.8))) + 1)
+            while next_run < due:
+                steps, completion = plan_for(next_run)
+                try:
+                    run_ids.append(retrying(start_run, user, steps, completion).pk)
+                    next_run += 1
+                except Exception as exc:  # noqa: BLE001
+                    log(f"could not start a run: {exc}")
+                    break
+            if elapsed >= next_kill:
+                # The worker inside the long call is spared: that call must run exactly once.
+                spare = retrying(lambda: Run.objects.filter(pk=slow.pk).values_list("lease_owner", flat=True).get())
+                log(f"SIGKILL {procs.kill_random_worker(spare)}")
+                kills += 1
+                next_kill = elapsed + random.uniform(2, 6)
+            if redis_at and elapsed >= redis_at[0]:
+                redis_at.pop(0)
+                log("Redis: crash")
+                redis.kill()
+                if not decided_in_outage:
+                    approval = retrying(lambda: Approval.objects.filter(run_id=approved.pk, state="pending").first())
+                    if approval is not None:
+                        from runs import services
+
+                        retrying(services.approval_decide, approval_id=approval.pk, user=user, approve=True)
+                        decided_in_outage = True
+                        log("approval decided while the broker is down")
+                time.sleep(2)
+                redis.start()
+                redis_restarts += 1
+                log("Redis: back")
+            if pg_at and elapsed >= pg_at[0]:
+                pg_at.pop(0)
+                log("PostgreSQL: crash restart")
+                pg_crash_restart()
+                pg_restarts += 1
+            procs.supervise()
+            time.sleep(0.2)
+        log("chaos over; 100 concurrent approvals, then waiting for every run to finish")
+        contested_approval = retrying(lambda: Approval.objects.filter(run_id=contested.pk, state="pending").first())
+        deadline = time.monotonic() + 60
+        while contested_approval is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            procs.supervise()
+            contested_approval = retrying(lambda: Approval.objects.filter(run_id=contested.pk,
+                                                                          state="pending").first())
+        figures["concurrent_approvals"] = (concurrent_approvals(user, contested_approval.pk)
+                                           if contested_approval else {"no approval request": 1})
+        if not decided_in_outage:
+            figures["approval_in_outage"] = "never requested in time"
+        deadline = time.monotonic() + args.settle
+        while time.monotonic() < deadline:
+            procs.supervise()
+            if not retrying(lambda: Run.objects.filter(pk__in=run_ids).exclude(
+                    status__in=["completed", "stopped", "cancelled"]).exists()):
+                break
+            time.sleep(1)
+        figures.update(elapsed_s=round(time.monotonic() - began), worker_kills=kills, redis_restarts=redis_restarts,
+                       pg_restarts=pg_restarts,
+                       unexpected_process_deaths=procs.unexpected_deaths, approval_decided_in_outage=decided_in_outage)
+    finally:
+        procs.stop()
+    figures.update(check(run_ids, ledger, slow.pk, approved.pk, contested.pk))
+    figures["workdir"] = str(workdir)
+    if not args.keep:
+        redis.kill()
+        pg_drop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return figures
+
+
+def check(run_ids, ledger: Path, slow_id: int, approved_id: int, contested_id: int) -> dict:
+    from chaos_ledger import read_ledger
+    from django.db.models import Count
+
+    from agentops.models import AuditEvent
+    from runs.models import Attempt, Run
+
+    runs = Run.objects.filter(pk__in=run_ids)
+    statuses = Counter(runs.values_list("status", flat=True))
+    reasons = Counter(r for r in runs.values_list("stop_reason", flat=True) if r)
+    records = read_ledger(str(ledger))
+    execs = [r for r in records if r["kind"] == "exec"]
+    effects = Counter((r["capability"], r["key"]) for r in records if r["kind"] == "effect")
+    duplicates = {f"{c} {k}": n for (c, k), n in effects.items() if n > 1}
+    spans = set(Attempt.objects.filter(run__in=run_ids).values_list("span_id", flat=True))
+    missing = [e for e in execs if e["span"] not in spans]
+    slow_key = Attempt.objects.filter(run_id=slow_id).exclude(idempotency_key="").values_list(
+        "idempotency_key", flat=True).first()
+    slow_execs = sum(1 for e in execs if e["capability"] == "ledger_slow")
+    in_flight_left = Attempt.objects.filter(run__in=run_ids, in_flight=True).count()
+    unknown = Attempt.objects.filter(run__in=run_ids, kind="resolve").count()
+    attempts_per_key = Attempt.objects.filter(run__in=run_ids).exclude(idempotency_key="").values(
+        "idempotency_key").annotate(n=Count("id")).filter(n__gt=1).count()
+    contested_changes = AuditEvent.objects.filter(action="step.approved", details__run=contested_id).count()
+    return {
+        "statuses": dict(statuses), "stop_reasons": dict(reasons),
+        "not_finished": statuses.get("queued", 0) + statuses.get("running", 0) + statuses.get("awaiting_approval", 0),
+        "internal_error": reasons.get("internal_error", 0),
+        "executions": len(execs), "effects": sum(effects.values()), "duplicate_effects": duplicates,
+        "executions_missing_from_trace": len(missing), "missing_examples": missing[:3],
+        "slow_call_executions": slow_execs, "slow_call_key": slow_key,
+        "slow_run": Run.objects.filter(pk=slow_id).values_list("status", flat=True).first(),
+        "approved_in_outage_run": Run.objects.filter(pk=approved_id).values_list("status", flat=True).first(),
+        "contested_run": Run.objects.filter(pk=contested_id).values_list("status", flat=True).first(),
+        "contested_audit_rows": contested_changes,
+        "intents_left_in_flight": in_flight_left, "resolve_attempts": unknown,
+        "keys_with_several_attempts": attempts_per_key,
+    }
+
+
+def verdict(f: dict) -> list[str]:
+    failures = []
+    if f["not_finished"]:
+        failures.append(f"{f['not_finished']} runs lost or stranded")
+    if f["internal_error"]:
+        failures.append(f"{f['internal_error']} internal_error runs")
+    if f["duplicate_effects"]:
+        failures.append(f"duplicate effects: {f['duplicate_effects']}")
+    if f["executions_missing_from_trace"]:
+        failures.append(f"{f['executions_missing_from_trace']} executions missing from the trace")
+    if f["slow_call_executions"] != 1 or f["slow_run"] != "completed":
+        failures.append(f"the call longer than the lease ran {f['slow_call_executions']} times ({f['slow_run']})")
+    if not f.get("approval_decided_in_outage") or f["approved_in_outage_run"] != "completed":
+        failures.append(f"the approval decided in a broker outage: run {f['approved_in_outage_run']}")
+    wins = f["concurrent_approvals"].get("won", 0)
+    if wins != 1 or f["contested_audit_rows"] != 1 or f["contested_run"] != "completed":
+        failures.append(f"concurrent approvals: {f['concurrent_approvals']}, run {f['contested_run']}")
+    if f["unexpected_process_deaths"]:
+        failures.append(f"processes died by themselves: {f['unexpected_process_deaths']}")
+    completed = f["statuses"].get("completed", 0)
+    if completed != f["runs"] + 3:
+        failures.append(f"only {completed} of {f['runs'] + 3} runs completed: {f['stop_reasons']}")
+    return failures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--duration", type=float, default=120.0, help="seconds of chaos")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=300.0, help="seconds to wait for runs to finish after")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the cluster, Redis and the workdir")
+    args = parser.parse_args()
+    args.full = args.runs >= 200
+    figures = experiment(args)
+    failures = verdict(figures)
+    figures["failures"] = failures
+    if args.json:
+        print(json.dumps(figures, default=str))
+    else:
+        for key, value in figures.items():
+            print(f"{key:32} {value}")
+        print("PASSED" if not failures else "FAILED:\n  " + "\n  ".join(failures))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

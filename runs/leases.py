@@ -1,0 +1,151 @@
+"""Run leases: which worker may advance a run, fenced by a token raised on every claim.
+
+A worker claims a run with one conditional UPDATE, renews the lease from a
+heartbeat thread while it works, and releases it when its slice ends. Every write
+a worker makes for a run names (owner, token), so a worker that lost the lease
+(it stalled past the lease, and another claimed the run) cannot write anything.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, connections
+from django.db.models import F, Q, Value
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from capabilities.models import Capability
+from runs.choices import FINISHED_STATUSES
+from runs.models import Run
+
+log = logging.getLogger(__name__)
+
+# Database errors abandon a pass instead of stopping the run: the database is down
+# or restarting, nothing was decided, and the next worker resumes from the checkpoint.
+INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A worker's hold on a run: only the holder of the current token may write its passes."""
+
+    run_id: int
+    worker: str
+    token: int
+
+
+def fenced_update(run_id: int, lease: Lease | None, values: dict[str, Any], *, increments: dict[str, int] | None = None,
+                  returning: tuple[str, ...] = ()) -> Any:
+    """UPDATE the run row only while `lease` is still the current one.
+
+    Without `returning`: the row count (values may be expressions). With it: one
+    UPDATE ... RETURNING (PostgreSQL, SQLite 3.35+) of those columns plus the
+    registry's version, or None when the lease was lost. One statement either way.
+    """
+    where = {"pk": run_id}
+    if lease is not None:
+        where.update(lease_owner=lease.worker, lease_token=lease.token)
+    increments = increments or {}
+    if not returning:
+        return Run.objects.filter(**where).update(**values, **{k: F(k) + n for k, n in increments.items()})
+    qn, meta = connection.ops.quote_name, Run._meta
+    sets, params = [], []
+    for name, value in values.items():
+        field = meta.get_field(name)
+        sets.append(f"{qn(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    for name, n in increments.items():
+        column = qn(meta.get_field(name).column)
+        sets.append(f"{column} = {column} + %s")
+        params.append(n)
+    conditions = [f"{qn(meta.pk.column)} = %s"]
+    params.append(run_id)
+    if lease is not None:
+        conditions += [f"{qn('lease_owner')} = %s", f"{qn('lease_token')} = %s"]
+        params += [lease.worker, lease.token]
+    cols = ", ".join(qn(meta.get_field(c).column) for c in returning)
+    version = f"(SELECT MAX({qn('updated_at')}) FROM {qn(Capability._meta.db_table)})"
+    sql = f"UPDATE {qn(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
+    with connection.cursor() as cursor:
+        if _can_return_from_update():
+            cursor.execute(f"{sql} RETURNING {cols}, {version}", params)
+            return cursor.fetchone()
+        cursor.execute(sql, params)
+        if not cursor.rowcount:
+            return None
+        cursor.execute(f"SELECT {cols}, {version} FROM {qn(meta.db_table)} WHERE {qn(meta.pk.column)} = %s",
+                       [run_id])
+        return cursor.fetchone()
+
+
+def _can_return_from_update() -> bool:
+    if connection.vendor == "postgresql":
+        return True
+    if connection.vendor == "sqlite":
+        import sqlite3
+
+        return sqlite3.sqlite_version_info >= (3, 35)
+    return False
+
+
+def claim(run_id: int, worker: str) -> Lease | None:
+    """Take the run's lease with one conditional UPDATE, raising its fencing token.
+
+    None if someone else holds a live lease (or the run has finished). Re-claiming
+    one's own live lease is refused too: a redelivered copy of a task must not
+    take over from the original while it may still be inside a call.
+    """
+    now = timezone.now()
+    updated = Run.objects.filter(pk=run_id).exclude(status__in=FINISHED_STATUSES).filter(
+        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    ).update(lease_owner=worker, lease_token=F("lease_token") + 1,
+             lease_expires_at=now + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS))
+    if not updated:
+        return None
+    # The UPDATE above serialises claims; reading the token back is safe as no other claim can succeed.
+    token = Run.objects.filter(pk=run_id, lease_owner=worker).values_list("lease_token", flat=True).first()
+    return Lease(run_id, worker, token) if token is not None else None
+
+
+def release(lease: Lease) -> None:
+    Run.objects.filter(pk=lease.run_id, lease_owner=lease.worker, lease_token=lease.token).update(
+        lease_owner="", lease_expires_at=None)
+
+
+def renew(lease: Lease) -> bool:
+    """Extend a live lease (never shortening one sized to a long call); False when it is lost."""
+    until = timezone.now() + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)
+    return bool(Run.objects.filter(pk=lease.run_id, lease_owner=lease.worker, lease_token=lease.token).update(
+        lease_expires_at=Greatest(F("lease_expires_at"), Value(until))))
+
+
+class LeaseKeeper(threading.Thread):
+    """Renews the lease every third of its length while the worker is busy (inside a call, say)."""
+
+    def __init__(self, lease: Lease):
+        super().__init__(name=f"lease-{lease.run_id}", daemon=True)
+        self.lease = lease
+        self.lost = False
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        interval = max(1.0, settings.AGENTOPS_RUN_LEASE_SECONDS / 3)
+        try:
+            while not self._done.wait(interval):
+                try:
+                    if not renew(self.lease):
+                        self.lost = True
+                        return
+                except INFRASTRUCTURE_ERRORS:
+                    log.warning("could not renew the lease of run %s; retrying", self.lease.run_id)
+                    close_old_connections()
+        finally:
+            connections.close_all()  # this thread's connection only
+
+    def stop(self) -> None:
+        self._done.set()

@@ -1,0 +1,122 @@
+/* AgentOps page behaviour. Served from our own static files: no inline scripts or
+ * inline event handlers anywhere (the Content-Security-Policy forbids them).
+ * Every page works without this file; it only adds live updates that keep the
+ * reader's place, copy buttons, countdowns, confirmations and focus handling. */
+(function () {
+  "use strict";
+  document.documentElement.classList.add("js");
+
+  // --- Live pages morph in place (idiomorph): keep what the reader opened, typed or loaded.
+  if (window.Idiomorph) {
+    var cb = window.Idiomorph.defaults.callbacks;
+    cb.beforeAttributeUpdated = function (name, node) {
+      // An open <details> stays open; a copy button the script revealed stays revealed.
+      if (name === "open" && node.tagName === "DETAILS") return false;
+      if (name === "hidden" && node.hasAttribute("data-copy")) return false;
+    };
+    cb.beforeNodeMorphed = function (oldNode) {
+      if (oldNode.nodeType !== 1) return;
+      if (oldNode.hasAttribute("data-keep")) return false;  // loaded details, a decided card
+      var tag = oldNode.tagName;
+      if (tag === "TEXTAREA" || tag === "SELECT" || (tag === "INPUT" && oldNode.type !== "hidden")) return false;
+    };
+    cb.beforeNodeRemoved = function (node) {
+      if (node.nodeType === 1 && node.hasAttribute("data-keep") && node.classList.contains("approval")) return false;
+    };
+  }
+
+  function each(root, selector, fn) {
+    Array.prototype.forEach.call((root || document).querySelectorAll(selector), fn);
+  }
+
+  // --- Copy buttons (hidden until this script can make them work).
+  function revealCopyButtons(root) {
+    each(root, "button[data-copy]", function (b) { b.hidden = false; });
+  }
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("button[data-copy]");
+    if (!button) return;
+    var text = button.getAttribute("data-copy");
+    var done = function () {
+      button.classList.add("copied");
+      button.setAttribute("data-copied", "true");
+      var status = document.getElementById("copy-status");
+      if (status) status.textContent = "Copied " + text;
+    };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(text).then(done, function () {});
+    } else {
+      var area = document.createElement("textarea");
+      area.value = text; document.body.appendChild(area); area.select();
+      try { document.execCommand("copy"); done(); } catch (e) { /* nothing to do */ }
+      area.remove();
+    }
+  });
+
+  // --- Confirmations for destructive plain forms (e.g. cancel a run).
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var message = form.getAttribute && form.getAttribute("data-confirm");
+    if (message && !window.confirm(message)) event.preventDefault();
+  }, true);
+
+  // --- Countdowns to an approval's effective expiry.
+  function words(seconds) {
+    if (seconds <= 0) return "expired";
+    var h = Math.floor(seconds / 3600), m = Math.floor((seconds % 3600) / 60), s = Math.floor(seconds % 60);
+    if (h) return "in " + h + " h " + m + " min";
+    if (m) return "in " + m + " min " + (s < 10 ? "0" : "") + s + " s";
+    return "in " + s + " s";
+  }
+  function tick() {
+    var now = Date.now();
+    each(document, "[data-countdown]", function (el) {
+      var at = Date.parse(el.getAttribute("data-countdown"));
+      if (!isNaN(at)) el.textContent = words((at - now) / 1000);
+    });
+  }
+  setInterval(tick, 1000);
+
+  // --- htmx: show 4xx fragments where the page asks for them (e.g. "already decided" on a card).
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var status = event.detail.xhr.status;
+    var target = event.detail.target;
+    if ([400, 403, 404, 409].indexOf(status) >= 0 && target && target.closest && target.closest("[data-swap-errors]")) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
+
+  // --- After a decision, move focus to the next card waiting (or to the confirm step).
+  function focusAfterDecision(card) {
+    var confirm = card.querySelector("[data-autofocus]");
+    if (confirm) { confirm.focus(); return; }
+    if (card.getAttribute("data-decided") !== "true") return;
+    var next = card.nextElementSibling;
+    while (next && !(next.matches("article.approval") && next.getAttribute("data-decided") !== "true")) {
+      next = next.nextElementSibling;
+    }
+    if (!next) {
+      var cards = document.querySelectorAll("article.approval:not([data-decided=true])");
+      next = cards.length ? cards[0] : null;
+    }
+    var heading = next ? next.querySelector("h2") : document.querySelector("h1");
+    if (heading) { heading.setAttribute("tabindex", "-1"); heading.focus(); }
+  }
+
+  function onLoad(root) {
+    revealCopyButtons(root);
+    tick();
+    if (root && root.matches && root.matches("article.approval[data-just-decided]")) focusAfterDecision(root);
+  }
+  document.addEventListener("htmx:load", function (event) { onLoad(event.detail.elt); });
+  document.addEventListener("DOMContentLoaded", function () {
+    onLoad(document);
+    // A form with errors: say how many, and put the cursor on the first.
+    var summary = document.querySelector("[data-error-summary]");
+    if (summary) {
+      var first = document.querySelector(".has-error input, .has-error select, .has-error textarea");
+      if (first) first.focus();
+    }
+  });
+})();

@@ -1,0 +1,79 @@
+"""A database outage answers 503 with JSON naming what is down, through the real WSGI server.
+
+gunicorn (the production layout: gthread workers) is started against a PostgreSQL
+address where nothing listens, so every query fails the way it does while the
+database restarts.
+"""
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def web_without_database(tmp_path_factory):
+    port, dead_db = free_port(), free_port()
+    env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": f"postgres://postgres@127.0.0.1:{dead_db}/nowhere",
+           "AGENTOPS_VAR_DIR": str(tmp_path_factory.mktemp("var")), "DEBUG": "false",
+           "SECRET_KEY": "x" * 50, "ALLOWED_HOSTS": "127.0.0.1", "SECURE_SSL_REDIRECT": "false",
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "agentops.wsgi", "-k", "gthread", "--threads", "4",
+                             "-b", f"127.0.0.1:{port}", "--log-level", "warning"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def fetch(url, data=None, headers=None):
+    request = urllib.request.Request(url, data=data, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read()
+
+
+def test_healthz_says_the_database_is_down(web_without_database):
+    status, headers, body = fetch(f"{web_without_database}/healthz")
+    assert status == 503 and headers["Content-Type"] == "application/json"
+    data = json.loads(body)
+    assert data["database"] == "unavailable" and "database" in data["down"]
+
+
+def test_the_api_answers_a_json_503_not_an_html_500(web_without_database):
+    status, headers, body = fetch(f"{web_without_database}/api/runs/start/", data=b'{"goal": "x"}',
+                                  headers={"Content-Type": "application/json", "Authorization": "Token abc"})
+    assert status == 503 and headers["Content-Type"] == "application/json"
+    assert headers["Retry-After"]
+    assert json.loads(body)["error"]["code"] == "service_unavailable"
+
+
+def test_pages_answer_503(web_without_database):
+    # A session cookie makes the page look its user up in the database.
+    status, _, body = fetch(f"{web_without_database}/runs/", headers={"Cookie": "sessionid=" + "a" * 32})
+    assert status == 503 and b"unavailable" in body

@@ -1,0 +1,191 @@
+"""Fenced leases, write-ahead intents and nothing stranded, through the real adapter (no worker)."""
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from capabilities.models import CapabilityVersion, Ticket
+from runs import engine, services
+from runs.models import Approval, Attempt, Run
+from runs.persistence import PassWriter
+from runs.runtime.intents import LeaseLost
+from runs.runtime.state import RunState
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def demo_capabilities(db, manual_advance):
+    from capabilities.services import python_capabilities_sync
+
+    python_capabilities_sync()
+    CapabilityVersion.objects.filter(capability__name="get_ticket_status").update(polling_interval_s=0.01)
+
+
+def start(owner, steps, completion):
+    return services.run_start(owner=owner, goal="durability", completion=completion, budgets={"deadline_s": 120},
+                              planner="scripted", planner_config={"plans": [steps]})
+
+
+def ticket_run(owner):
+    return start(owner, [{"capability": "create_ticket", "arguments": {"title": "Printer on fire"}}],
+                 {"capability": "create_ticket", "path": "ticket_id", "exists": True})
+
+
+def expire_lease(run_id):
+    Run.objects.filter(pk=run_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+
+class Slice:
+    """One worker's slice, driven pass by pass the way engine.run_advance drives it."""
+
+    def __init__(self, run_id, worker):
+        self.lease = engine.claim(run_id, worker)
+        assert self.lease is not None
+        run = Run.objects.get(pk=run_id)
+        self.writer = PassWriter(run, self.lease)
+        self.writer.load_interrupted()
+        self.controller = engine.build_controller(run, self.writer)
+        self.state = RunState.from_dict(run.state)
+        self.writer.previous = self.state
+
+    def advance(self):
+        return self.controller.advance(self.state)
+
+    def write(self, transition):
+        with transaction.atomic():
+            self.writer.write(transition)
+        self.state = transition.state
+
+
+class TestFencedLeases:
+    def test_every_claim_raises_the_token(self, operator, demo_capabilities):
+        run = ticket_run(operator)
+        first = engine.claim(run.pk, "a")
+        expire_lease(run.pk)
+        second = engine.claim(run.pk, "b")
+        assert second.token == first.token + 1
+
+    def test_the_heartbeat_renews_only_a_lease_still_held(self, operator, demo_capabilities):
+        run = ticket_run(operator)
+        lease = engine.claim(run.pk, "a")
+        Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() + timedelta(seconds=1))
+        assert engine.renew(lease)
+        assert Run.objects.get(pk=run.pk).lease_expires_at > timezone.now() + timedelta(seconds=5)
+        expire_lease(run.pk)
+        assert engine.claim(run.pk, "b")
+        assert not engine.renew(lease)
+
+    def test_a_redelivered_copy_cannot_reclaim_its_own_live_lease(self, operator, demo_capabilities):
+        run = ticket_run(operator)
+        assert engine.claim(run.pk, "host:task-1")
+        assert engine.claim(run.pk, "host:task-1") is None
+
+    def test_a_worker_that_lost_its_lease_writes_nothing(self, operator, demo_capabilities):
+        run = start(operator, [{"capability": "search_documents", "arguments": {"q": "travel"}}],
+                    {"capability": "search_documents", "path": "documents.0.id", "exists": True})
+        stale = Slice(run.pk, "stale")
+        transition = stale.advance()                      # the plan pass, computed but not yet written
+        expire_lease(run.pk)
+        assert engine.claim(run.pk, "new-owner")          # someone else takes over meanwhile
+        with pytest.raises(LeaseLost):
+            stale.write(transition)
+        run.refresh_from_db()
+        assert run.revisions == 0 and not run.plan_revisions.exists() and run.lease_owner == "new-owner"
+
+    def test_a_cancel_made_during_a_call_survives_the_pass(self, operator, demo_capabilities):
+        ticket = Ticket.objects.create(idempotency_key="k-open", title="never resolved")
+        run = start(operator, [{"capability": "get_ticket_status", "arguments": {"ticket_id": ticket.pk}}],
+                    {"capability": "get_ticket_status", "path": "status", "equals": "resolved"})
+        worker = Slice(run.pk, "w")
+        worker.write(worker.advance())                    # plan
+        transition = worker.advance()                     # the call has been made...
+        services.run_cancel(run_id=run.pk, user=operator)  # ...and the operator cancels before it is recorded
+        worker.write(transition)
+        assert Run.objects.get(pk=run.pk).cancel_requested_at is not None
+        assert worker.writer.cancel_requested           # read back by the pass's own UPDATE ... RETURNING
+        engine.release(worker.lease)
+        engine.run_advance(run_id=run.pk, worker="w2")
+        run.refresh_from_db()
+        assert run.status == "cancelled" and run.stop_reason == "cancelled"
+
+
+class TestWriteAheadIntents:
+    def approved_ticket_run(self, operator, second_operator):
+        run = ticket_run(operator)
+        engine.run_advance(run_id=run.pk, worker="w")
+        approval = Approval.objects.get(run=run, state="pending")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+        return run
+
+    def test_the_intent_is_committed_before_the_call_and_completed_after(self, operator, second_operator,
+                                                                        demo_capabilities):
+        run = self.approved_ticket_run(operator, second_operator)
+        engine.run_advance(run_id=run.pk, worker="w")
+        attempt = Attempt.objects.get(run=run)
+        assert not attempt.in_flight and attempt.status == "ok" and attempt.side_effect_status == "committed"
+        assert attempt.worker == "w" and attempt.lease_token == Run.objects.get(pk=run.pk).lease_token
+        assert attempt.signature and attempt.idempotency_key
+
+    def test_a_worker_lost_mid_call_is_resumed_by_re_sending_with_the_same_key(self, operator, second_operator,
+                                                                            demo_capabilities):
+        run = self.approved_ticket_run(operator, second_operator)
+        lost = Slice(run.pk, "lost")
+        lost.advance()  # takes the approval and calls create_ticket; the worker dies before recording it
+        row = Attempt.objects.get(run=run)
+        assert row.in_flight and row.side_effect_status == "unknown" and row.worker == "lost"
+        assert Ticket.objects.count() == 1
+        expire_lease(run.pk)
+        engine.run_advance(run_id=run.pk, worker="next")
+        run.refresh_from_db()
+        assert run.status == "completed"
+        assert Ticket.objects.count() == 1                # deduplicated by the key: one real ticket
+        attempts = list(Attempt.objects.filter(run=run).order_by("number"))
+        assert [a.kind for a in attempts] == ["call", "resolve"]
+        assert attempts[0].uid == row.uid and not attempts[0].in_flight
+        assert attempts[0].side_effect_status == "unknown"
+        assert {a.idempotency_key for a in attempts} == {row.idempotency_key}
+
+    def test_a_run_that_ends_with_an_intent_unresolved_keeps_it_as_unknown(self, operator, second_operator,
+                                                                         demo_capabilities):
+        run = self.approved_ticket_run(operator, second_operator)
+        Slice(run.pk, "lost").advance()
+        services.run_cancel(run_id=run.pk, user=operator)
+        expire_lease(run.pk)
+        engine.run_advance(run_id=run.pk, worker="next")
+        attempt = Attempt.objects.get(run=run)
+        assert Run.objects.get(pk=run.pk).status == "cancelled"
+        assert not attempt.in_flight and attempt.side_effect_status == "unknown"
+
+
+class TestNothingStranded:
+    def test_deciding_an_approval_moves_the_run_out_of_awaiting_approval(self, operator, second_operator,
+                                                                         demo_capabilities):
+        run = ticket_run(operator)
+        engine.run_advance(run_id=run.pk, worker="w")
+        assert Run.objects.get(pk=run.pk).status == "awaiting_approval"
+        approval = Approval.objects.get(run=run, state="pending")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+        assert Run.objects.get(pk=run.pk).status == "queued"
+
+    def test_the_sweep_requeues_an_approved_run_whose_wake_up_was_lost(self, operator, second_operator,
+                                                                       demo_capabilities, settings):
+        run = ticket_run(operator)
+        engine.run_advance(run_id=run.pk, worker="w")
+        approval = Approval.objects.get(run=run, state="pending")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+        later = timezone.now() + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS + 5)
+        assert engine.requeue_orphaned_runs(now=later) == 1
+
+    def test_the_sweep_requeues_a_run_left_awaiting_an_approval_already_decided(self, operator, second_operator,
+                                                                               demo_capabilities):
+        run = ticket_run(operator)
+        engine.run_advance(run_id=run.pk, worker="w")
+        approval = Approval.objects.get(run=run, state="pending")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+        # As a run decided before this release would be: still awaiting_approval.
+        Run.objects.filter(pk=run.pk).update(status="awaiting_approval",
+                                             updated_at=timezone.now() - timedelta(seconds=5))
+        assert engine.requeue_orphaned_runs() == 1
+        assert Run.objects.get(pk=run.pk).status == "queued"
