@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentops.api import Pagination
+from agentops.api import PAGE_PARAMETERS, Pagination, paginated
 from agentops.permissions import require_perm
 from notifications import channels, services
 from notifications.models import Channel, Delivery, Rule, RuleEvent
@@ -50,7 +50,7 @@ class RuleInput(serializers.Serializer):
     event = serializers.ChoiceField(choices=RuleEvent.choices)
     params = serializers.JSONField(required=False, default=dict)
     labels = serializers.DictField(child=serializers.CharField(max_length=200), required=False, default=dict)
-    channels = serializers.ListField(child=serializers.IntegerField(), min_length=1, help_text="channel ids")
+    channels = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**31 - 1), min_length=1, max_length=50, help_text="channel ids")
     enabled = serializers.BooleanField(default=True)
 
 
@@ -128,7 +128,8 @@ class DeliveryListApi(APIView):
     class DeliveryFilterInput(serializers.Serializer):
         status = serializers.ChoiceField(choices=Delivery.Status.choices, required=False)
 
-    @extend_schema(parameters=[DeliveryFilterInput], responses=DeliveryOutput(many=True))
+    @extend_schema(operation_id="notification_deliveries_list", parameters=[DeliveryFilterInput, *PAGE_PARAMETERS],
+                   responses=paginated(DeliveryOutput))
     def get(self, request):
         filters = self.DeliveryFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)
