@@ -22,6 +22,11 @@ class AuditAction(models.TextChoices):
     EVALUATION_STARTED = "evaluation.started"
     TOKEN_CREATED = "token.created"
     TOKEN_REVOKED = "token.revoked"
+    NOTIFICATION_RULE_SAVED = "notification_rule.saved"
+    NOTIFICATION_RULE_DELETED = "notification_rule.deleted"
+    NOTIFICATION_CHANNEL_SAVED = "notification_channel.saved"
+    NOTIFICATION_CHANNEL_DELETED = "notification_channel.deleted"
+    RUNS_PURGED = "runs.purged"
 
 
 

@@ -16,6 +16,7 @@ _VIEW = [
     "runs.view_evaluationresult", "capabilities.view_capability", "capabilities.view_capabilityversion",
     "capabilities.view_mcpserver", "capabilities.view_storedoutput", "capabilities.view_ticket",
     "capabilities.view_outboxmessage", "agentops.view_auditevent", "agentops.view_workerheartbeat",
+    "notifications.view_rule", "notifications.view_channel", "notifications.view_delivery",
 ]
 
 ROLE_PERMISSIONS = {
@@ -25,6 +26,7 @@ ROLE_PERMISSIONS = {
         "runs.start_run", "runs.cancel_run", "runs.decide_approval", "runs.run_evaluation",
         # What the demo capabilities require of a run's owner.
         "capabilities.create_ticket", "capabilities.send_notification",
+        "notifications.manage_notifications",
     ],
     LEAD_OPERATOR: [],  # filled below: an operator who may act on every run
     REGISTRY_ADMIN: _VIEW + [

@@ -145,6 +145,7 @@ INSTALLED_APPS = [
     "agentops",
     "capabilities",
     "runs",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -419,6 +420,21 @@ AGENTOPS_TRY_QUEUE = env_str("AGENTOPS_TRY_QUEUE")
 AGENTOPS_INLINE_OUTPUT_BYTES = env_int("AGENTOPS_INLINE_OUTPUT_BYTES", 16_384, minimum=256)
 # How long an approval request stays open before it expires.
 AGENTOPS_APPROVAL_TTL_SECONDS = env_int("AGENTOPS_APPROVAL_TTL_SECONDS", 86_400, minimum=60)
+
+# --- Integrations (README "Integrations") ---------------------------------------
+# Where people reach this instance: links in notifications (login required).
+AGENTOPS_BASE_URL = env_str("AGENTOPS_BASE_URL", "http://localhost:8000").rstrip("/")
+# Notifications: the scheduler looks for events and drains the outbox this often.
+AGENTOPS_NOTIFY_INTERVAL_S = env_int("AGENTOPS_NOTIFY_INTERVAL_S", 10, minimum=1)
+# A failing channel is retried with exponential backoff (base, cap) up to this many tries.
+AGENTOPS_NOTIFY_MAX_ATTEMPTS = env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 8, minimum=1)
+AGENTOPS_NOTIFY_BACKOFF_S = env_int("AGENTOPS_NOTIFY_BACKOFF_S", 30, minimum=1)
+AGENTOPS_NOTIFY_BACKOFF_CAP_S = env_int("AGENTOPS_NOTIFY_BACKOFF_CAP_S", 3600, minimum=1)
+# Retention: finished runs older than this many days are purged daily (0: keep forever).
+AGENTOPS_RETENTION_DAYS = env_int("AGENTOPS_RETENTION_DAYS", 0, minimum=0)
+CELERY_BEAT_SCHEDULE["notifications-tick"] = {"task": "notifications.tick",
+                                              "schedule": float(AGENTOPS_NOTIFY_INTERVAL_S)}
+CELERY_BEAT_SCHEDULE["purge-old-runs"] = {"task": "runs.purge_old_runs", "schedule": 86_400.0}
 
 LOGGING = {
     "version": 1,

@@ -20,4 +20,5 @@ urlpatterns = [
     path("runs/", include("runs.urls")),
     path("capabilities/", include("capabilities.urls")),
     path("evaluations/", include("runs.urls_evaluation")),
+    path("notifications/", include("notifications.urls")),
 ]

@@ -1,6 +1,7 @@
 """The runs API: one view per operation, calling the same services as the pages."""
 from __future__ import annotations
 
+from django.db.models import Exists, OuterRef
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -29,7 +30,7 @@ class RunOutput(serializers.ModelSerializer):
                   "stop_reason", "stop_detail", "stall_kind", "iterations", "revisions", "plans", "tool_calls",
                   "retries", "tokens", "cost",
                   "side_effects_committed", "approvals_requested", "repeated_attempts", "trace_id", "created_at",
-                  "started_at", "finished_at", "deadline_at", "cancel_requested_at", "budget_usage"]
+                  "started_at", "finished_at", "deadline_at", "cancel_requested_at", "budget_usage", "labels"]
 
     def get_budget_usage(self, run) -> list[dict]:
         return run_budget_usage(run)
@@ -95,15 +96,49 @@ class RunListApi(APIView):
         stop_reason = serializers.CharField(required=False)
         planner = serializers.ChoiceField(choices=Planner.choices, required=False)
         owner = serializers.CharField(required=False)
+        label = serializers.ListField(child=serializers.CharField(max_length=300), required=False,
+                                      help_text="key=value (or key: any value); repeat for several, all must match")
+        capability = serializers.CharField(required=False, max_length=80, help_text="runs that called it")
+        goal = serializers.CharField(required=False, max_length=200, help_text="text the goal contains")
+        stall_kind = serializers.CharField(required=False, max_length=40)
+        created_from = serializers.DateTimeField(required=False)
+        created_to = serializers.DateTimeField(required=False)
+
+        def validate_stall_kind(self, value):
+            field = next((f for f in Run._meta.get_fields() if f.name == "stall_kind"), None)
+            allowed = [c[0] for c in (field.choices or [])] if field is not None else []
+            if allowed and value not in allowed:
+                raise serializers.ValidationError(f"one of {', '.join(allowed)}")
+            return value
+
+        def validate_label(self, value):
+            from runs.labels import label_filters_parse
+
+            wanted, problems = label_filters_parse(value)
+            if problems:
+                raise serializers.ValidationError(problems)
+            return wanted
 
     @extend_schema(operation_id="runs_list", parameters=[RunFilterInput, *PAGE_PARAMETERS], responses=paginated(RunOutput))
     def get(self, request):
+        from runs import search
+        from runs.selectors import RunFilters
+
         filters = self.RunFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)
         paginator = Pagination()
         runs = Run.objects.select_related("owner").order_by("-created_at", "-id")
+        searched = {k: filters.validated_data.pop(k) for k in ("label", "goal", "stall_kind")
+                    if k in filters.validated_data}
+        runs = search.apply_search(runs, RunFilters(labels=searched.get("label", ()), goal=searched.get("goal", ""),
+                                                    stall_kind=searched.get("stall_kind", "")))
         for field, value in filters.validated_data.items():
-            runs = runs.filter(**({"owner__username": value} if field == "owner" else {field: value}))
+            if field == "capability":
+                runs = runs.filter(Exists(Attempt.objects.filter(run=OuterRef("pk"), capability_name=value)))
+                continue
+            lookup = {"owner": "owner__username", "created_from": "created_at__gte",
+                      "created_to": "created_at__lte"}.get(field, field)
+            runs = runs.filter(**{lookup: value})
         page = paginator.paginate_queryset(runs, request, view=self)
         return paginator.get_paginated_response(RunOutput(page, many=True).data)
 
@@ -119,6 +154,8 @@ class RunStartApi(APIView):
         planner = serializers.ChoiceField(choices=Planner.choices, default="rules")
         planner_config = serializers.JSONField(required=False, default=dict)
         require_plan_approval = serializers.BooleanField(default=False)
+        labels = serializers.DictField(child=serializers.CharField(max_length=200), required=False, default=dict,
+                                       help_text='e.g. {"team": "payments", "agent": "triage"}')
 
     @extend_schema(request=RunStartInput, responses={201: RunOutput})
     def post(self, request):

@@ -29,3 +29,11 @@ urlpatterns += [
     path("evaluations/<int:evaluation_id>/", api_evaluation.EvaluationDetailApi.as_view(), name="api-evaluation-detail"),
     path("evaluation-suites/", api_evaluation.EvaluationSuiteListApi.as_view(), name="api-evaluation-suite-list"),
 ]
+
+# Saved views of the runs list (runs.search).
+from runs import api_search  # noqa: E402
+
+urlpatterns += [
+    path("saved-views/", api_search.SavedViewListApi.as_view(), name="api-saved-view-list"),
+    path("saved-views/<int:view_id>/", api_search.SavedViewDetailApi.as_view(), name="api-saved-view-detail"),
+]

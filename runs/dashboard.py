@@ -18,6 +18,7 @@ from django.utils import timezone
 from runs import rollup
 from runs.choices import FINISHED_STATUSES, RunStatus
 from runs.models import Approval, ApprovalRollup, Attempt, AttemptRollup, Run, RunRollup
+from runs.labels import runs_with_labels
 from runs.querytools import one_of
 
 
@@ -245,9 +246,13 @@ def _binned_rank(ordered_bins: list[list], total: int, percent: int) -> float | 
     return ordered_bins[-1][5]
 
 
-def dashboard(*, window_key: str, now: datetime | None = None, runs: QuerySet | None = None) -> dict:
+def dashboard(*, window_key: str, now: datetime | None = None, runs: QuerySet | None = None,
+              labels: tuple = ()) -> dict:
     """The dashboard's figures. `runs` narrows every figure to those runs (read from the tables);
-    by default they cover every live operation (runs an evaluation made are left out)."""
+    by default they cover every live operation (runs an evaluation made are left out).
+    `labels` ((key, value or None), ...) narrows them to the runs carrying those labels."""
+    if labels:
+        runs = runs_with_labels(_operations(runs), labels)
     window = WINDOWS.get(window_key) or WINDOWS[DEFAULT_WINDOW]
     now = now or timezone.now()
     start, end, starts = window_bounds(window, now)
@@ -266,7 +271,7 @@ def dashboard(*, window_key: str, now: datetime | None = None, runs: QuerySet | 
     capabilities = attempt_stats(span=span, runs=runs)
     attempts_total = sum(c["calls"] for c in capabilities)
     repeated = sum(c["repeated"] for c in capabilities)
-    approvals = approval_stats(start=start, end=end, span=span)
+    approvals = approval_stats(start=start, end=end, span=span, runs=runs)
 
     return {
         "window": window,
@@ -291,13 +296,16 @@ def dashboard(*, window_key: str, now: datetime | None = None, runs: QuerySet | 
     }
 
 
-def approval_stats(*, start: datetime, end: datetime, span: Span | None = None) -> dict:
+def approval_stats(*, start: datetime, end: datetime, span: Span | None = None,
+                   runs: QuerySet | None = None) -> dict:
     """Requests waiting now, those that lapsed in the window, and how long decisions took.
 
     Decisions come from the rollup for the whole hours of `span` and from the table for the rest
     (a decision never changes, so nothing else is live); both as wait bins.
     """
     approvals = Approval.objects.filter(run__evaluation__isnull=True)
+    if runs is not None:
+        approvals = approvals.filter(run__in=runs.values("pk"))
     waiting = approvals.filter(state="pending", expires_at__gt=timezone.now()).aggregate(n=Count("id"))["n"]
     # Requests that lapsed undecided in the window (run_finish stamps decided_at when it expires them).
     expired = approvals.filter(state="expired", decided_at__gte=start, decided_at__lte=end).count()

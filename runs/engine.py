@@ -21,6 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from capabilities.models import Capability
+from runs import otel
 from runs.choices import FINISHED_STATUSES, ApprovalState, RunStatus
 from runs.models import Run
 # claim, release and renew are the engine's API too (tests and tools call engine.claim).
@@ -166,6 +167,7 @@ def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> f
         if transition.events or transition.state is not state:
             with transaction.atomic():
                 writer.write(transition)
+                otel.export_transition_on_commit(run, transition)
         state = transition.state
         if state.is_terminal or transition.wait_s is None:
             return None

@@ -70,6 +70,9 @@ class RunStartForm(forms.Form):
     completion_equals = forms.CharField(label="Completion: expected value", required=False,
                                         help_text="For 'equals': JSON (\"resolved\", 3, true) or plain text.")
     require_plan_approval = forms.BooleanField(required=False, label="Require approval of the plan before it runs")
+    labels = forms.CharField(required=False, max_length=5000, label="Labels",
+                             widget=forms.TextInput(attrs={"placeholder": "team=payments, agent=triage"}),
+                             help_text="key=value pairs, separated by commas; filter the runs list and dashboard.")
 
     def __init__(self, *args, capabilities=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -110,6 +113,13 @@ class RunStartForm(forms.Form):
         except jsonlimits.JSONLimitError:
             pass  # plain text is fine here
         return raw
+    def clean_labels(self):
+        from runs.labels import labels_parse
+
+        labels, problems = labels_parse(self.cleaned_data["labels"])
+        if problems:
+            raise forms.ValidationError("; ".join(problems))
+        return labels
 
     def run_start_arguments(self) -> dict:
         data = self.cleaned_data
@@ -128,7 +138,7 @@ class RunStartForm(forms.Form):
                    if name.startswith("budget_") and value is not None}
         return {"goal": data["goal"], "planner": data["planner"], "planner_config": data["planner_config"],
                 "completion": completion, "budgets": budgets,
-                "require_plan_approval": data["require_plan_approval"]}
+                "require_plan_approval": data["require_plan_approval"], "labels": data.get("labels") or {}}
 
     def add_budget_errors_now(self) -> None:
         """Budget errors the service would report, added in the same round as the form's own errors."""
@@ -143,7 +153,7 @@ class RunStartForm(forms.Form):
     def add_service_errors(self, fields: dict) -> None:
         """Show run_start's field errors beside the fields they concern."""
         for key, message in fields.items():
-            name = {"goal": "goal", "planner": "planner", "planner_config": "planner_config",
+            name = {"goal": "goal", "planner": "planner", "planner_config": "planner_config", "labels": "labels",
                     "completion": "completion_capability"}.get(key)
             if name is None and key.startswith("budgets."):
                 name = "budget_" + key.removeprefix("budgets.")

@@ -51,6 +51,8 @@ class Run(models.Model):
     side_effects_committed = models.PositiveIntegerField(default=0)
     approvals_requested = models.PositiveIntegerField(default=0)
     repeated_attempts = models.PositiveIntegerField(default=0)
+    # {key: value}, set at start (runs.labels); RunLabel rows index them for filters.
+    labels = models.JSONField(default=dict, blank=True)
     trace_id = models.CharField(max_length=32, unique=True)
     # The runtime's checkpoint (runs.runtime.state.RunState.to_dict()).
     state = models.JSONField(default=dict, blank=True)
@@ -439,6 +441,37 @@ class EvaluationResult(models.Model):
 
     def __str__(self):
         return f"{self.task} ({self.mode})"
+
+
+class RunLabel(models.Model):
+    """One label of a run, for filtering: (key, value, run) is the index a filter rides."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="label_rows", db_index=False)
+    key = models.CharField(max_length=63)
+    value = models.CharField(max_length=200)
+
+    class Meta:
+        indexes = [models.Index(fields=["key", "value", "run"], name="runlabel_key_value_run_idx")]
+        constraints = [models.UniqueConstraint(fields=["run", "key"], name="runlabel_one_value_per_key")]
+
+    def __str__(self):
+        return f"{self.key}={self.value}"
+
+
+class SavedView(models.Model):
+    """A user's named runs-list filter (the list's query string), to come back to."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_run_views")
+    name = models.CharField(max_length=80)
+    query = models.CharField(max_length=2000, blank=True, help_text="The runs list's query string.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["user", "name"]
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="savedview_name_unique_per_user")]
+
+    def __str__(self):
+        return self.name
 
 
 from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup  # noqa: E402,F401  (dashboard rollups, runs.rollup)

@@ -13,6 +13,7 @@ from django.db.models import CharField, Count, Exists, Func, OuterRef, Q, QueryS
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from runs import search
 from runs.choices import ApprovalState
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 from runs.pagination import Ordering
@@ -58,6 +59,10 @@ class RunFilters:
     created_from: datetime | None = None
     created_to: datetime | None = None
     sort: str = "-created"
+    # Search (runs.search): labels as ((key, value or None), ...), goal text, stall kind.
+    labels: tuple = ()
+    goal: str = ""
+    stall_kind: str = ""
     # Drill-down from the dashboard: which runs are behind a figure.
     stop_kind: str = ""  # budget_exhausted, terminal_failure (any qualifier)
     stop_capability: str = ""  # capability of the attempt that stopped the run; "(none)": no attempt
@@ -109,6 +114,7 @@ def run_list(*, filters: RunFilters) -> QuerySet[Run]:
         runs = runs.filter(created_at__lte=filters.created_to)
     if filters.capability:
         runs = runs.filter(_used_capability(filters.capability))
+    runs = search.apply_search(runs, filters)
     return runs.order_by(*run_ordering(filters.sort).order_by())
 
 

@@ -13,8 +13,10 @@ from django.utils import timezone
 
 from agentops.models import AuditAction
 from agentops.services import Conflict, InvalidInput, NotAllowed, audit
+from runs import otel
 from runs.choices import ApprovalState, RunStatus
-from runs.models import Approval, Run, Step
+from runs.labels import labels_errors
+from runs.models import Approval, Run, RunLabel, Step
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +105,8 @@ def run_close_open_records(*, run_id: int, now, newly_finished: bool = True) -> 
     (it is then counted on the dashboard already)."""
     from runs.models import Attempt
 
+    # Every way a run stops comes through here: its own span is exported once this commits.
+    otel.export_run_on_commit(run_id)
     # Nobody may approve a step of a finished run.
     Approval.objects.filter(run_id=run_id, state=ApprovalState.PENDING).update(state=ApprovalState.EXPIRED,
                                                                               decided_at=now)
@@ -239,7 +243,8 @@ def budget_errors(budgets) -> dict[str, str]:
 
 @transaction.atomic
 def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None, planner: str = "rules",
-              planner_config: dict | None = None, require_plan_approval: bool = False) -> Run:
+              planner_config: dict | None = None, require_plan_approval: bool = False,
+              labels: dict | None = None) -> Run:
     """Validate and queue a run; a worker picks it up once this commits."""
     import uuid
 
@@ -260,6 +265,10 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
     if completion_problems:
         errors["completion"] = "; ".join(completion_problems)
     errors.update(budget_errors(budgets))
+    labels = {} if labels is None else labels
+    label_problems = labels_errors(labels)
+    if label_problems:
+        errors["labels"] = "; ".join(label_problems)
     if not isinstance(planner_config, dict):
         errors["planner_config"] = "planner_config must be an object"
     else:
@@ -273,14 +282,15 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
     run = Run.objects.create(
         goal=goal.strip(), completion=completion, budgets=parsed_budgets.to_dict(), planner=planner,
         planner_config=planner_config, owner=owner, require_plan_approval=require_plan_approval,
-        trace_id=trace_id, deadline_at=now + timezone.timedelta(seconds=parsed_budgets.deadline_s),
+        trace_id=trace_id, deadline_at=now + timezone.timedelta(seconds=parsed_budgets.deadline_s), labels=labels,
     )
+    RunLabel.objects.bulk_create([RunLabel(run=run, key=k, value=v) for k, v in labels.items()])
     state = RunState.new(run_id=str(run.pk), goal=run.goal, completion=completion, budgets=parsed_budgets,
                          started_at=now.timestamp(), trace_id=trace_id, require_plan_approval=require_plan_approval)
     Run.objects.filter(pk=run.pk).update(state=state.to_dict())
     run.state = state.to_dict()
     audit(actor=owner, action=AuditAction.RUN_STARTED, target=run, summary=f"Run {run.pk} started: {run.goal[:120]}",
-          details={"planner": planner, "require_plan_approval": require_plan_approval})
+          details={"planner": planner, "require_plan_approval": require_plan_approval, "labels": labels})
     _enqueue_advance(run.pk)
     return run
 

@@ -51,3 +51,12 @@ def fail_stale_evaluations() -> int:
     from runs.evaluation.services import evaluation_fail_stale
 
     return evaluation_fail_stale()
+
+
+@shared_task(name="runs.purge_old_runs", ignore_result=True)
+def purge_old_runs() -> int:
+    """Daily, from the scheduler: AGENTOPS_RETENTION_DAYS (0 keeps everything)."""
+    from runs.retention import purge_by_setting
+
+    report = purge_by_setting()
+    return report.runs if report else 0

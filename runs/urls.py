@@ -17,3 +17,19 @@ urlpatterns = [
     path("<int:run_id>/attempts/<str:uid>/", views.attempt_detail, name="attempt"),
     path("<int:run_id>/attempts/<str:uid>/output.json", views.attempt_output, name="output"),
 ]
+
+# Saved views of the runs list (runs.search).
+from runs import views_search  # noqa: E402
+
+urlpatterns += [
+    path("views/save/", views_search.saved_view_save, name="saved_view_save"),
+    path("views/<int:view_id>/delete/", views_search.saved_view_delete, name="saved_view_delete"),
+]
+
+# A run as a scenario: download, and replay with one response changed (runs.scenario_export).
+from runs import views_scenario  # noqa: E402
+
+urlpatterns += [
+    path("<int:run_id>/scenario.json", views_scenario.scenario_download, name="scenario"),
+    path("<int:run_id>/what-if/", views_scenario.scenario_what_if, name="what_if"),
+]

@@ -26,7 +26,7 @@ from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from agentops.services import NotAllowed, ServiceError
 from runs import dashboard as dashboard_data
-from runs import selectors, services, trace_review
+from runs import search, selectors, services, trace_review
 from runs.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
 from runs.trace_review import TraceFilters
 from runs.models import Approval, Attempt, Planner, Run
@@ -91,6 +91,9 @@ class RunFilterForm(forms.Form):
     created_to = forms.DateTimeField(label="Created to", required=False,
                                      widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     sort = forms.ChoiceField(label="Sort by", choices=SORT_CHOICES, required=False)
+    labels = forms.CharField(label="Labels", required=False, max_length=1000,
+                             widget=forms.TextInput(attrs={"placeholder": "team=payments, agent"}))
+    goal = forms.CharField(label="Goal contains", required=False, max_length=200)
     evaluation_runs = forms.ChoiceField(label="Evaluation runs", required=False, choices=[
         ("hide", "hidden"), ("show", "shown"), ("only", "only these")])
     # Reached from the dashboard's links; shown only while set.
@@ -108,11 +111,20 @@ class RunFilterForm(forms.Form):
         from capabilities.models import Capability
 
         super().__init__(*args, **kwargs)
+        search.add_stall_kind_field(self)
         # Registries and teams are small; these stay one query each however many runs exist.
         self.fields["capability"].choices += [(n, n) for n in Capability.objects.order_by("name")
                                               .values_list("name", flat=True)]
         self.fields["owner"].choices += [(n, n) for n in get_user_model().objects.filter(is_active=True)
                                          .order_by("username").values_list("username", flat=True)]
+
+    def clean_labels(self):
+        from runs.labels import label_filters_parse
+
+        wanted, problems = label_filters_parse(self.cleaned_data["labels"])
+        if problems:
+            raise forms.ValidationError("; ".join(problems))
+        return wanted
 
     def filters(self) -> selectors.RunFilters:
         # An invalid field is left out of cleaned_data: the other filters still apply.
@@ -157,7 +169,8 @@ def run_list(request):
     live = any(run.status in selectors.LIVE_STATUSES for run in page.object_list)
     context = {"form": form, "page": page, "live": live, "sort": filters.sort, "count_cap": COUNT_CAP,
                "filtered": any(v for k, v in vars(filters).items() if k not in ("sort", "evaluation_runs")),
-               "evaluation_runs": preference}
+               "evaluation_runs": preference,
+               "saved_views": search.saved_views(user=request.user), "view_query": search.view_query(request.GET)}
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
     return render(request, template, context)
 
@@ -589,13 +602,18 @@ def run_dashboard(request):
     from runs import charts
     from runs import dashboard_active as active
 
+    from runs.labels import label_filters_parse
+
     window_key = request.GET.get("window", dashboard_data.DEFAULT_WINDOW)
     if window_key not in dashboard_data.WINDOWS:
         choices = ", ".join(dashboard_data.WINDOWS)
         return render(request, "runs/forbidden.html", {"message": f"Unknown time window “{window_key}”: choose one "
                                                                   f"of {choices}."}, status=400)
     now = timezone.now()
-    data = dashboard_data.dashboard(window_key=window_key, now=now)
+    label_text = request.GET.get("label", "")[:1000]
+    wanted, label_problems = label_filters_parse(label_text)
+    data = dashboard_data.dashboard(window_key=window_key, now=now, labels=wanted if not label_problems else ())
+    data.update(label=label_text, label_problems=label_problems)
     window = data["window"]
     # The same figures one window earlier, for the trend beside each card.
     previous = active.previous_figures(start=data["start"] - window.span, end=data["start"])

@@ -114,10 +114,52 @@ def worker_env() -> dict[str, str]:
     # What tests/security/test_mcp_worker.py has the worker run: real stdio servers, MCP over loopback HTTP.
     env.setdefault("AGENTOPS_MCP_STDIO_COMMANDS", ",".join(WORKER_STDIO_COMMANDS))
     env.setdefault("AGENTOPS_HTTP_ALLOWED_HOSTS", "127.0.0.1")
+    # Every worker exports its runs over OTLP to the test receiver's port: when no receiver
+    # listens there, that is the dead-collector case, which must never slow or fail a run.
+    env.setdefault("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{otlp_port()}")
+    env.setdefault("OTEL_EXPORTER_OTLP_TIMEOUT", "2")
+    env.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")
     return env
 
 
 WORKER_STDIO_COMMANDS = ("python -m mcp_server_time", "python -m agentops_no_such_mcp_server")
+
+
+def otlp_port() -> int:
+    return int(os.environ.get("AGENTOPS_TEST_OTLP_PORT", "14318"))
+
+
+@pytest.fixture(scope="session")
+def otlp_receiver():
+    """A real OTLP/HTTP receiver (tests/otlp_receiver.py) on the port workers export to."""
+    import json
+    import urllib.request
+
+    port = otlp_port()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "otlp_receiver.py"), str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def spans(trace_id=""):
+        with urllib.request.urlopen(f"{base}/spans?trace_id={trace_id}", timeout=5) as response:
+            return json.loads(response.read())
+
+    try:
+        wait_until(lambda: _answers(f"{base}/health"), timeout=20, message="the OTLP receiver")
+        yield type("Receiver", (), {"url": base, "spans": staticmethod(spans), "process": proc})
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _answers(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _purge_broker():
@@ -194,3 +236,36 @@ def try_inline():
     app.conf.task_always_eager = True
     yield
     app.conf.task_always_eager = previous
+
+
+# -- a real SMTP server on loopback (notifications) ----------------------------------------------
+
+@pytest.fixture(scope="session")
+def smtp_server():
+    from aiosmtpd.controller import Controller
+
+    class Inbox:
+        def __init__(self):
+            self.messages = []
+
+        async def handle_DATA(self, server, session, envelope):
+            self.messages.append({"from": envelope.mail_from, "to": list(envelope.rcpt_tos),
+                                  "content": envelope.content.decode("utf-8", "replace")})
+            return "250 OK"
+
+    inbox = Inbox()
+    port = int(os.environ.get("AGENTOPS_TEST_SMTP_PORT", "18025"))
+    controller = Controller(inbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    inbox.port = port
+    inbox.url = f"mailto://127.0.0.1:{port}?from=agentops@example.com&to=ops@example.com&mode=insecure"
+    try:
+        yield inbox
+    finally:
+        controller.stop()
+
+
+@pytest.fixture
+def inbox(smtp_server):
+    smtp_server.messages.clear()
+    return smtp_server

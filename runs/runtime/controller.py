@@ -226,6 +226,7 @@ class Controller:
             return self._stop(p, StopKind.BUDGET_EXHAUSTED, budget,
                               f"no {budget} budget left to ask the planner ({need.reason})", need.trigger_attempt_id)
         visible = tuple(self.registry.visible(self.authorizer))
+        asked_at = self.clock.now()
         proposal = self.planner.propose(self._planning_request(s, need, visible, now))
         if isinstance(proposal, PlanNotReady):
             # Nothing happened yet (an external agent is still thinking): count nothing,
@@ -242,7 +243,7 @@ class Controller:
             detail = "the planner has no further plan" if is_revision else "the planner proposed no plan"
             why = f"{detail} after: {need.reason}" if is_revision else detail
             return self._stall(p, StallKind.PLANNER_EXHAUSTED, why, need.trigger_attempt_id)
-        self._receive_plan(p, need, proposal, visible)
+        self._receive_plan(p, need, proposal, visible, asked_at)
 
     def _planning_request(self, s: RunState, need: PlanningNeed, visible: tuple[CapabilitySpec, ...],
                           now: float) -> PlanningRequest:
@@ -258,7 +259,7 @@ class Controller:
                                remaining_s=B.remaining_time(s.budgets, s.started_at, now))
 
     def _receive_plan(self, p: _Pass, need: PlanningNeed, proposal: PlanProposal,
-                      visible: tuple[CapabilitySpec, ...]) -> None:
+                      visible: tuple[CapabilitySpec, ...], asked_at: float = 0.0) -> None:
         s = p.state
         parsed = parse_plan(proposal.plan)
         tokens, cost = (proposal.tokens or parsed.tokens), (proposal.cost or parsed.cost)
@@ -285,7 +286,7 @@ class Controller:
             changes=plan_changes(tuple(pr.step for pr in s.steps), steps) if s.steps else {},
             tokens=tokens, cost=cost, planner_output=proposal.raw_output,
             capabilities_seen=tuple(c.name for c in visible), needs_plan_approval=needs_approval,
-            plan_hash=plan_hash(list(step_dicts))))
+            plan_hash=plan_hash(list(step_dicts)), started_at=asked_at, ended_at=self.clock.now()))
         exceeded = B.exceeded_after_planning(s.budgets, usage)
         if exceeded:
             return self._stop(p, StopKind.BUDGET_EXHAUSTED, exceeded,

@@ -26,6 +26,10 @@ class PlanProposed:
     capabilities_seen: tuple[str, ...] = ()
     needs_plan_approval: bool = False
     plan_hash: str = ""
+    # When the planner was asked and when it answered (the run's clock): the planner
+    # call's span in an OpenTelemetry export. 0.0 when unknown.
+    started_at: float = 0.0
+    ended_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "plan_proposed", "revision": self.revision, "steps": list(self.steps),
@@ -34,7 +38,7 @@ class PlanProposed:
                 "triggering_attempt_id": self.triggering_attempt_id, "changes": self.changes,
                 "tokens": self.tokens, "cost": self.cost, "planner_output": self.planner_output,
                 "capabilities_seen": list(self.capabilities_seen), "needs_plan_approval": self.needs_plan_approval,
-                "plan_hash": self.plan_hash}
+                "plan_hash": self.plan_hash, "started_at": self.started_at, "ended_at": self.ended_at}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,71 @@
+"""The rule and channel forms: typed fields that become the services' arguments."""
+from __future__ import annotations
+
+from django import forms
+
+from notifications.models import Channel, RuleEvent
+
+# Which optional fields belong to which kind of rule.
+EVENT_FIELDS = {
+    RuleEvent.APPROVAL_REQUESTED: (),
+    RuleEvent.APPROVAL_EXPIRING: ("within_s",),
+    RuleEvent.RUN_STOPPED: ("stop_reasons",),
+    RuleEvent.BUDGET_THRESHOLD: ("percent", "budgets"),
+    RuleEvent.STALL_RATE: ("threshold", "window_s", "min_runs"),
+}
+_LISTS = {"stop_reasons", "budgets"}
+
+
+class ChannelForm(forms.Form):
+    name = forms.CharField(max_length=80)
+    url = forms.CharField(label="Apprise URL", max_length=2000,
+                          help_text="e.g. mailtos://${AGENTOPS_NOTIFY_SMTP_USER}:${AGENTOPS_NOTIFY_SMTP_PASSWORD}"
+                                    "@smtp.example.com?to=ops@example.com or jsons://hooks.example.com/agentops; "
+                                    "secrets as ${AGENTOPS_NOTIFY_...} from the environment")
+
+
+class RuleForm(forms.Form):
+    name = forms.CharField(max_length=120)
+    event = forms.ChoiceField(label="When", choices=RuleEvent.choices)
+    channels = forms.ModelMultipleChoiceField(queryset=Channel.objects.none(), widget=forms.CheckboxSelectMultiple)
+    labels = forms.CharField(required=False, label="Only runs labelled", max_length=1000,
+                             widget=forms.TextInput(attrs={"placeholder": "team=payments"}))
+    within_s = forms.IntegerField(required=False, label="Expiring within (s)", min_value=1, initial=900)
+    stop_reasons = forms.CharField(required=False, label="Stop reasons", max_length=1000,
+                                   help_text="comma separated, e.g. stalled, budget_exhausted; empty: any")
+    percent = forms.FloatField(required=False, label="Budget used (%)", min_value=0, max_value=100, initial=80)
+    budgets = forms.CharField(required=False, label="Budgets", max_length=300,
+                              help_text="comma separated, e.g. tokens, cost; empty: any")
+    threshold = forms.FloatField(required=False, label="Stall rate above", min_value=0, max_value=1, initial=0.2,
+                                 help_text="a share of finished runs (0.2 = 20 %)")
+    window_s = forms.IntegerField(required=False, label="Window (s)", min_value=60, initial=3600)
+    min_runs = forms.IntegerField(required=False, label="At least this many finished runs", min_value=1, initial=5)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["channels"].queryset = Channel.objects.order_by("name")
+
+    def clean_labels(self):
+        from runs.labels import labels_parse
+
+        labels, problems = labels_parse(self.cleaned_data["labels"])
+        if problems:
+            raise forms.ValidationError("; ".join(problems))
+        return labels
+
+    def rule_arguments(self) -> dict:
+        data = self.cleaned_data
+        params = {}
+        for name in EVENT_FIELDS[data["event"]]:
+            value = data.get(name)
+            if name in _LISTS:
+                params[name] = [v.strip() for v in (value or "").split(",") if v.strip()]
+            elif value is not None:
+                params[name] = value
+        return {"name": data["name"], "event": data["event"], "params": params, "labels": data["labels"],
+                "channel_ids": [c.pk for c in data["channels"]]}
+
+    def add_service_errors(self, fields: dict) -> None:
+        for key, message in fields.items():
+            name = key.removeprefix("params.")
+            self.add_error(name if name in self.fields else None, message)

@@ -1,0 +1,105 @@
+"""Notification rules, the channels they send to, and the outbox of deliveries.
+
+A rule says which event interests whom; the scheduler finds matching events and
+writes one Delivery per (rule, channel, event) into the outbox (the unique key makes
+finding the same event twice harmless), then drains the outbox, retrying a failing
+channel with backoff. Runs never wait for any of it.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Channel(models.Model):
+    """Where notifications go: one Apprise URL (mailto://, json://, slack://, msteams://, ...)."""
+
+    name = models.CharField(max_length=80, unique=True)
+    url = models.CharField(max_length=2000, help_text="An Apprise URL; write secrets as ${AGENTOPS_NOTIFY_...} "
+                                                      "and set them in the environment.")
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class RuleEvent(models.TextChoices):
+    APPROVAL_REQUESTED = "approval_requested", "an approval is requested"
+    APPROVAL_EXPIRING = "approval_expiring", "an approval is about to expire"
+    RUN_STOPPED = "run_stopped", "a run stopped"
+    BUDGET_THRESHOLD = "budget_threshold", "an active run passed a share of a budget"
+    STALL_RATE = "stall_rate", "the stall rate passed a threshold"
+
+
+class Rule(models.Model):
+    Event = RuleEvent
+
+    name = models.CharField(max_length=120)
+    event = models.CharField(max_length=30, choices=Event.choices)
+    # Per event: approval_expiring {within_s}; run_stopped {stop_reasons}; budget_threshold
+    # {percent, budgets}; stall_rate {threshold, window_s, min_runs} (notifications.rules).
+    params = models.JSONField(default=dict, blank=True)
+    labels = models.JSONField(default=dict, blank=True, help_text="Only runs with these labels (none: every run).")
+    channels = models.ManyToManyField(Channel, related_name="rules")
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        permissions = [("manage_notifications", "Can manage notification rules and channels")]
+        constraints = [models.CheckConstraint(condition=Q(event__in=[e.value for e in RuleEvent]),
+                                              name="rule_event_valid")]
+
+    def __str__(self):
+        return self.name
+
+
+class Delivery(models.Model):
+    """One notification for one channel: the outbox row the scheduler sends and retries."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"      # waiting for its (next) try
+        SENDING = "sending"      # claimed by a sender until claimed_until
+        SENT = "sent"
+        FAILED = "failed"        # tries spent, or the channel can never work
+
+    # Deleting a rule or channel keeps its deliveries on the deliveries page.
+    rule = models.ForeignKey(Rule, null=True, on_delete=models.SET_NULL, related_name="deliveries")
+    channel = models.ForeignKey(Channel, null=True, on_delete=models.SET_NULL, related_name="deliveries")
+    rule_name = models.CharField(max_length=120)
+    channel_name = models.CharField(max_length=80)
+    event_key = models.CharField(max_length=200, help_text="What happened, e.g. approval:12:requested.")
+    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    subject = models.CharField(max_length=300)
+    body = models.TextField()
+    link = models.CharField(max_length=500, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_due_idx"),
+                   models.Index(fields=["-created_at"], name="delivery_created_idx")]
+        constraints = [
+            models.UniqueConstraint(fields=["rule", "channel", "event_key"], name="delivery_once_per_event"),
+            models.CheckConstraint(condition=Q(status__in=["pending", "sending", "sent", "failed"]),
+                                   name="delivery_status_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.event_key} → {self.channel_id} ({self.status})"

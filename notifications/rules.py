@@ -1,0 +1,182 @@
+"""What each kind of rule watches for, and the checks on its settings.
+
+`find_events` is called by the scheduler: it looks at recent rows (never the whole
+history) and returns Notices, each with a key that names the event exactly, so
+finding an event again on the next tick writes nothing new to the outbox.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Q
+
+from notifications.models import RuleEvent
+
+# How far back a tick looks for approvals requested and runs stopped. Runs that stopped
+# before the rule existed are never notified (a new rule does not replay history).
+LOOKBACK = timedelta(hours=6)
+MAX_EVENTS_PER_RULE = 500
+BUDGETS = ("iterations", "revisions", "tool_calls", "tokens", "cost", "retries", "deadline")
+
+DEFAULTS = {
+    RuleEvent.APPROVAL_REQUESTED: {},
+    RuleEvent.APPROVAL_EXPIRING: {"within_s": 900},
+    RuleEvent.RUN_STOPPED: {"stop_reasons": []},
+    RuleEvent.BUDGET_THRESHOLD: {"percent": 80, "budgets": []},
+    RuleEvent.STALL_RATE: {"threshold": 0.2, "window_s": 3600, "min_runs": 5},
+}
+
+
+@dataclass(frozen=True)
+class Notice:
+    key: str
+    subject: str
+    body: str
+    link: str = ""
+    run_id: int | None = None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def params_errors(event: str, params: Any) -> dict[str, str]:
+    """Field errors for a rule's settings ({} when they are fine)."""
+    from runs.choices import StopReason
+
+    if event not in RuleEvent.values:
+        return {"event": f"choose one of {', '.join(RuleEvent.values)}"}
+    if not isinstance(params, dict):
+        return {"params": "settings must be an object"}
+    allowed = set(DEFAULTS[event])
+    errors = {f"params.{k}": "not a setting of this kind of rule" for k in set(params) - allowed}
+    p = {**DEFAULTS[event], **params}
+    if event == RuleEvent.APPROVAL_EXPIRING and not (_number(p["within_s"]) and 0 < p["within_s"] <= 7 * 86_400):
+        errors["params.within_s"] = "seconds before expiry, more than 0 and at most 7 days"
+    if event == RuleEvent.RUN_STOPPED:
+        reasons = p["stop_reasons"]
+        known = set(StopReason.values) | {v.split(":", 1)[0] for v in StopReason.values}
+        if not isinstance(reasons, list) or any(r not in known for r in reasons):
+            errors["params.stop_reasons"] = "a list of stop reasons (e.g. stalled, budget_exhausted:cost, " \
+                                            "or budget_exhausted for all budgets); empty: any"
+    if event == RuleEvent.BUDGET_THRESHOLD:
+        if not (_number(p["percent"]) and 0 < p["percent"] <= 100):
+            errors["params.percent"] = "a percentage, more than 0 and at most 100"
+        if not isinstance(p["budgets"], list) or any(b not in BUDGETS for b in p["budgets"]):
+            errors["params.budgets"] = f"a list of budgets from {', '.join(BUDGETS)}; empty: any"
+    if event == RuleEvent.STALL_RATE:
+        if not (_number(p["threshold"]) and 0 <= p["threshold"] < 1):
+            errors["params.threshold"] = "a share of finished runs, from 0 to below 1 (0.2 = 20 %)"
+        if not (_number(p["window_s"]) and 60 <= p["window_s"] <= 30 * 86_400):
+            errors["params.window_s"] = "the window in seconds, from 60 s to 30 days"
+        if not (isinstance(p["min_runs"], int) and not isinstance(p["min_runs"], bool) and p["min_runs"] >= 1):
+            errors["params.min_runs"] = "at least 1 finished run"
+    return errors
+
+
+def full_params(rule) -> dict[str, Any]:
+    return {**DEFAULTS[rule.event], **(rule.params or {})}
+
+
+# -- finding events --------------------------------------------------------------------------------
+
+def find_events(rule, now: datetime) -> list[Notice]:
+    finder = {RuleEvent.APPROVAL_REQUESTED: _approvals_requested, RuleEvent.APPROVAL_EXPIRING: _approvals_expiring,
+              RuleEvent.RUN_STOPPED: _runs_stopped, RuleEvent.BUDGET_THRESHOLD: _budgets_passed,
+              RuleEvent.STALL_RATE: _stall_rate}[rule.event]
+    return finder(rule, full_params(rule), now)
+
+
+def _since(rule, now: datetime) -> datetime:
+    return max(rule.created_at, now - LOOKBACK)
+
+
+def _runs(rule):
+    from runs.labels import runs_with_labels
+    from runs.models import Run
+
+    runs = Run.objects.filter(evaluation__isnull=True)
+    return runs_with_labels(runs, tuple((rule.labels or {}).items()))
+
+
+def _link(path: str) -> str:
+    return settings.AGENTOPS_BASE_URL + path
+
+
+def _approval_text(approval) -> str:
+    what = f"step {approval.step.key} calls {approval.capability_name}" if approval.kind == "step" else "its plan"
+    return (f"Run #{approval.run_id} ({approval.run.goal[:200]}) waits for approval: {what}.\n"
+            f"Expires {approval.expires_at:%Y-%m-%d %H:%M} UTC.")
+
+
+def _pending_approvals(rule):
+    from runs.models import Approval
+
+    return (Approval.objects.filter(state="pending", run__in=_runs(rule).values("pk"))
+            .select_related("run", "step").order_by("requested_at", "id"))
+
+
+def _approvals_requested(rule, p, now) -> list[Notice]:
+    # Still waiting, so still worth telling: even a request made before the rule existed.
+    approvals = _pending_approvals(rule).filter(requested_at__gte=now - LOOKBACK)[:MAX_EVENTS_PER_RULE]
+    # The link opens the approval in the inbox, behind the login: never an approve link.
+    return [Notice(f"approval:{a.pk}:requested", f"Approval needed: run #{a.run_id}", _approval_text(a),
+                   _link(f"/runs/approvals/#approval-{a.pk}"), a.run_id) for a in approvals]
+
+
+def _approvals_expiring(rule, p, now) -> list[Notice]:
+    approvals = _pending_approvals(rule).filter(expires_at__gt=now,
+                                                expires_at__lte=now + timedelta(seconds=p["within_s"]))
+    return [Notice(f"approval:{a.pk}:expiring", f"Approval expires soon: run #{a.run_id}", _approval_text(a),
+                   _link(f"/runs/approvals/#approval-{a.pk}"), a.run_id) for a in approvals[:MAX_EVENTS_PER_RULE]]
+
+
+def _runs_stopped(rule, p, now) -> list[Notice]:
+    runs = _runs(rule).filter(finished_at__gte=_since(rule, now), finished_at__lte=now)
+    reasons = p["stop_reasons"]
+    if reasons:
+        wanted = Q()
+        for reason in reasons:
+            wanted |= Q(stop_reason=reason) | Q(stop_reason__startswith=reason + ":")
+        runs = runs.filter(wanted)
+    runs = runs.only("pk", "goal", "stop_reason", "stop_detail").order_by("finished_at", "id")
+    return [Notice(f"run:{r.pk}:stopped", f"Run #{r.pk} stopped: {r.stop_reason}",
+                   f"{r.goal[:200]}\n{r.stop_reason}: {r.stop_detail[:500]}", _link(f"/runs/{r.pk}/"), r.pk)
+            for r in runs[:MAX_EVENTS_PER_RULE]]
+
+
+def _budgets_passed(rule, p, now) -> list[Notice]:
+    from runs.budget_usage import run_budget_usage
+    from runs.selectors import LIVE_STATUSES
+
+    notices = []
+    wanted = set(p["budgets"]) or set(BUDGETS)
+    runs = _runs(rule).filter(status__in=LIVE_STATUSES).defer("state").order_by("-updated_at")
+    for run in runs[:MAX_EVENTS_PER_RULE]:
+        for row in run_budget_usage(run):
+            if row["name"] not in wanted or not row["limit"]:
+                continue
+            if 100 * row["used"] / row["limit"] >= p["percent"]:
+                notices.append(Notice(
+                    f"run:{run.pk}:budget:{row['name']}:{p['percent']}",
+                    f"Run #{run.pk} used {p['percent']:g}% of its {row['name']} budget",
+                    f"{run.goal[:200]}\n{row['name']}: {row['used']} of {row['limit']}.", _link(f"/runs/{run.pk}/"),
+                    run.pk))
+    return notices
+
+
+def _stall_rate(rule, p, now) -> list[Notice]:
+    window = timedelta(seconds=p["window_s"])
+    counts = _runs(rule).filter(finished_at__gt=now - window, finished_at__lte=now).aggregate(
+        finished=Count("id"), stalled=Count("id", filter=Q(stop_reason="stalled")))
+    finished, stalled = counts["finished"], counts["stalled"]
+    if finished < p["min_runs"] or stalled / finished <= p["threshold"]:
+        return []
+    # At most one notice per window-long period.
+    period = int(now.timestamp() // p["window_s"])
+    return [Notice(f"stall_rate:{period}", f"Stall rate {stalled / finished:.0%} over the last {window}",
+                   f"{stalled} of {finished} runs finished in the last {window} stalled "
+                   f"(threshold {p['threshold']:.0%}).", _link("/runs/dashboard/"))]

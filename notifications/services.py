@@ -1,0 +1,101 @@
+"""Every change to rules and channels: one atomic function each, with its audit row."""
+from __future__ import annotations
+
+from django.db import transaction
+
+from agentops.models import AuditAction
+from agentops.services import InvalidInput, NotAllowed, audit
+from notifications import channels as channel_urls
+from notifications.models import Channel, Rule
+from notifications.rules import params_errors
+
+PERMISSION = "notifications.manage_notifications"
+
+
+def _require(user) -> None:
+    if user is None or not user.is_authenticated or not user.has_perm(PERMISSION):
+        raise NotAllowed("You do not have permission to manage notifications.")
+
+
+@transaction.atomic
+def channel_save(*, user, name: str, url: str, enabled: bool = True, channel_id: int | None = None) -> Channel:
+    _require(user)
+    errors = {}
+    name = (name or "").strip()
+    if not name or len(name) > 80:
+        errors["name"] = "1-80 characters"
+    elif Channel.objects.filter(name=name).exclude(pk=channel_id).exists():
+        errors["name"] = "another channel has this name"
+    problems = channel_urls.url_problems(url)
+    if problems:
+        errors["url"] = "; ".join(problems)
+    if errors:
+        raise InvalidInput("The channel could not be saved: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
+                           fields=errors)
+    if channel_id is None:
+        channel = Channel.objects.create(name=name, url=url.strip(), enabled=enabled, created_by=user)
+    else:
+        channel = Channel.objects.select_for_update().get(pk=channel_id)
+        channel.name, channel.url, channel.enabled = name, url.strip(), enabled
+        channel.save()
+    audit(actor=user, action=AuditAction.NOTIFICATION_CHANNEL_SAVED, target=channel,
+          summary=f"Notification channel {name} saved", details={"url": channel_urls.masked(channel.url),
+                                                                 "enabled": enabled})
+    return channel
+
+
+@transaction.atomic
+def channel_delete(*, user, channel_id: int) -> None:
+    _require(user)
+    channel = Channel.objects.filter(pk=channel_id).first()
+    if channel is None:
+        raise InvalidInput(f"Channel {channel_id} does not exist.")
+    audit(actor=user, action=AuditAction.NOTIFICATION_CHANNEL_DELETED, target=channel,
+          summary=f"Notification channel {channel.name} deleted", details={"url": channel_urls.masked(channel.url)})
+    channel.delete()
+
+
+@transaction.atomic
+def rule_save(*, user, name: str, event: str, params: dict | None = None, channel_ids: list[int] = (),
+              labels: dict | None = None, enabled: bool = True, rule_id: int | None = None) -> Rule:
+    from runs.labels import labels_errors
+
+    _require(user)
+    params = {} if params is None else params
+    labels = {} if labels is None else labels
+    errors = params_errors(event, params)
+    name = (name or "").strip()
+    if not name or len(name) > 120:
+        errors["name"] = "1-120 characters"
+    found = list(Channel.objects.filter(pk__in=list(channel_ids)))
+    if not channel_ids or len(found) != len(set(channel_ids)):
+        errors["channels"] = "choose at least one existing channel"
+    label_problems = labels_errors(labels)
+    if label_problems:
+        errors["labels"] = "; ".join(label_problems)
+    if errors:
+        raise InvalidInput("The rule could not be saved: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
+                           fields=errors)
+    if rule_id is None:
+        rule = Rule.objects.create(name=name, event=event, params=params, labels=labels, enabled=enabled,
+                                   created_by=user)
+    else:
+        rule = Rule.objects.select_for_update().get(pk=rule_id)
+        rule.name, rule.event, rule.params, rule.labels, rule.enabled = name, event, params, labels, enabled
+        rule.save()
+    rule.channels.set(found)
+    audit(actor=user, action=AuditAction.NOTIFICATION_RULE_SAVED, target=rule, summary=f"Notification rule {name} saved",
+          details={"event": event, "params": params, "labels": labels, "channels": sorted(c.name for c in found),
+                   "enabled": enabled})
+    return rule
+
+
+@transaction.atomic
+def rule_delete(*, user, rule_id: int) -> None:
+    _require(user)
+    rule = Rule.objects.filter(pk=rule_id).first()
+    if rule is None:
+        raise InvalidInput(f"Rule {rule_id} does not exist.")
+    audit(actor=user, action=AuditAction.NOTIFICATION_RULE_DELETED, target=rule,
+          summary=f"Notification rule {rule.name} deleted", details={"event": rule.event})
+    rule.delete()

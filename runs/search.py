@@ -1,0 +1,87 @@
+"""Searching runs beyond the plain column filters: labels, goal text, stall kind; saved views.
+
+runs.selectors.run_list applies `apply_search`; the API applies the same function, so a
+filter means the same thing on the page and in the API.
+"""
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode
+
+from django.db import transaction
+
+from agentops.services import InvalidInput
+from runs.labels import runs_with_labels
+from runs.models import Run, SavedView
+
+MAX_SAVED_VIEWS = 50
+# Query parameters a saved view keeps (paging is not a view).
+VIEW_PARAMS = ("status", "stop_reason", "capability", "owner", "planner", "created_from", "created_to", "sort",
+               "labels", "goal", "stall_kind", "stop_kind", "stop_capability", "finished_from", "finished_to",
+               "repeated", "evaluation_runs")
+
+
+def has_stall_kind() -> bool:
+    """Runs record their stall kind once that field exists (added by another change)."""
+    return any(f.name == "stall_kind" for f in Run._meta.get_fields())
+
+
+def apply_search(runs, filters):
+    if filters.labels:
+        runs = runs_with_labels(runs, filters.labels)
+    if filters.goal:
+        runs = runs.filter(goal__icontains=filters.goal)
+    if filters.stall_kind and has_stall_kind():
+        runs = runs.filter(stall_kind=filters.stall_kind)
+    return runs
+
+
+# -- saved views ------------------------------------------------------------------------------
+
+def saved_views(*, user) -> list[SavedView]:
+    return list(SavedView.objects.filter(user=user).order_by("name")) if user.is_authenticated else []
+
+
+def view_query(params) -> str:
+    """The part of a runs-list query string worth saving, in a stable order."""
+    pairs = params.lists() if hasattr(params, "lists") else ((k, [v]) for k, v in parse_qsl(params))
+    kept = [(k, v) for k, values in pairs if k in VIEW_PARAMS for v in values if v]
+    return urlencode(sorted(kept))
+
+
+@transaction.atomic
+def saved_view_save(*, user, name: str, query: str) -> SavedView:
+    """Save (or replace) the user's view of that name."""
+    name = (name or "").strip()
+    if not name or len(name) > 80:
+        raise InvalidInput("Name the view (1-80 characters).", fields={"name": "1-80 characters"})
+    if len(query) > 2000:
+        raise InvalidInput("These filters are too long to save.", fields={"query": "at most 2,000 characters"})
+    query = view_query(query)
+    existing = SavedView.objects.select_for_update().filter(user=user, name=name).first()
+    if existing is None and SavedView.objects.filter(user=user).count() >= MAX_SAVED_VIEWS:
+        raise InvalidInput(f"You have {MAX_SAVED_VIEWS} saved views: delete one first.")
+    if existing is not None:
+        existing.query = query
+        existing.save(update_fields=["query"])
+        return existing
+    return SavedView.objects.create(user=user, name=name, query=query)
+
+
+@transaction.atomic
+def saved_view_delete(*, user, view_id: int) -> None:
+    deleted, _ = SavedView.objects.filter(user=user, pk=view_id).delete()
+    if not deleted:
+        raise InvalidInput(f"You have no saved view {view_id}.")
+
+
+def add_stall_kind_field(form) -> None:
+    """The runs filter form gets a stall-kind choice once runs record it."""
+    if not has_stall_kind():
+        return
+    from django import forms
+
+    field = Run._meta.get_field("stall_kind")
+    choices = list(field.choices or []) or [("repeated_without_progress", "repeated without progress"),
+                                            ("planner_exhausted", "planner exhausted")]
+    form.fields["stall_kind"] = forms.ChoiceField(label="Stall kind", choices=[("", "any")] + choices,
+                                                  required=False)
