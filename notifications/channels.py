@@ -110,10 +110,11 @@ def masked(url: str) -> str:
 def _asset():
     import apprise
 
+    # A redirect would take the POST to a host the egress guard never saw: never follow one.
     try:  # keep Apprise's persistent cache in memory: workers share no local disk
-        return apprise.AppriseAsset(storage_mode="memory")
+        return apprise.AppriseAsset(storage_mode="memory", http_redirects=False)
     except TypeError:
-        return apprise.AppriseAsset()
+        return apprise.AppriseAsset(http_redirects=False)
 
 
 def send(url: str, *, title: str, body: str) -> None:
@@ -127,6 +128,8 @@ def send(url: str, *, title: str, body: str) -> None:
     notifier = apprise.Apprise(asset=_asset())
     if not notifier.add(expanded):
         raise ChannelError("Apprise does not understand this URL", permanent=True)
+    for server in notifier:
+        server.redirects = False  # also when the URL itself asks for them (?redirect=yes)
     with apprise.LogCapture(level=logging.WARNING) as logs:
         sent = notifier.notify(title=title, body=body)
     if not sent:

@@ -20,6 +20,12 @@ class Hook(BaseHTTPRequestHandler):
         with server.lock:
             server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
             status = server.statuses.pop(0) if server.statuses else 200
+        if server.redirect_to:
+            self.send_response(307)
+            self.send_header("Location", server.redirect_to)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         self.send_response(status)
         self.send_header("Content-Length", "2")
         self.end_headers()
@@ -34,7 +40,8 @@ def webhook(settings):
     server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
     server.daemon_threads = True
     server.requests, server.statuses, server.lock = [], [], threading.Lock()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    server.redirect_to = ""  # answer every POST with a 307 there
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     server.url = f"json://127.0.0.1:{server.server_address[1]}/hook"
     server.payloads = lambda: [json.loads(r["body"]) for r in server.requests]

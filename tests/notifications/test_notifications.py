@@ -1,7 +1,9 @@
 """Notification rules, the outbox and its channels: against a real SMTP server and a real webhook receiver."""
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
+from http.server import ThreadingHTTPServer
 
 import pytest
 from django.utils import timezone
@@ -11,6 +13,7 @@ from agentops.services import InvalidInput, NotAllowed
 from notifications import outbox, services
 from notifications.models import Channel, Delivery, Rule
 from runs.models import RunLabel
+from tests.notifications.conftest import Hook
 
 
 @pytest.fixture
@@ -189,6 +192,24 @@ class TestFailingChannels:
         delivery = Delivery.objects.get()
         assert delivery.status == "failed" and "egress refused" in delivery.last_error
         assert webhook.requests == []
+
+    @pytest.mark.parametrize("suffix", ["", "?redirect=yes"])
+    def test_a_webhook_that_redirects_is_not_followed(self, operator, webhook, waiting_approval, suffix):
+        # The guard checked the channel's host, not wherever its answer points: a redirect
+        # (here to another receiver) must never carry the notification on.
+        elsewhere = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+        elsewhere.requests, elsewhere.statuses, elsewhere.lock, elsewhere.redirect_to = [], [], threading.Lock(), ""
+        threading.Thread(target=elsewhere.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        try:
+            webhook.redirect_to = f"http://127.0.0.1:{elsewhere.server_address[1]}/stolen"
+            hook = services.channel_save(user=operator, name="hook", url=webhook.url + suffix)
+            _rule(operator, hook, "approval_requested")
+            outbox.tick()
+            assert len(webhook.requests) == 1 and elsewhere.requests == []
+            assert Delivery.objects.get().status != "sent"
+        finally:
+            elsewhere.shutdown()
+            elsewhere.server_close()
 
     def test_a_sender_that_died_mid_send_gives_the_delivery_back(self, operator, channel, inbox, waiting_approval):
         _rule(operator, channel, "approval_requested")
