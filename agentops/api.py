@@ -43,12 +43,6 @@ PAGE_PARAMETERS = [
 ]
 
 
-class Conflict(exceptions.APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The resource changed; reload and try again."
-    default_code = "conflict"
-
-
 def _code_for(exc: Exception) -> str:
     if isinstance(exc, exceptions.ParseError):
         return "malformed_json"

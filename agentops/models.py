@@ -13,7 +13,6 @@ class AuditAction(models.TextChoices):
     MCP_SERVER_STARTED = "mcp_server.started"
     RUN_STARTED = "run.started"
     RUN_CANCELLED = "run.cancelled"
-    RUN_STOPPED = "run.stopped"
     STEP_APPROVED = "step.approved"
     STEP_REJECTED = "step.rejected"
     PLAN_APPROVED = "plan.approved"

@@ -257,12 +257,6 @@ class CapabilityForm(forms.Form):
                     self.add_error(None, f"{key}: {message}" if key not in ("config", "policy") else message)
 
 
-class SchemaForm(forms.Form):
-    """The live validation endpoint's input: the schema textarea, as typed."""
-
-    schema = forms.CharField(required=False)
-
-
 class TryForm(forms.Form):
     arguments = JSONTextField(empty={}, required=False, label="Arguments (JSON object)",
                               help_text="Checked against the capability's schema before anything runs.",

@@ -1,7 +1,7 @@
 """Capability executors: one module per kind (python, http, mcp) behind BaseExecutor."""
 from .base import BaseExecutor, CapabilityError, FileOutputStore, OutputStore
-from .dispatch import CapabilityExecutor, Executor, build_executor
+from .dispatch import CapabilityExecutor, Executor
 from .netguard import NetGuard, URLRefused, validate_url
 
 __all__ = ["BaseExecutor", "CapabilityError", "CapabilityExecutor", "Executor", "FileOutputStore", "NetGuard",
-           "OutputStore", "URLRefused", "build_executor", "validate_url"]
+           "OutputStore", "URLRefused", "validate_url"]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from runs.runtime.capability import CapabilitySpec, Kind
 from runs.runtime.observation import ErrorCode, Observation
@@ -61,12 +61,3 @@ class CapabilityExecutor:
         return executor.lookup_status(spec, arguments, idempotency_key=idempotency_key,
                                       timeout_s=spec.timeout_s if timeout_s is None else timeout_s)
 
-
-def build_executor(*, allowed_hosts: list[str] | None = None, allow_private: bool = False,
-                   output_dir: str | None = None, **kw: Any) -> CapabilityExecutor:
-    """Convenience for settings-driven wiring: `build_executor(allowed_hosts=[...], output_dir=...)`."""
-    from .base import FileOutputStore
-
-    store = FileOutputStore(output_dir) if output_dir else None
-    return CapabilityExecutor(guard=NetGuard(allowed_hosts or [], allow_private=allow_private),
-                              output_store=store, **kw)

@@ -26,10 +26,6 @@ def register_check(name: str) -> Callable[[Check], Check]:
     return decorator
 
 
-def registered_checks() -> tuple[str, ...]:
-    return tuple(sorted(_CHECKS))
-
-
 def is_empty(value: Any) -> bool:
     """None, "", [], {} or a dict whose every value is empty.
 

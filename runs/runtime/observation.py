@@ -76,10 +76,6 @@ _GUIDANCE = {
 }
 
 
-def is_retryable(code: ErrorCode | str) -> bool:
-    return ErrorCode(code) in RETRYABLE_CODES
-
-
 def category_for(code: ErrorCode | str) -> ErrorCategory:
     return _CATEGORY[ErrorCode(code)]
 

@@ -50,9 +50,6 @@ class Step:
 class Plan:
     steps: tuple[Step, ...] = ()
 
-    def to_dicts(self) -> list[dict[str, Any]]:
-        return [s.to_dict() for s in self.steps]
-
     def step(self, step_id: str) -> Step | None:
         return next((s for s in self.steps if s.id == step_id), None)
 
