@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from notifications import channels, rules
 from notifications.models import Delivery, Rule
+from runs.runtime.retry import exponential_backoff_s
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def enqueue_events(now: datetime) -> int:
 
 
 def backoff_s(attempts: int) -> float:
-    return min(settings.AGENTOPS_NOTIFY_BACKOFF_CAP_S, settings.AGENTOPS_NOTIFY_BACKOFF_S * 2 ** max(0, attempts - 1))
+    return exponential_backoff_s(settings.AGENTOPS_NOTIFY_BACKOFF_S, settings.AGENTOPS_NOTIFY_BACKOFF_CAP_S, attempts)
 
 
 def drain(now: datetime | None = None, limit: int = SEND_BATCH) -> tuple[int, int]:

@@ -267,7 +267,7 @@ def parse_body(raw: bytes, response: httpx.Response) -> Any:
 
 
 def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Retry-After as seconds: either delta-seconds or an HTTP-date."""
+    """Retry-After as seconds: either delta-seconds or an HTTP-date (the http executor's and the LLM planner's)."""
     if not value:
         return None
     value = value.strip()

@@ -34,15 +34,17 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
+from capabilities.executors.http import retry_after_seconds
 from capabilities.executors.netguard import GuardedTransport, NetGuard, URLRefused
 from capabilities.executors.secrets import Redactor
+from runs.runtime.observation import RETRYABLE_CODES, error_code_for_http_status
 from runs.runtime.plan import PlanError
 from runs.runtime.planning import PlanningRequest, PlanProposal
+from runs.runtime.retry import jittered_backoff_s
 from runs.runtime.stop import ReplanReason
 
 # How much of one observation's output the model sees: enough to plan on, bounded.
@@ -236,14 +238,15 @@ class LLMPlanner:
                         return _parse_response(response)
                     # The status only: the body of whatever answered is not ours to show.
                     last_error = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
-                    if not (response.status_code in (408, 429) or response.status_code >= 500):
+                    if error_code_for_http_status(response.status_code) not in RETRYABLE_CODES:
                         raise PlannerUnavailable(last_error)
-                    delay = _retry_after_s(response) if response.status_code in (429, 503) else None
+                    delay = (retry_after_seconds(response.headers.get("Retry-After"))
+                             if response.status_code in (429, 503) else None)
                 if retries >= self.config.max_retries:
                     raise PlannerUnavailable(f"{last_error} (after {retries + 1} attempts)")
                 retries += 1
                 if delay is None:
-                    delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (retries - 1)) * self.rng.uniform(0.5, 1.0)
+                    delay = jittered_backoff_s(BACKOFF_BASE_S, BACKOFF_CAP_S, retries, self.rng)
                 left = None if budget_s is None else budget_s - (self.monotonic() - started)
                 if left is not None and delay >= left:
                     raise PlannerUnavailable(f"{last_error}; waiting {delay:g}s more would pass the run's deadline")
@@ -374,16 +377,3 @@ def _count(value: Any) -> int:
         return 0
     return int(min(value, MAX_USAGE_TOKENS))
 
-
-def _retry_after_s(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
