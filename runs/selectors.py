@@ -18,6 +18,7 @@ from runs.choices import ApprovalState
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 from runs.pagination import Ordering
 from runs.querytools import one_of
+from runs.runtime.plan import step_changes
 
 RUNS_PER_PAGE = 50
 # A filter matching at most this many runs is resolved to their ids first (see _used_capability).
@@ -306,16 +307,8 @@ def _steps_by_id(steps: Any) -> dict[str, dict]:
 
 
 def _compare_steps(previous: Any, current: Any) -> list[tuple[str, str]]:
-    before, after = _steps_by_id(previous), _steps_by_id(current)
-    lines = [("added", f"{key} ({step.get('capability', '?')})") for key, step in after.items() if key not in before]
-    lines += [("removed", f"{key} ({step.get('capability', '?')})") for key, step in before.items()
-              if key not in after]
-    for key, step in after.items():
-        old = before.get(key)
-        if old is None or old == step:
-            continue
-        fields = [f for f in sorted(set(old) | set(step)) if old.get(f) != step.get(f)]
-        lines.append(("changed", f"{key}: {', '.join(fields)}"))
+    changes = step_changes(_steps_by_id(previous), _steps_by_id(current))
+    lines = [(kind, text) for kind in ("added", "removed", "changed") for text in changes[kind]]
     return lines or [("note", "no change to the steps")]
 
 

@@ -25,7 +25,7 @@ from .history import AttemptKind, HistoryEntry, appended, repeated_without_progr
 from .ids import RandomIds
 from .intents import CallIntent, IntentLog, LeaseLost, NoIntentLog
 from .observation import AdmissionRefused, ErrorCode, Observation, SideEffectStatus, Status
-from .plan import PlanError, Step, parse_plan
+from .plan import PlanError, Step, parse_plan, step_changes
 from .planning import PlanNotReady, PlanningRequest, PlanProposal
 from .ports import ApprovalBook, Authorizer, CapabilityRegistry, Clock, Executor, IdSource, Planner
 from .retry import retry_allowed, retry_delay_s
@@ -675,21 +675,9 @@ def next_runnable(state: RunState) -> StepProgress | None:
 
 
 def plan_changes(previous: tuple[Step, ...], new: tuple[Step, ...]) -> dict[str, Any]:
-    """What a revision changed, by step id, in words an operator can read."""
-    before = {s.id: s for s in previous}
-    after = {s.id: s for s in new}
-    added = [f"{s.id} ({s.capability})" for s in new if s.id not in before]
-    removed = [f"{s.id} ({s.capability})" for s in previous if s.id not in after]
-    changed = []
-    for s in new:
-        old = before.get(s.id)
-        if old is None or old == s:
-            continue
-        what = [name for name, a, b in (("capability", old.capability, s.capability),
-                                        ("arguments", old.arguments, s.arguments),
-                                        ("depends_on", old.depends_on, s.depends_on),
-                                        ("expected_outcome", old.expected_outcome, s.expected_outcome)) if a != b]
-        changed.append(f"{s.id}: {', '.join(what)}")
+    """What a revision changed (step_changes) and the same in one line, as the run records it."""
+    changes = step_changes({s.id: s.to_dict() for s in previous}, {s.id: s.to_dict() for s in new})
+    added, removed, changed = changes["added"], changes["removed"], changes["changed"]
     parts = ([f"added {', '.join(added)}"] if added else []) + ([f"removed {', '.join(removed)}"] if removed else []) \
         + ([f"changed {'; '.join(changed)}"] if changed else [])
     return {"added": added, "removed": removed, "changed": changed, "summary": "; ".join(parts) or "no change"}

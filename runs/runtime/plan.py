@@ -5,6 +5,7 @@ planner can be told all of them at once.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,30 @@ class Plan:
 
     def step(self, step_id: str) -> Step | None:
         return next((s for s in self.steps if s.id == step_id), None)
+
+
+# The order a changed step's fields are named in; any other key follows, by name.
+STEP_FIELDS = ("capability", "arguments", "depends_on", "expected_outcome")
+
+
+def step_changes(before: Mapping[str, Mapping[str, Any]],
+                 after: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
+    """What a revision changed, by step id, in words an operator can read.
+
+    Each side maps a step id to the step as a dict: `Step.to_dict()` in the runtime,
+    a stored plan's step on the trace page (which may hold anything, hence the '?').
+    """
+    added = [f"{key} ({step.get('capability', '?')})" for key, step in after.items() if key not in before]
+    removed = [f"{key} ({step.get('capability', '?')})" for key, step in before.items() if key not in after]
+    changed = []
+    for key, step in after.items():
+        old = before.get(key)
+        if old is None or old == step:
+            continue
+        names = sorted(set(old) | set(step), key=lambda f: (STEP_FIELDS.index(f) if f in STEP_FIELDS
+                                                           else len(STEP_FIELDS), f))
+        changed.append(f"{key}: {', '.join(f for f in names if old.get(f) != step.get(f))}")
+    return {"added": added, "removed": removed, "changed": changed}
 
 
 @dataclass(frozen=True)
