@@ -157,6 +157,12 @@ def exceeded_after_planning(budgets: Budgets, usage: Usage) -> BudgetName | None
     return None
 
 
+def _capability_calls_spent(budgets: Budgets, usage: Usage, capability: str) -> bool:
+    """One more call of this capability would pass its own limit (where it has one)."""
+    limit = budgets.max_calls_per_capability.get(capability)
+    return limit is not None and usage.calls_per_capability.get(capability, 0) + 1 > limit
+
+
 def exhausted_before_call(budgets: Budgets, usage: Usage, *, capability: str, side_effecting: bool,
                           retry: bool, started_at: float, now: float) -> BudgetName | None:
     if deadline_reached(budgets, started_at, now):
@@ -165,8 +171,7 @@ def exhausted_before_call(budgets: Budgets, usage: Usage, *, capability: str, si
         return BudgetName.ITERATIONS
     if usage.tool_calls + 1 > budgets.max_tool_calls:
         return BudgetName.TOOL_CALLS
-    limit = budgets.max_calls_per_capability.get(capability)
-    if limit is not None and usage.calls_per_capability.get(capability, 0) + 1 > limit:
+    if _capability_calls_spent(budgets, usage, capability):
         return BudgetName.CAPABILITY_CALLS
     if retry and usage.retries + 1 > budgets.max_retries:
         return BudgetName.RETRIES
@@ -182,8 +187,7 @@ def exhausted_before_lookup(budgets: Budgets, usage: Usage, *, capability: str, 
         return BudgetName.DEADLINE
     if usage.tool_calls + 1 > budgets.max_tool_calls:
         return BudgetName.TOOL_CALLS
-    limit = budgets.max_calls_per_capability.get(capability)
-    if limit is not None and usage.calls_per_capability.get(capability, 0) + 1 > limit:
+    if _capability_calls_spent(budgets, usage, capability):
         return BudgetName.CAPABILITY_CALLS
     return None
 
