@@ -37,6 +37,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import benchenv  # noqa: E402  (bench/ is on sys.path: these run as scripts)
+
+benchenv.prepare()
+
 ROOT = Path(__file__).resolve().parent.parent
 CHAOS_DIR = ROOT / "tests" / "chaos"
 PG_PORT = int(os.environ.get("CHAOS_PG_PORT", "5441"))

@@ -29,6 +29,10 @@ from urllib.parse import parse_qs, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import benchenv  # noqa: E402  (bench/ is on sys.path: these run as scripts)
+
+benchenv.prepare()
 CAPABILITY = "bench_slow_lookup"
 
 

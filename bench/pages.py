@@ -27,6 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import benchenv  # noqa: E402  (bench/ is on sys.path: these run as scripts)
+
+benchenv.prepare()
+
 # Best of 5: on a shared machine the fastest round is the closest to the page's own cost.
 ROUNDS = 5
 CAPABILITIES = ["search_documents", "get_document", "create_ticket", "get_ticket_status", "send_notification"]

@@ -23,6 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import benchenv  # noqa: E402  (bench/ is on sys.path: these run as scripts)
+
+benchenv.prepare()
+
 TEAMS = ["payments", "search", "support", "billing", "growth", "platform", "risk", "ops", "legal", "data"]
 AGENTS = ["triage", "refunds", "research", "summarizer", "router"]
 

@@ -33,6 +33,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import benchenv  # noqa: E402  (bench/ is on sys.path: these run as scripts)
+
+benchenv.prepare()
+
 
 def in_process(steps: int) -> None:
     from runs.runtime.scenario import prepare_scenario

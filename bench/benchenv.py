@@ -1,0 +1,14 @@
+"""The environment of a benchmark process and the workers it starts.
+
+Benchmarks run the production settings (DEBUG off), which need a SECRET_KEY and
+assume HTTPS. As the tests do (agentops/pytest_env.py), a process gets a key of
+its own and plain-HTTP cookies and redirects, unless the environment says otherwise.
+"""
+import os
+import secrets
+
+
+def prepare() -> None:
+    os.environ.setdefault("SECRET_KEY", "bench-" + secrets.token_urlsafe(40))
+    for name in ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE"):
+        os.environ.setdefault(name, "false")
