@@ -100,8 +100,7 @@ def stop_trigger(*, run: Run, approvals: list[Approval], revisions: list[PlanRev
         rejected = [a for a in approvals if a.state == "rejected"]
         if rejected:
             ap = rejected[-1]
-            what = f"step {ap.step.key} ({ap.capability_name})" if ap.kind == "step" and ap.step else \
-                f"plan revision {ap.revision.number}"
+            what = _approval_subject(ap)
             who = ap.decided_by.get_username() if ap.decided_by else "an operator"
             return StopTrigger("approval", f"{who} rejected the approval of {what}", anchor=f"approval-{ap.pk}")
         return StopTrigger("approval", "an operator rejected an approval request")
@@ -109,8 +108,7 @@ def stop_trigger(*, run: Run, approvals: list[Approval], revisions: list[PlanRev
         expired = [a for a in approvals if a.state == "expired"]
         if expired:
             ap = expired[-1]
-            what = f"step {ap.step.key} ({ap.capability_name})" if ap.kind == "step" and ap.step else \
-                f"plan revision {ap.revision.number}"
+            what = _approval_subject(ap)
             return StopTrigger("approval", f"the approval request for {what} expired undecided",
                                anchor=f"approval-{ap.pk}")
         return StopTrigger("approval", "an approval request expired undecided")
@@ -192,3 +190,10 @@ def filter_attempts(attempts: QuerySet[Attempt], filters: TraceFilters) -> Query
     if filters.repeated:
         attempts = attempts.filter(repeated_without_progress=True)
     return attempts
+
+
+def _approval_subject(approval) -> str:
+    """What an approval request was for, in the stop box's words."""
+    if approval.kind == "step" and approval.step:
+        return f"step {approval.step.key} ({approval.capability_name})"
+    return f"plan revision {approval.revision.number}"

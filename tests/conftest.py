@@ -269,3 +269,30 @@ def smtp_server():
 def inbox(smtp_server):
     smtp_server.messages.clear()
     return smtp_server
+
+
+@pytest.fixture(scope="session")
+def http_mcp_server():
+    """The demo MCP server (tests/capabilities/mcp_demo_server.py) over streamable HTTP on an
+    ephemeral loopback port, as a subprocess: its URL."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = ROOT / "tests" / "capabilities" / "mcp_demo_server.py"
+    process = subprocess.Popen([sys.executable, str(server), "--http", str(port)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        process.kill()
+        pytest.fail("the MCP HTTP server did not start")
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(10)

@@ -171,33 +171,6 @@ def test_it_reads_the_error_code_from_the_tool_error_text(text, code):
     assert code_for_error_text(text) == code
 
 
-@pytest.fixture(scope="module")
-def http_mcp_server():
-    """The same server over streamable HTTP on an ephemeral loopback port."""
-    import socket
-    import subprocess
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, SERVER, "--http", str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        process.kill()
-        pytest.fail("the MCP HTTP server did not start")
-    yield url
-    process.terminate()
-    process.wait(10)
-
-
 class TestHttpTransport:
     def test_it_lists_and_calls_tools_over_streamable_http(self, http_mcp_server, tmp_path):
         from capabilities.executors.netguard import NetGuard

@@ -1,11 +1,7 @@
 """Requests go to the address the guard checked, for every request an SDK makes (DNS rebinding)."""
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -18,8 +14,6 @@ from runs.runtime.observation import ErrorCode, Status
 from runs.runtime.planning import PlanningRequest
 
 from .conftest import chat_completion
-
-DEMO_SERVER = str(Path(__file__).resolve().parents[1] / "capabilities" / "mcp_demo_server.py")
 
 
 def request():
@@ -58,27 +52,9 @@ def test_an_llm_error_answer_is_not_quoted(recorder):
     assert "404" in message and "root:x" not in message and "secret_internal_page" not in message
 
 
-@pytest.fixture(scope="module")
-def mcp_http_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, DEMO_SERVER, "--http", str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield port
-    process.terminate()
-    process.wait(10)
-
-
 @pytest.mark.slow
-def test_every_mcp_http_request_goes_through_the_guard(mcp_http_port, tmp_path):
+def test_every_mcp_http_request_goes_through_the_guard(http_mcp_server, tmp_path):
+    mcp_http_port = urlsplit(http_mcp_server).port
     """The first answer passes the up-front check; the SDK's own requests then meet a rebinding DNS."""
     answers = iter(["127.0.0.1"])
 

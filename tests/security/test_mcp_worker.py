@@ -7,11 +7,6 @@ CELERY_BROKER_URL for PostgreSQL + Redis).
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
@@ -22,35 +17,15 @@ from runs.models import Attempt, Run
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-DEMO_SERVER = str(Path(__file__).resolve().parents[1] / "capabilities" / "mcp_demo_server.py")
 TIME_SERVER = {"command": "python", "args": ["-m", "mcp_server_time"]}
 READ_ONLY = {"side_effect": "none", "requires_approval": False, "retry_max_attempts": 1, "timeout_s": 20}
 
 
-@pytest.fixture(scope="module")
-def http_mcp_url():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, DEMO_SERVER, "--http", str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
-    process.terminate()
-    process.wait(10)
-
-
-def _register(settings, admin, http_mcp_url):
+def _register(settings, admin, http_mcp_server):
     settings.AGENTOPS_MCP_STDIO_COMMANDS = ["python -m mcp_server_time", "python -m agentops_no_such_mcp_server"]
     settings.AGENTOPS_HTTP_ALLOWED_HOSTS = ["127.0.0.1"]
     clock = registry.mcp_server_create(user=admin, name="clock", transport="stdio", **TIME_SERVER)
-    remote = registry.mcp_server_create(user=admin, name="remote", transport="http", url=http_mcp_url)
+    remote = registry.mcp_server_create(user=admin, name="remote", transport="http", url=http_mcp_server)
     registry.mcp_tools_import(user=admin, server_id=clock.pk,
                               tools=[{"name": "get_current_time", "capability_name": "clock_now", **READ_ONLY}])
     registry.mcp_tools_import(user=admin, server_id=remote.pk,
@@ -70,8 +45,8 @@ def _run(owner, steps, completion, wait_until):
 
 
 def test_a_run_calls_a_stdio_and_an_http_mcp_tool_on_a_real_worker(
-        celery_worker, settings, stdio_allowed, operator, http_mcp_url, wait_until):
-    clock, _remote = _register(settings, stdio_allowed, http_mcp_url)
+        celery_worker, settings, stdio_allowed, operator, http_mcp_server, wait_until):
+    clock, _remote = _register(settings, stdio_allowed, http_mcp_server)
     steps = [{"id": "now", "capability": "clock_now", "arguments": {"timezone": "Etc/UTC"}},
              {"id": "sum", "capability": "remote_add", "arguments": {"a": 2, "b": 3}, "depends_on": ["now"]}]
     run = _run(operator, steps, {"capability": "remote_add", "path": "result", "equals": 5}, wait_until)
