@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from capabilities import selectors, services
 from capabilities.models import Capability, CapabilityVersion, Kind, McpServer
-from core.api import Pagination
+from core.api import page_response, validated
 from core.choices import SideEffect
 from core.permissions import MethodPermission
 
@@ -153,15 +153,11 @@ class CapabilityListCreateApi(RegistryApi):
                                        kind=request.query_params.get("kind", ""),
                                        side_effect=request.query_params.get("side_effect", ""),
                                        enabled=request.query_params.get("enabled"))
-        paginator = Pagination()
-        page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response(CapabilityOutput([capability_data(c) for c in page], many=True).data)
+        return page_response(self, request, qs, CapabilityOutput, item=capability_data)
 
     @extend_schema(operation_id="capabilities_create", request=InputSerializer, responses={201: CapabilityOutput})
     def post(self, request):
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = dict(validated(self.InputSerializer, request.data))
         capability = services.capability_create(
             user=request.user, name=data.pop("name"), kind=data.pop("kind"), mcp_server=data.pop("mcp_server", None),
             config=data.pop("config", None), change_note=data.pop("change_note", ""), policy=data)
@@ -188,9 +184,7 @@ class CapabilityDetailApi(RegistryApi):
                    description="Writes a NEW version with the given fields changed; versions are never edited.")
     def patch(self, request, name):
         capability = _capability(name)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
+        data = dict(validated(self.InputSerializer, request.data))
         services.capability_update(user=request.user, capability_id=capability.pk, config=data.pop("config", None),
                                    change_note=data.pop("change_note", ""),
                                    expected_version=data.pop("expected_version", None), policy=data)
@@ -266,11 +260,9 @@ class CapabilityTryApi(RegistryApi):
                                "confirm=true and the capability's permission.")
     def post(self, request, name):
         capability = _capability(name)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        data = validated(self.InputSerializer, request.data)
         observation = services.capability_try(user=request.user, capability_id=capability.pk,
-                                              arguments=serializer.validated_data["arguments"],
-                                              confirm=serializer.validated_data["confirm"])
+                                              arguments=data["arguments"], confirm=data["confirm"])
         return Response(self.OutputSerializer(observation.to_dict()).data)
 
 
@@ -301,9 +293,7 @@ class McpServerCreateApi(RegistryApi):
 
     @extend_schema(operation_id="mcp_servers_create", request=InputSerializer, responses={201: McpServerOutput})
     def post(self, request):
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        server = services.mcp_server_create(user=request.user, **serializer.validated_data)
+        server = services.mcp_server_create(user=request.user, **validated(self.InputSerializer, request.data))
         return Response(McpServerOutput(server).data, status=status.HTTP_201_CREATED)
 
 
@@ -351,9 +341,7 @@ class McpServerImportApi(RegistryApi):
     def post(self, request, server_id):
         if not McpServer.objects.filter(pk=server_id).exists():
             raise Http404
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        created = services.mcp_tools_import(user=request.user, server_id=server_id,
-                                            tools=[dict(t) for t in serializer.validated_data["tools"]])
+        tools = validated(self.InputSerializer, request.data)["tools"]
+        created = services.mcp_tools_import(user=request.user, server_id=server_id, tools=[dict(t) for t in tools])
         data = [capability_data(selectors.capability_get(name=c.name)) for c in created]
         return Response(CapabilityOutput(data, many=True).data, status=status.HTTP_201_CREATED)

@@ -1,9 +1,12 @@
 """Registry pages (HTMX). Thin: parse with forms, change through services, read through selectors."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from capabilities import selectors, services, usage
@@ -103,23 +106,15 @@ def capability_try(request, name):
 @permission_needed("capabilities.add_capability", "register capabilities")
 def capability_create(request):
     form = CapabilityForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            capability = services.capability_create(
-                user=request.user, name=data["name"].strip(), kind=data["kind"], policy=form.policy(),
-                config=form.config(data["kind"]), mcp_server=data.get("mcp_server"),
-                change_note=data.get("change_note") or "")
-        except ServiceError as exc:
-            form.add_service_errors(exc.fields)
-            if not exc.fields:
-                form.add_error(None, exc.message)
-        else:
-            messages.success(request, f"Registered {capability.name} (version 1).")
-            return redirect("capabilities:detail", name=capability.name)
-    return render(request, "capabilities/form.html", {"form": form, "capability": None,
-                                                      "schema_errors": _schema_errors_of(form)},
-                  status=400 if form.errors else 200)
+
+    def register(data) -> tuple[str, str]:
+        capability = services.capability_create(
+            user=request.user, name=data["name"].strip(), kind=data["kind"], policy=form.policy(),
+            config=form.config(data["kind"]), mcp_server=data.get("mcp_server"),
+            change_note=data.get("change_note") or "")
+        return f"Registered {capability.name} (version 1).", _detail_url(capability)
+
+    return _saved(request, form, register) or _capability_form_page(request, form, capability=None)
 
 
 @require_http_methods(["GET", "POST"])
@@ -127,27 +122,42 @@ def capability_create(request):
 def capability_edit(request, name):
     capability = _capability_or_404(name)
     form = CapabilityForm(request.POST or None, capability=capability)
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            version = services.capability_update(
-                user=request.user, capability_id=capability.pk, policy=form.policy(),
-                config=form.config(capability.kind), change_note=data.get("change_note") or "",
-                expected_version=data.get("expected_version"))
-        except ServiceError as exc:
-            form.add_service_errors(exc.fields)
-            if not exc.fields:
-                form.add_error(None, exc.message)
-        else:
-            messages.success(request, f"Saved {capability.name} as version {version.number}.")
-            return redirect("capabilities:detail", name=capability.name)
+
+    def save(data) -> tuple[str, str]:
+        version = services.capability_update(
+            user=request.user, capability_id=capability.pk, policy=form.policy(),
+            config=form.config(capability.kind), change_note=data.get("change_note") or "",
+            expected_version=data.get("expected_version"))
+        return f"Saved {capability.name} as version {version.number}.", _detail_url(capability)
+
+    return _saved(request, form, save) or _capability_form_page(request, form, capability=capability)
+
+
+def _saved(request, form, save: Callable[[dict], tuple[str, str]]) -> HttpResponse | None:
+    """On a valid POST, save(cleaned data) and go where it says, with its message; None when the
+    form is to be shown (again). A refusal goes beside the fields it names, else above them."""
+    if request.method != "POST" or not form.is_valid():
+        return None
+    try:
+        message, url = save(form.cleaned_data)
+    except ServiceError as exc:
+        form.add_service_errors(exc.fields)
+        if not exc.fields:
+            form.add_error(None, exc.message)
+        return None
+    messages.success(request, message)
+    return redirect(url)
+
+
+def _detail_url(capability: Capability) -> str:
+    return reverse("capabilities:detail", kwargs={"name": capability.name})
+
+
+def _capability_form_page(request, form, *, capability: Capability | None) -> HttpResponse:
+    schema_errors = list(form.errors.get("schema", [])) if form.is_bound else []
     return render(request, "capabilities/form.html", {"form": form, "capability": capability,
-                                                      "schema_errors": _schema_errors_of(form)},
+                                                      "schema_errors": schema_errors},
                   status=400 if form.errors else 200)
-
-
-def _schema_errors_of(form) -> list[str]:
-    return list(form.errors.get("schema", [])) if form.is_bound else []
 
 
 @require_POST
@@ -174,18 +184,15 @@ def validate_schema(request):
 @permission_needed("capabilities.add_mcpserver", "add MCP servers")
 def mcp_server_create(request):
     form = McpServerForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            server = services.mcp_server_create(user=request.user, **form.service_kwargs())
-        except ServiceError as exc:
-            form.add_service_errors(exc.fields)
-            if not exc.fields:
-                form.add_error(None, exc.message)
-        else:
-            messages.success(request, f"Added MCP server {server.name}. Choose the tools to import.")
-            return redirect("capabilities:mcp_import", server_id=server.pk)
-    return render(request, "capabilities/mcp_server_form.html",
-                  {"form": form, "servers": selectors.mcp_server_list()}, status=400 if form.errors else 200)
+
+    def add(data) -> tuple[str, str]:
+        server = services.mcp_server_create(user=request.user, **form.service_kwargs())
+        return (f"Added MCP server {server.name}. Choose the tools to import.",
+                reverse("capabilities:mcp_import", kwargs={"server_id": server.pk}))
+
+    return _saved(request, form, add) or render(request, "capabilities/mcp_server_form.html",
+                                                {"form": form, "servers": selectors.mcp_server_list()},
+                                                status=400 if form.errors else 200)
 
 
 @require_http_methods(["GET", "POST"])

@@ -1,6 +1,9 @@
 """API conventions shared by every endpoint: one error body, one pagination."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
@@ -36,6 +39,23 @@ def paginated(serializer_class: type) -> type:
             "results": serializer_class(many=True),
         })
     return _PAGES[serializer_class]
+
+
+def validated(input_class: type[serializers.Serializer], data) -> dict:
+    """The input's validated data; invalid input raises, and the handler answers it as 400 with its fields."""
+    serializer = input_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def page_response(view, request, items, output_class: type[serializers.Serializer], *,
+                  item: Callable[[Any], Any] | None = None) -> Response:
+    """The page of `items` the request asks for, as a Pagination answer of `output_class` items
+    (each row turned into one by `item` first, when given)."""
+    paginator = Pagination()
+    page = paginator.paginate_queryset(items, request, view=view)
+    rows = page if item is None else [item(row) for row in page]
+    return paginator.get_paginated_response(output_class(rows, many=True).data)
 
 
 PAGE_PARAMETERS = [

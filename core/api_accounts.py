@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from core import tokens
 from core.accounts import lockout_message
-from core.api import PAGE_PARAMETERS, Pagination, paginated
+from core.api import PAGE_PARAMETERS, page_response, paginated, validated
 
 
 class TokenOutput(serializers.Serializer):
@@ -56,15 +56,11 @@ class TokenListCreateApi(APIView):
 
     @extend_schema(operation_id="tokens_list", parameters=PAGE_PARAMETERS, responses=paginated(TokenOutput))
     def get(self, request):
-        paginator = Pagination()
-        page = paginator.paginate_queryset(tokens.tokens_of(request.user), request, view=self)
-        return paginator.get_paginated_response(TokenOutput(page, many=True).data)
+        return page_response(self, request, tokens.tokens_of(request.user), TokenOutput)
 
     @extend_schema(request=TokenCreateInput, responses={201: NewTokenOutput})
     def post(self, request):
-        data = TokenCreateInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        token, key = tokens.token_create(user=request.user, **data.validated_data)
+        token, key = tokens.token_create(user=request.user, **validated(TokenCreateInput, request.data))
         return Response(_new_token_body(token, key), status=201)
 
 
@@ -89,9 +85,7 @@ class TokenLoginApi(APIView):
 
     @extend_schema(request=TokenLoginInput, responses={201: NewTokenOutput}, auth=[])
     def post(self, request):
-        data = self.TokenLoginInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = dict(data.validated_data)
+        values = dict(validated(self.TokenLoginInput, request.data))
         # The Django request, not DRF's wrapper: axes flags a lock-out on it for its middleware.
         user = authenticate(request._request, username=values.pop("username"), password=values.pop("password"))
         if getattr(request._request, "axes_locked_out", False):

@@ -13,11 +13,21 @@ from runs.runtime.observation import ErrorCode as _ErrorCode
 from runs.runtime.observation import SideEffectStatus as _SideEffectStatus
 from runs.runtime.observation import Status as _Status
 from runs.runtime.stop import ReplanReason as _ReplanReason
+from runs.runtime.stop import RunStatus as _RunStatus
 from runs.runtime.stop import StallKind as _StallKind
 
 
-def _choices(name: str, values) -> type[models.TextChoices]:
-    return models.TextChoices(name, [(str(v).upper().replace(":", "_").replace("-", "_"), (str(v), str(v).replace("_", " ")))
+def _spaced(value: str) -> str:
+    return value.replace("_", " ")
+
+
+def _worded(value: str) -> str:
+    """A one-word value capitalised, as Django labels a member; a longer one spelled out in lower case."""
+    return _spaced(value) if "_" in value else value.capitalize()
+
+
+def _choices(name: str, values, label=_spaced) -> type[models.TextChoices]:
+    return models.TextChoices(name, [(str(v).upper().replace(":", "_").replace("-", "_"), (str(v), label(str(v))))
                                      for v in values])
 
 
@@ -43,13 +53,7 @@ StopReason = _choices("StopReason", STOP_REASON_VALUES)
 StallKind = _choices("StallKind", [k.value for k in _StallKind])
 
 
-class RunStatus(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
-    AWAITING_APPROVAL = "awaiting_approval", "awaiting approval"
-    COMPLETED = "completed"
-    STOPPED = "stopped"
-    CANCELLED = "cancelled"
+RunStatus = _choices("RunStatus", [s.value for s in _RunStatus], label=_worded)
 
 
 FINISHED_STATUSES = (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.CANCELLED)

@@ -10,7 +10,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import PAGE_PARAMETERS, Pagination, paginated
+from core.api import PAGE_PARAMETERS, page_response, paginated, validated
 from core.errors import InvalidInput
 from core.permissions import MethodPermission, require_perm
 from evaluation import selectors, services
@@ -91,25 +91,20 @@ class EvaluationListStartApi(APIView):
 
     @extend_schema(operation_id="evaluations_list", parameters=PAGE_PARAMETERS, responses=paginated(EvaluationOutput))
     def get(self, request):
-        paginator = Pagination()
         rows = Evaluation.objects.select_related("suite", "started_by").order_by("-created_at", "-id")
-        page = paginator.paginate_queryset(rows, request, view=self)
-        return paginator.get_paginated_response(EvaluationOutput(page, many=True).data)
+        return page_response(self, request, rows, EvaluationOutput)
 
     @extend_schema(request=Input, responses={202: inline_serializer(
         "EvaluationQueued", {"id": serializers.IntegerField(), "status": serializers.CharField(),
                              "url": serializers.CharField()})})
     def post(self, request):
-        data = self.Input(data=request.data)
-        data.is_valid(raise_exception=True)
-        suite = selectors.suite_get(data.validated_data["suite"])
+        data = validated(self.Input, request.data)
+        suite = selectors.suite_get(data["suite"])
         if suite is None:
-            raise InvalidInput(f"No evaluation suite {data.validated_data['suite']!r}.",
-                               fields={"suite": "no such suite"})
+            raise InvalidInput(f"No evaluation suite {data['suite']!r}.", fields={"suite": "no such suite"})
         evaluation = services.evaluation_start(user=request.user, suite_id=suite.pk,
-                                               label=data.validated_data["label"],
-                                               planning_mode=data.validated_data["planning_mode"],
-                                               planner_config=data.validated_data["planner_config"])
+                                               label=data["label"], planning_mode=data["planning_mode"],
+                                               planner_config=data["planner_config"])
         return Response({"id": evaluation.pk, "status": evaluation.status,
                          "url": f"/api/evaluations/{evaluation.pk}/"}, status=202)
 

@@ -5,6 +5,7 @@ that links to the capability or run it concerns. Every query is bounded.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -177,49 +178,52 @@ def _recent_runs():
     return Run.objects.filter(created_at__gte=timezone.now() - RECENT, evaluation__isnull=True)
 
 
-def check_completion(capabilities=None) -> ReadinessItem:
-    runs = _recent_runs().filter(Q(completion__isnull=True) | Q(completion={}))
+def _runs_found(key: str, question: str, runs, *, severity: str, shown: tuple[str, ...],
+                describe: Callable[[dict], str], found: str, clear: str) -> ReadinessItem:
+    """A check whose problems are runs: it passes when `runs` is empty, else it is `severity`, with
+    the newest EVIDENCE_LIMIT of them (their `shown` fields, as `describe` words them) as evidence.
+    `found` is the answer then, formatted with the number of runs as {total}."""
     total = runs.count()
-    evidence = [Evidence(f"run {pk}: {goal[:80]}", _run_url(pk))
-                for pk, goal in runs.order_by("-created_at").values_list("pk", "goal")[:EVIDENCE_LIMIT]]
-    return ReadinessItem(
-        "completion", "Are completion criteria independent of the model's confidence?", FAIL if total else PASS,
-        f"{total} run(s) in the last 7 days had no completion criteria." if total
-        else "Every run in the last 7 days carried application-owned completion criteria.",
-        evidence, max(0, total - EVIDENCE_LIMIT))
+    evidence = [Evidence(describe(row), _run_url(row["pk"]))
+                for row in runs.order_by("-created_at").values("pk", *shown)[:EVIDENCE_LIMIT]]
+    return ReadinessItem(key, question, severity if total else PASS, found.format(total=total) if total else clear,
+                         evidence, max(0, total - EVIDENCE_LIMIT))
+
+
+def check_completion(capabilities=None) -> ReadinessItem:
+    return _runs_found(
+        "completion", "Are completion criteria independent of the model's confidence?",
+        _recent_runs().filter(Q(completion__isnull=True) | Q(completion={})), severity=FAIL, shown=("goal",),
+        describe=lambda run: f"run {run['pk']}: {run['goal'][:80]}",
+        found="{total} run(s) in the last 7 days had no completion criteria.",
+        clear="Every run in the last 7 days carried application-owned completion criteria.")
+
+
+def _budgets_in_words(run: dict) -> str:
+    budgets = run["budgets"] or {}
+    return (f"run {run['pk']}: deadline {budgets.get('deadline_s')} s, {budgets.get('max_tool_calls')} tool calls, "
+            f"{budgets.get('max_iterations')} iterations")
 
 
 def check_budgets(capabilities=None) -> ReadinessItem:
     unbounded = (Q(budgets__deadline_s__gt=UNBOUNDED_DEADLINE_S) | Q(budgets__max_tool_calls__gt=UNBOUNDED_COUNT)
                  | Q(budgets__max_iterations__gt=UNBOUNDED_COUNT))
-    runs = _recent_runs().filter(unbounded)
-    total = runs.count()
-    evidence = []
-    for pk, budgets in runs.order_by("-created_at").values_list("pk", "budgets")[:EVIDENCE_LIMIT]:
-        budgets = budgets or {}
-        evidence.append(Evidence(f"run {pk}: deadline {budgets.get('deadline_s')} s, "
-                                 f"{budgets.get('max_tool_calls')} tool calls, "
-                                 f"{budgets.get('max_iterations')} iterations", _run_url(pk)))
-    return ReadinessItem(
+    return _runs_found(
         "budgets", "Are iteration, tool, time, and token/cost budgets enforced outside the model?",
-        WARN if total else PASS,
-        f"{total} run(s) in the last 7 days had effectively unbounded budgets (deadline over a day, or over "
-        f"{UNBOUNDED_COUNT:,} tool calls or iterations)." if total
-        else "The runtime enforces every budget; no run in the last 7 days had an effectively unbounded one.",
-        evidence, max(0, total - EVIDENCE_LIMIT))
+        _recent_runs().filter(unbounded), severity=WARN, shown=("budgets",), describe=_budgets_in_words,
+        found="{total} run(s) in the last 7 days had effectively unbounded budgets (deadline over a day, or over "
+              f"{UNBOUNDED_COUNT:,} tool calls or iterations).",
+        clear="The runtime enforces every budget; no run in the last 7 days had an effectively unbounded one.")
 
 
 def check_stop_reasons(capabilities=None) -> ReadinessItem:
     # The database constraint makes this impossible; the check shows it stays so.
-    runs = Run.objects.filter(status__in=FINISHED_STATUSES, stop_reason="")
-    total = runs.count()
-    evidence = [Evidence(f"run {pk} finished without a stop reason", _run_url(pk))
-                for pk in runs.order_by("-created_at").values_list("pk", flat=True)[:EVIDENCE_LIMIT]]
-    return ReadinessItem(
-        "stop_reasons", "Does every stop path produce a traceable reason?", FAIL if total else PASS,
-        f"{total} finished run(s) have no recorded stop reason." if total
-        else "Every finished run records its stop reason (a database constraint enforces it).",
-        evidence, max(0, total - EVIDENCE_LIMIT))
+    return _runs_found(
+        "stop_reasons", "Does every stop path produce a traceable reason?",
+        Run.objects.filter(status__in=FINISHED_STATUSES, stop_reason=""), severity=FAIL, shown=(),
+        describe=lambda run: f"run {run['pk']} finished without a stop reason",
+        found="{total} finished run(s) have no recorded stop reason.",
+        clear="Every finished run records its stop reason (a database constraint enforces it).")
 
 
 def check_evaluation(capabilities=None) -> ReadinessItem:

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from core import jsonlimits
+from core.downloads import as_download
 from core.errors import ServiceError
 from core.permissions import allowed, permission_needed
 from evaluation import export, selectors, services
@@ -195,19 +196,16 @@ def evaluation_detail(request, evaluation_id: int):
 @require_GET
 def evaluation_export_json(request, evaluation_id: int):
     evaluation = _evaluation_or_404(evaluation_id)
-    response = JsonResponse(export.evaluation_dict(evaluation), encoder=DjangoJSONEncoder,
-                            json_dumps_params={"indent": 2})
-    response["Content-Disposition"] = f'attachment; filename="evaluation-{evaluation.pk}.json"'
-    return response
+    return as_download(JsonResponse(export.evaluation_dict(evaluation), encoder=DjangoJSONEncoder,
+                                    json_dumps_params={"indent": 2}), f"evaluation-{evaluation.pk}.json")
 
 
 @permission_needed("evaluation.view_evaluation", "view evaluations")
 @require_GET
 def evaluation_export_csv(request, evaluation_id: int):
     evaluation = _evaluation_or_404(evaluation_id)
-    response = HttpResponse(export.evaluation_csv(evaluation), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="evaluation-{evaluation.pk}.csv"'
-    return response
+    return as_download(HttpResponse(export.evaluation_csv(evaluation), content_type="text/csv; charset=utf-8"),
+                       f"evaluation-{evaluation.pk}.csv")
 
 
 @permission_needed("evaluation.view_evaluation", "view evaluations")

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import PAGE_PARAMETERS, Pagination, paginated
+from core.api import PAGE_PARAMETERS, page_response, paginated, validated
 from core.permissions import require_perm
 from notifications import channels, services
 from notifications.models import Channel, Delivery, Rule, RuleEvent
@@ -63,10 +63,8 @@ class ChannelListApi(APIView):
 
     @extend_schema(request=ChannelInput, responses={201: ChannelOutput})
     def post(self, request):
-        data = ChannelInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        return Response(ChannelOutput(services.channel_save(user=request.user, **data.validated_data)).data,
-                        status=201)
+        channel = services.channel_save(user=request.user, **validated(ChannelInput, request.data))
+        return Response(ChannelOutput(channel).data, status=201)
 
 
 class ChannelDetailApi(APIView):
@@ -94,9 +92,7 @@ class RuleListApi(APIView):
 
     @extend_schema(request=RuleInput, responses={201: RuleOutput})
     def post(self, request):
-        data = RuleInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        rule = services.rule_save(user=request.user, **_rule_arguments(data.validated_data))
+        rule = services.rule_save(user=request.user, **_rule_arguments(validated(RuleInput, request.data)))
         return Response(RuleOutput(rule).data, status=201)
 
 
@@ -110,9 +106,8 @@ class RuleDetailApi(APIView):
     @extend_schema(request=RuleInput, responses=RuleOutput)
     def put(self, request, rule_id: int):
         get_object_or_404(Rule, pk=rule_id)
-        data = RuleInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        rule = services.rule_save(user=request.user, rule_id=rule_id, **_rule_arguments(data.validated_data))
+        rule = services.rule_save(user=request.user, rule_id=rule_id,
+                                  **_rule_arguments(validated(RuleInput, request.data)))
         return Response(RuleOutput(rule).data)
 
     @extend_schema(request=None, responses={204: None})
@@ -131,11 +126,8 @@ class DeliveryListApi(APIView):
     @extend_schema(operation_id="notification_deliveries_list", parameters=[DeliveryFilterInput, *PAGE_PARAMETERS],
                    responses=paginated(DeliveryOutput))
     def get(self, request):
-        filters = self.DeliveryFilterInput(data=request.query_params)
-        filters.is_valid(raise_exception=True)
+        filters = validated(self.DeliveryFilterInput, request.query_params)
         deliveries = Delivery.objects.order_by("-created_at", "-id")
-        if "status" in filters.validated_data:
-            deliveries = deliveries.filter(status=filters.validated_data["status"])
-        paginator = Pagination()
-        page = paginator.paginate_queryset(deliveries, request, view=self)
-        return paginator.get_paginated_response(DeliveryOutput(page, many=True).data)
+        if "status" in filters:
+            deliveries = deliveries.filter(status=filters["status"])
+        return page_response(self, request, deliveries, DeliveryOutput)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from django import forms
 
 from notifications.models import Channel, RuleEvent
-from runs.labels import labels_parse
+from runs.labels import LabelsField
 
 # Which optional fields belong to which kind of rule.
 EVENT_FIELDS = {
@@ -29,7 +29,7 @@ class RuleForm(forms.Form):
     name = forms.CharField(max_length=120)
     event = forms.ChoiceField(label="When", choices=RuleEvent.choices)
     channels = forms.ModelMultipleChoiceField(queryset=Channel.objects.none(), widget=forms.CheckboxSelectMultiple)
-    labels = forms.CharField(required=False, label="Only runs labelled", max_length=1000,
+    labels = LabelsField(required=False, label="Only runs labelled", max_length=1000,
                              widget=forms.TextInput(attrs={"placeholder": "team=payments"}))
     within_s = forms.IntegerField(required=False, label="Expiring within (s)", min_value=1, initial=900)
     stop_reasons = forms.CharField(required=False, label="Stop reasons", max_length=1000,
@@ -45,12 +45,6 @@ class RuleForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["channels"].queryset = Channel.objects.order_by("name")
-
-    def clean_labels(self):
-        labels, problems = labels_parse(self.cleaned_data["labels"])
-        if problems:
-            raise forms.ValidationError("; ".join(problems))
-        return labels
 
     def rule_arguments(self) -> dict:
         data = self.cleaned_data

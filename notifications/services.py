@@ -1,6 +1,9 @@
 """Every change to rules and channels: one atomic function each, with its audit row."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.db import transaction
 
 from core.audit import audit
@@ -15,6 +18,22 @@ from runs.labels import labels_errors
 PERMISSION = "notifications.manage_notifications"
 
 
+def _refuse_if(errors: dict[str, str], what: str) -> None:
+    """Refuse the change with every field error at once (none: go on)."""
+    if errors:
+        raise InvalidInput(f"The {what} could not be saved: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
+                           fields=errors)
+
+
+def _delete_audited(model, pk: int, *, user, action: str, details: Callable[[Any], dict]) -> None:
+    """Delete the rule or channel `pk`, with its audit row (in the caller's transaction)."""
+    row = model.objects.filter(pk=pk).first()
+    if row is None:
+        raise InvalidInput(f"{model.__name__} {pk} does not exist.")
+    audit(actor=user, action=action, target=row, summary=f"Notification {model.__name__.lower()} {row.name} deleted",
+          details=details(row))
+    row.delete()
+
 
 @transaction.atomic
 def channel_save(*, user, name: str, url: str, enabled: bool = True, channel_id: int | None = None) -> Channel:
@@ -28,9 +47,7 @@ def channel_save(*, user, name: str, url: str, enabled: bool = True, channel_id:
     problems = channel_urls.url_problems(url)
     if problems:
         errors["url"] = "; ".join(problems)
-    if errors:
-        raise InvalidInput("The channel could not be saved: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
-                           fields=errors)
+    _refuse_if(errors, "channel")
     if channel_id is None:
         channel = Channel.objects.create(name=name, url=url.strip(), enabled=enabled, created_by=user)
     else:
@@ -46,12 +63,8 @@ def channel_save(*, user, name: str, url: str, enabled: bool = True, channel_id:
 @transaction.atomic
 def channel_delete(*, user, channel_id: int) -> None:
     require(user, PERMISSION, "manage notifications")
-    channel = Channel.objects.filter(pk=channel_id).first()
-    if channel is None:
-        raise InvalidInput(f"Channel {channel_id} does not exist.")
-    audit(actor=user, action=AuditAction.NOTIFICATION_CHANNEL_DELETED, target=channel,
-          summary=f"Notification channel {channel.name} deleted", details={"url": channel_urls.masked(channel.url)})
-    channel.delete()
+    _delete_audited(Channel, channel_id, user=user, action=AuditAction.NOTIFICATION_CHANNEL_DELETED,
+                    details=lambda channel: {"url": channel_urls.masked(channel.url)})
 
 
 @transaction.atomic
@@ -71,9 +84,7 @@ def rule_save(*, user, name: str, event: str, params: dict | None = None, channe
     label_problems = labels_errors(labels)
     if label_problems:
         errors["labels"] = "; ".join(label_problems)
-    if errors:
-        raise InvalidInput("The rule could not be saved: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
-                           fields=errors)
+    _refuse_if(errors, "rule")
     if rule_id is None:
         rule = Rule.objects.create(name=name, event=event, params=params, labels=labels, enabled=enabled,
                                    created_by=user)
@@ -91,9 +102,5 @@ def rule_save(*, user, name: str, event: str, params: dict | None = None, channe
 @transaction.atomic
 def rule_delete(*, user, rule_id: int) -> None:
     require(user, PERMISSION, "manage notifications")
-    rule = Rule.objects.filter(pk=rule_id).first()
-    if rule is None:
-        raise InvalidInput(f"Rule {rule_id} does not exist.")
-    audit(actor=user, action=AuditAction.NOTIFICATION_RULE_DELETED, target=rule,
-          summary=f"Notification rule {rule.name} deleted", details={"event": rule.event})
-    rule.delete()
+    _delete_audited(Rule, rule_id, user=user, action=AuditAction.NOTIFICATION_RULE_DELETED,
+                    details=lambda rule: {"event": rule.event})

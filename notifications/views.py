@@ -1,6 +1,8 @@
 """Notification pages: rules and channels (to edit: notifications.manage_notifications), deliveries."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -78,20 +80,20 @@ def rule_toggle(request, rule_id: int):
 @permission_needed(MANAGE, "manage notifications")
 @require_POST
 def rule_delete(request, rule_id: int):
-    try:
-        services.rule_delete(user=request.user, rule_id=rule_id)
-        messages.success(request, "Deleted the rule.")
-    except ServiceError as exc:
-        messages.error(request, exc.message)
-    return redirect("notifications:rules")
+    return _deleted(request, lambda: services.rule_delete(user=request.user, rule_id=rule_id), "rule")
 
 
 @permission_needed(MANAGE, "manage notifications")
 @require_POST
 def channel_delete(request, channel_id: int):
+    return _deleted(request, lambda: services.channel_delete(user=request.user, channel_id=channel_id), "channel")
+
+
+def _deleted(request, delete: Callable[[], None], what: str):
+    """Back to the rules page, saying whether delete() deleted the rule or channel (or why not)."""
     try:
-        services.channel_delete(user=request.user, channel_id=channel_id)
-        messages.success(request, "Deleted the channel.")
+        delete()
+        messages.success(request, f"Deleted the {what}.")
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect("notifications:rules")

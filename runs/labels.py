@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django import forms
+
 from runs.models import RunLabel
 
 MAX_LABELS = 20
@@ -31,6 +33,16 @@ def labels_parse(text: str) -> tuple[dict[str, str], list[str]]:
             continue
         labels[key.strip()] = value.strip()
     return labels, problems + labels_errors(labels)
+
+
+class LabelsField(forms.CharField):
+    """A `key=value, ...` input that cleans to the labels dict, refusing it with every problem found."""
+
+    def clean(self, value):
+        labels, problems = labels_parse(super().clean(value))
+        if problems:
+            raise forms.ValidationError("; ".join(problems))
+        return labels
 
 
 def labels_errors(labels: Any) -> list[str]:

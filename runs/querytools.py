@@ -1,4 +1,4 @@
-"""Query shapes that PostgreSQL plans well on tables of millions of rows.
+"""Query shapes that PostgreSQL plans well on tables of millions of rows, and one way to apply filters.
 
 `column = ANY(ARRAY(subquery))` makes PostgreSQL compute the subquery once, first,
 then probe an index per value. Written as a join or `IN (subquery)`, its planner may
@@ -11,6 +11,16 @@ from __future__ import annotations
 from django.db import connection
 from django.db.models import BooleanField, Q, QuerySet
 from django.db.models.expressions import RawSQL
+
+
+def narrowed(rows: QuerySet, filters, lookups: dict[str, str]) -> QuerySet:
+    """`rows` narrowed by each of the `filters` that is set: `lookups` maps a filter's attribute
+    to the field lookup its value goes to (a blank or False filter narrows nothing)."""
+    for name, lookup in lookups.items():
+        value = getattr(filters, name)
+        if value:
+            rows = rows.filter(**{lookup: value})
+    return rows
 
 
 def one_of(model, field: str, values: QuerySet):

@@ -28,7 +28,7 @@ from runs import search
 from runs.budget_usage import run_budget_usage
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 from runs.pagination import Ordering
-from runs.querytools import one_of
+from runs.querytools import narrowed, one_of
 from runs.runtime.plan import step_changes
 from runs.trace_review import with_review_fields
 
@@ -85,6 +85,12 @@ class RunFilters:
     evaluation_runs: str = "hide"  # hide | show | only
 
 
+# Run filters that keep the runs whose field matches the value given (page and API alike).
+RUN_LOOKUPS = {"finished_from": "finished_at__gte", "finished_to": "finished_at__lte",
+                "stop_reason": "stop_reason", "owner": "owner__username", "planner": "planner",
+                "created_from": "created_at__gte", "created_to": "created_at__lte"}
+
+
 def run_ordering(sort: str) -> Ordering:
     """The keyset ordering of a sort key (unknown keys sort newest first). Unfinished runs
     sort after finished ones by finish time, in either direction."""
@@ -109,22 +115,9 @@ def run_list(*, filters: RunFilters) -> QuerySet[Run]:
         runs = runs.filter(stop_attempt__isnull=True)
     elif filters.stop_capability:
         runs = runs.filter(stop_attempt__capability_name=filters.stop_capability)
-    if filters.finished_from:
-        runs = runs.filter(finished_at__gte=filters.finished_from)
-    if filters.finished_to:
-        runs = runs.filter(finished_at__lte=filters.finished_to)
     if filters.repeated:
         runs = runs.filter(repeated_attempts__gt=0)
-    if filters.stop_reason:
-        runs = runs.filter(stop_reason=filters.stop_reason)
-    if filters.owner:
-        runs = runs.filter(owner__username=filters.owner)
-    if filters.planner:
-        runs = runs.filter(planner=filters.planner)
-    if filters.created_from:
-        runs = runs.filter(created_at__gte=filters.created_from)
-    if filters.created_to:
-        runs = runs.filter(created_at__lte=filters.created_to)
+    runs = narrowed(runs, filters, RUN_LOOKUPS)
     if filters.capability:
         runs = runs.filter(_used_capability(filters.capability))
     runs = search.apply_search(runs, filters)

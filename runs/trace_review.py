@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from django.db.models import Case, OuterRef, Q, QuerySet, Subquery, When
 
 from runs.models import Approval, Attempt, PlanRevision, Run
+from runs.querytools import narrowed
 
 # Decisions that end a run, or ask for a plan the run then could not get.
 _STOPPING_DECISIONS = {"complete", "stop_budget", "stop_terminal_failure", "stop_stalled", "replan"}
@@ -181,15 +182,8 @@ class TraceFilters:
 
 
 def filter_attempts(attempts: QuerySet[Attempt], filters: TraceFilters) -> QuerySet[Attempt]:
-    if filters.capability:
-        attempts = attempts.filter(capability_name=filters.capability)
-    if filters.status:
-        attempts = attempts.filter(status=filters.status)
-    if filters.error_code:
-        attempts = attempts.filter(error_code=filters.error_code)
-    if filters.repeated:
-        attempts = attempts.filter(repeated_without_progress=True)
-    return attempts
+    return narrowed(attempts, filters, {"capability": "capability_name", "status": "status",
+                                        "error_code": "error_code", "repeated": "repeated_without_progress"})
 
 
 def _approval_subject(approval) -> str:

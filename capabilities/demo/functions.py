@@ -1,12 +1,12 @@
 """The demo capabilities, registered with `@capability`.
 
 search_documents and get_document are pure. The ticket and notification
-capabilities write rows through the Django models in `capabilities.models`;
-they import them inside the function so this module imports without Django.
+capabilities write rows through the Django models in `capabilities.models`.
 """
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from capabilities.kinds.python.registry import CallContext, capability
@@ -28,6 +28,12 @@ def get_document(id: str) -> dict[str, str]:  # noqa: A002 - the argument name i
     return search.get_document(id)
 
 
+def _committed(model, idempotency_key: str | None, result: Callable[[Any], dict[str, Any]]) -> tuple[bool, Any]:
+    """A status lookup's answer: whether the call with this key wrote its row, and the row's result if so."""
+    row = model.objects.filter(idempotency_key=idempotency_key).first() if idempotency_key else None
+    return (True, result(row)) if row else (False, None)
+
+
 # -- tickets --------------------------------------------------------------------------------
 
 def _ticket_result(ticket: Any) -> dict[str, Any]:
@@ -37,8 +43,7 @@ def _ticket_result(ticket: Any) -> dict[str, Any]:
 
 def create_ticket_status(arguments: dict, idempotency_key: str | None) -> tuple[bool, Any]:
     """Did the create_ticket call with this key commit? (the ticket, if so)"""
-    ticket = Ticket.objects.filter(idempotency_key=idempotency_key).first() if idempotency_key else None
-    return (True, _ticket_result(ticket)) if ticket else (False, None)
+    return _committed(Ticket, idempotency_key, _ticket_result)
 
 
 @capability(side_effect="write", requires_approval=True, idempotent=True, permission="capabilities.create_ticket",
@@ -74,8 +79,7 @@ def _message_result(message: Any) -> dict[str, Any]:
 
 def send_notification_status(arguments: dict, idempotency_key: str | None) -> tuple[bool, Any]:
     """Did the send_notification call with this key commit? (the outbox message, if so)"""
-    message = OutboxMessage.objects.filter(idempotency_key=idempotency_key).first() if idempotency_key else None
-    return (True, _message_result(message)) if message else (False, None)
+    return _committed(OutboxMessage, idempotency_key, _message_result)
 
 
 @capability(side_effect="external", requires_approval=True, idempotent=True, permission="capabilities.send_notification",

@@ -17,6 +17,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api import validated
 from core.permissions import require_perm
 from runs import services
 from runs.models import PlanSubmission, Run
@@ -76,12 +77,11 @@ class RunPlanningApi(APIView):
     @extend_schema(parameters=[OpenApiParameter("wait", int, description="seconds to wait (0-25)")],
                    responses=PlanningOutput)
     def get(self, request, run_id: int):
-        params = self.PlanningQueryInput(data=request.query_params)
-        params.is_valid(raise_exception=True)
+        params = validated(self.PlanningQueryInput, request.query_params)
         run = get_object_or_404(Run.objects.select_related("owner"), pk=run_id)
         needs = planning_needs(run)
         # A bounded DB poll: cheap, works on every database, and answers early on a change.
-        deadline = time.monotonic() + params.validated_data["wait"]
+        deadline = time.monotonic() + params["wait"]
         first = needs
         while not (needs["needs_plan"] or run.is_finished) and time.monotonic() < deadline:
             time.sleep(POLL_INTERVAL_S)
@@ -119,8 +119,7 @@ class RunPlanSubmitApi(APIView):
 
     @extend_schema(request=PlanSubmitInput, responses={202: SubmissionOutput})
     def post(self, request, run_id: int):
-        data = self.PlanSubmitInput(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(self.PlanSubmitInput, request.data)
         get_object_or_404(Run, pk=run_id)
-        submission = services.plan_submit(run_id=run_id, user=request.user, **data.validated_data)
+        submission = services.plan_submit(run_id=run_id, user=request.user, **data)
         return Response(SubmissionOutput(submission).data, status=202)

@@ -8,14 +8,15 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import PAGE_PARAMETERS, Pagination, paginated
+from core.api import PAGE_PARAMETERS, page_response, paginated, validated
 from core.choices import RunStatus
 from core.permissions import require_perm
 from runs import search, services
 from runs.budget_usage import revisions_used, run_budget_usage
 from runs.labels import label_filters_parse
 from runs.models import Approval, Attempt, Planner, PlanRevision, Run
-from runs.selectors import RunFilters
+from runs.querytools import narrowed
+from runs.selectors import RUN_LOOKUPS, RunFilters
 
 
 class RunOutput(serializers.ModelSerializer):
@@ -121,23 +122,14 @@ class RunListApi(APIView):
 
     @extend_schema(operation_id="runs_list", parameters=[RunFilterInput, *PAGE_PARAMETERS], responses=paginated(RunOutput))
     def get(self, request):
-        filters = self.RunFilterInput(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        paginator = Pagination()
+        filters = validated(self.RunFilterInput, request.query_params)
+        wanted = RunFilters(labels=filters.pop("label", ()), **filters)
         runs = Run.objects.select_related("owner").order_by("-created_at", "-id")
-        searched = {k: filters.validated_data.pop(k) for k in ("label", "goal", "stall_kind")
-                    if k in filters.validated_data}
-        runs = search.apply_search(runs, RunFilters(labels=searched.get("label", ()), goal=searched.get("goal", ""),
-                                                    stall_kind=searched.get("stall_kind", "")))
-        for field, value in filters.validated_data.items():
-            if field == "capability":
-                runs = runs.filter(Exists(Attempt.objects.filter(run=OuterRef("pk"), capability_name=value)))
-                continue
-            lookup = {"owner": "owner__username", "created_from": "created_at__gte",
-                      "created_to": "created_at__lte"}.get(field, field)
-            runs = runs.filter(**{lookup: value})
-        page = paginator.paginate_queryset(runs, request, view=self)
-        return paginator.get_paginated_response(RunOutput(page, many=True).data)
+        # The status is matched exactly here (the page's "active" and "finished" are not API values).
+        runs = search.apply_search(narrowed(runs, wanted, {"status": "status", **RUN_LOOKUPS}), wanted)
+        if wanted.capability:
+            runs = runs.filter(Exists(Attempt.objects.filter(run=OuterRef("pk"), capability_name=wanted.capability)))
+        return page_response(self, request, runs, RunOutput)
 
 
 class RunStartApi(APIView):
@@ -156,9 +148,7 @@ class RunStartApi(APIView):
 
     @extend_schema(request=RunStartInput, responses={201: RunOutput})
     def post(self, request):
-        data = self.RunStartInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        run = services.run_start(owner=request.user, **data.validated_data)
+        run = services.run_start(owner=request.user, **validated(self.RunStartInput, request.data))
         return Response(RunOutput(run).data, status=201)
 
 
@@ -198,9 +188,7 @@ class RunAttemptsApi(APIView):
         attempts = (Attempt.objects.filter(run=run)
                     .select_related("step__revision", "capability_version", "decision", "output_ref")
                     .order_by("started_at", "id"))
-        paginator = Pagination()
-        page = paginator.paginate_queryset(attempts, request, view=self)
-        return paginator.get_paginated_response(AttemptOutput(page, many=True).data)
+        return page_response(self, request, attempts, AttemptOutput)
 
 
 class ApprovalListApi(APIView):
@@ -213,15 +201,12 @@ class ApprovalListApi(APIView):
     @extend_schema(operation_id="approvals_list", parameters=[ApprovalFilterInput, *PAGE_PARAMETERS],
                    responses=paginated(ApprovalOutput))
     def get(self, request):
-        filters = self.ApprovalFilterInput(data=request.query_params)
-        filters.is_valid(raise_exception=True)
-        approvals = Approval.objects.filter(state=filters.validated_data["state"]).select_related(
+        filters = validated(self.ApprovalFilterInput, request.query_params)
+        approvals = Approval.objects.filter(state=filters["state"]).select_related(
             "run", "revision", "step", "decided_by").order_by("requested_at", "id")
-        if "run" in filters.validated_data:
-            approvals = approvals.filter(run_id=filters.validated_data["run"])
-        paginator = Pagination()
-        page = paginator.paginate_queryset(approvals, request, view=self)
-        return paginator.get_paginated_response(ApprovalOutput(page, many=True).data)
+        if "run" in filters:
+            approvals = approvals.filter(run_id=filters["run"])
+        return page_response(self, request, approvals, ApprovalOutput)
 
 
 class ApprovalDecideApi(APIView):
@@ -235,11 +220,9 @@ class ApprovalDecideApi(APIView):
 
     @extend_schema(request=ApprovalDecideInput, responses=ApprovalOutput)
     def post(self, request, approval_id: int):
-        data = self.ApprovalDecideInput(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = validated(self.ApprovalDecideInput, request.data)
         get_object_or_404(Approval, pk=approval_id)
         approval = services.approval_decide(approval_id=approval_id, user=request.user,
-                                            approve=data.validated_data["decision"] == "approve",
-                                            comment=data.validated_data["comment"],
-                                            expected_hash=data.validated_data["expected_hash"])
+                                            approve=data["decision"] == "approve", comment=data["comment"],
+                                            expected_hash=data["expected_hash"])
         return Response(ApprovalOutput(approval).data)

@@ -7,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api import validated
 from core.permissions import require_perm
 from runs import search
 from runs.models import SavedView
@@ -32,9 +33,7 @@ class SavedViewListApi(APIView):
 
     @extend_schema(request=SavedViewInput, responses={201: SavedViewOutput})
     def post(self, request):
-        data = self.SavedViewInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        view = search.saved_view_save(user=request.user, **data.validated_data)
+        view = search.saved_view_save(user=request.user, **validated(self.SavedViewInput, request.data))
         return Response(SavedViewOutput(view).data, status=201)
 
 

@@ -24,8 +24,15 @@ class BudgetName(StrEnum):
     SIDE_EFFECT_RATE = "side_effect_rate"
 
 
+class _Record:
+    """A budgets or usage record, as JSON data: its dicts copied, its tuples as lists."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
 @dataclass(frozen=True)
-class Budgets:
+class Budgets(_Record):
     max_iterations: int = 50
     max_revisions: int = 5
     max_plan_steps: int = 20
@@ -38,11 +45,6 @@ class Budgets:
     max_cost: float = 10.0
     max_retries: int = 10
     max_side_effects_per_minute: int = 30
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["max_calls_per_capability"] = dict(self.max_calls_per_capability)
-        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Budgets:
@@ -62,7 +64,7 @@ class Budgets:
 
 
 @dataclass(frozen=True)
-class Usage:
+class Usage(_Record):
     iterations: int = 0
     plans: int = 0          # plans received from the planner, rejected ones included
     revisions: int = 0      # plans received after the first
@@ -76,12 +78,6 @@ class Usage:
     # Only the commits inside the rate window are kept, so the state stays bounded.
     side_effect_times: tuple[float, ...] = ()
     elapsed_s: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["calls_per_capability"] = dict(self.calls_per_capability)
-        data["side_effect_times"] = list(self.side_effect_times)
-        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Usage:
@@ -114,6 +110,12 @@ class Usage:
     def at(self, now: float, started_at: float) -> Usage:
         return replace(self, elapsed_s=max(0.0, now - started_at),
                        side_effect_times=_recent(self.side_effect_times, now))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _recent(times: tuple[float, ...], now: float) -> tuple[float, ...]:

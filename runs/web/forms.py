@@ -7,7 +7,7 @@ from dataclasses import fields as dc_fields
 from django import forms
 
 from core import jsonlimits
-from runs.labels import labels_parse
+from runs.labels import LabelsField
 from runs.models import Planner
 from runs.runtime.budgets import Budgets
 from runs.services import budget_errors
@@ -72,7 +72,7 @@ class RunStartForm(forms.Form):
     completion_equals = forms.CharField(label="Completion: expected value", required=False,
                                         help_text="For 'equals': JSON (\"resolved\", 3, true) or plain text.")
     require_plan_approval = forms.BooleanField(required=False, label="Require approval of the plan before it runs")
-    labels = forms.CharField(required=False, max_length=5000, label="Labels",
+    labels = LabelsField(required=False, max_length=5000, label="Labels",
                              widget=forms.TextInput(attrs={"placeholder": "team=payments, agent=triage"}),
                              help_text="key=value pairs, separated by commas; filter the runs list and dashboard.")
 
@@ -115,11 +115,6 @@ class RunStartForm(forms.Form):
         except jsonlimits.JSONLimitError:
             pass  # plain text is fine here
         return raw
-    def clean_labels(self):
-        labels, problems = labels_parse(self.cleaned_data["labels"])
-        if problems:
-            raise forms.ValidationError("; ".join(problems))
-        return labels
 
     def run_start_arguments(self) -> dict:
         data = self.cleaned_data

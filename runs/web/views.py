@@ -25,6 +25,7 @@ from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 from capabilities.models import Capability
 from core import charts
 from core.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
+from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, forbidden, permission_needed
 from runs import dashboard as dashboard_data
@@ -328,18 +329,16 @@ def attempt_output(request, run_id: int, uid: str):
             json.loads(body)
         except ValueError:
             body = json.dumps(body)  # not JSON: serve it as one JSON string rather than guess
-    response = HttpResponse(body, content_type="application/json; charset=utf-8")
-    response["Content-Disposition"] = f'inline; filename="run-{run_id}-attempt-{uid}-output.json"'
-    return response
+    return as_download(HttpResponse(body, content_type="application/json; charset=utf-8"),
+                       f"run-{run_id}-attempt-{uid}-output.json", inline=True)
 
 
 @permission_needed("runs.view_run", "view runs")
 @require_GET
 def trace_json(request, run_id: int):
     run = _get_run(run_id)
-    response = StreamingHttpResponse(_trace_chunks(run), content_type="application/json")
-    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
-    return response
+    return as_download(StreamingHttpResponse(_trace_chunks(run), content_type="application/json"),
+                       f"run-{run.pk}-trace.json")
 
 
 def _dumps(value) -> str:

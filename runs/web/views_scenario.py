@@ -8,6 +8,7 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from core.downloads import as_download
 from core.errors import ServiceError
 from core.permissions import permission_needed
 from runs import scenario_export
@@ -25,9 +26,8 @@ def _run(run_id: int) -> Run:
 @require_GET
 def scenario_download(request, run_id: int):
     run = _run(run_id)
-    response = JsonResponse(scenario_export.run_scenario_export(run=run), json_dumps_params={"indent": 2})
-    response["Content-Disposition"] = f'attachment; filename="{scenario_export.scenario_filename(run)}"'
-    return response
+    return as_download(JsonResponse(scenario_export.run_scenario_export(run=run), json_dumps_params={"indent": 2}),
+                       scenario_export.scenario_filename(run))
 
 
 class WhatIfForm(forms.Form):
