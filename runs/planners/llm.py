@@ -44,6 +44,7 @@ from capabilities.netguard import GuardedTransport, NetGuard, URLRefused
 from runs.runtime.observation import RETRYABLE_CODES, error_code_for_http_status
 from runs.runtime.plan import PlanError
 from runs.runtime.planning import PlanningRequest, PlanProposal
+from runs.runtime.records import declared_numbers
 from runs.runtime.retry import jittered_backoff_s
 from runs.runtime.stop import ReplanReason
 
@@ -148,11 +149,7 @@ class LLMConfig:
     def from_planner_config(cls, config: dict[str, Any], api_key: str = "") -> LLMConfig:
         return cls(
             base_url=str(config["base_url"]).rstrip("/"), model=str(config["model"]), api_key=api_key,
-            api_key_env=str(config.get("api_key_env") or ""),
-            temperature=float(config.get("temperature", 0.0)), max_tokens=int(config.get("max_tokens", 2_000)),
-            price_per_1k_prompt_tokens=float(config.get("price_per_1k_prompt_tokens", 0.0)),
-            price_per_1k_completion_tokens=float(config.get("price_per_1k_completion_tokens", 0.0)),
-            timeout_s=float(config.get("timeout_s", 60.0)), max_retries=int(config.get("max_retries", 2)),
+            api_key_env=str(config.get("api_key_env") or ""), **declared_numbers(cls, config),
             extra_headers={str(k): str(v) for k, v in (config.get("extra_headers") or {}).items()},
             azure_api_version=str(config.get("azure_api_version") or ""))
 

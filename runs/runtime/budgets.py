@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
+from .records import declared_numbers
+
 SIDE_EFFECT_WINDOW_S = 60.0
 
 
@@ -54,10 +56,7 @@ class Budgets(_Record):
             raise ValueError(f"unknown budgets: {', '.join(sorted(unknown))}")
         if "max_calls_per_capability" in data:
             data["max_calls_per_capability"] = {str(k): int(v) for k, v in data["max_calls_per_capability"].items()}
-        for f in fields(cls):
-            if f.name in data and f.type in ("int", "float"):
-                data[f.name] = (int if f.type == "int" else float)(data[f.name])
-        return cls(**data)
+        return cls(**{**data, **declared_numbers(cls, data)})
 
     def deadline_at(self, started_at: float) -> float:
         return started_at + self.deadline_s
