@@ -30,7 +30,7 @@ class RuleForm(forms.Form):
     event = forms.ChoiceField(label="When", choices=RuleEvent.choices)
     channels = forms.ModelMultipleChoiceField(queryset=Channel.objects.none(), widget=forms.CheckboxSelectMultiple)
     labels = LabelsField(required=False, label="Only runs labelled", max_length=1000,
-                             widget=forms.TextInput(attrs={"placeholder": "team=payments"}))
+                         widget=forms.TextInput(attrs={"placeholder": "team=payments"}))
     within_s = forms.IntegerField(required=False, label="Expiring within (s)", min_value=1, initial=900)
     stop_reasons = forms.CharField(required=False, label="Stop reasons", max_length=1000,
                                    help_text="comma separated, e.g. stalled, budget_exhausted; empty: any")

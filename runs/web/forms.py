@@ -73,8 +73,8 @@ class RunStartForm(forms.Form):
                                         help_text="For 'equals': JSON (\"resolved\", 3, true) or plain text.")
     require_plan_approval = forms.BooleanField(required=False, label="Require approval of the plan before it runs")
     labels = LabelsField(required=False, max_length=5000, label="Labels",
-                             widget=forms.TextInput(attrs={"placeholder": "team=payments, agent=triage"}),
-                             help_text="key=value pairs, separated by commas; filter the runs list and dashboard.")
+                         widget=forms.TextInput(attrs={"placeholder": "team=payments, agent=triage"}),
+                         help_text="key=value pairs, separated by commas; filter the runs list and dashboard.")
 
     def __init__(self, *args, capabilities=(), **kwargs):
         super().__init__(*args, **kwargs)
