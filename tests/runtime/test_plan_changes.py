@@ -1,5 +1,5 @@
 """One plan diff: the runtime's record of a revision and the trace page's fallback both use step_changes."""
-from runs.runtime.controller import plan_changes
+from runs.runtime.plan_intake import plan_changes
 from runs.runtime.plan import Step, step_changes
 
 
