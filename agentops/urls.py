@@ -3,8 +3,10 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from agentops import accounts, views
+from core import accounts
 
+
+from core import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -17,8 +19,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", views.ApiDocsView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/", include("agentops.api_urls")),
-    path("runs/", include("runs.urls")),
+    path("runs/", include("runs.web.urls")),
     path("capabilities/", include("capabilities.urls")),
-    path("evaluations/", include("runs.urls_evaluation")),
+    path("evaluations/", include("evaluation.urls")),
     path("notifications/", include("notifications.urls")),
 ]

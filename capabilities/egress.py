@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from capabilities.executors.mcp import StdioPolicy
-from capabilities.executors.netguard import NetGuard
+from capabilities.kinds.mcp.executor import StdioPolicy
+from capabilities.netguard import NetGuard
 from capabilities.executors.secrets import Redactor
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ def guarded_client(guard: NetGuard | None = None, **kw: Any):
     is checked by the guard and sent to the checked address; no redirects, no environment proxies."""
     import httpx
 
-    from capabilities.executors.netguard import GuardedTransport
+    from capabilities.netguard import GuardedTransport
 
     return httpx.Client(transport=GuardedTransport(guard or capability_guard()), follow_redirects=False,
                         trust_env=False, **kw)
@@ -69,7 +69,7 @@ def stdio_policy(*, actor=None, context: Mapping[str, Any] | None = None) -> Std
     """The stdio allowlist; each server start writes an audit event naming its command line."""
 
     def audited(config: Mapping[str, Any], purpose: str) -> None:
-        from agentops.models import AuditAction, AuditEvent
+        from core.models import AuditAction, AuditEvent
 
         command = [str(config.get("command", "")), *[str(a) for a in config.get("args") or []]]
         server = str(config.get("server") or "")
@@ -89,9 +89,9 @@ def stdio_policy(*, actor=None, context: Mapping[str, Any] | None = None) -> Std
 def capability_executor(*, actor=None, context: Mapping[str, Any] | None = None, output_store=None):
     """The executor every capability call goes through (runs and try it): guard, stdio policy, redactor."""
     from capabilities.executors.dispatch import CapabilityExecutor
-    from capabilities.executors.http import HttpExecutor
-    from capabilities.executors.mcp import McpExecutor
-    from capabilities.executors.python import PythonExecutor
+    from capabilities.kinds.http.executor import HttpExecutor
+    from capabilities.kinds.mcp.executor import McpExecutor
+    from capabilities.kinds.python.executor import PythonExecutor
     from capabilities.outputs import DatabaseOutputStore
 
     store = output_store or DatabaseOutputStore()

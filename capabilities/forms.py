@@ -13,7 +13,7 @@ from typing import Any
 from django import forms
 from django.urls import reverse
 
-from agentops import jsonlimits
+from core import jsonlimits
 
 from capabilities.models import CapabilityVersion, Kind, McpServer
 from capabilities.services import ERROR_CODES, HTTP_METHODS, SIDE_EFFECTS

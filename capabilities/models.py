@@ -10,7 +10,7 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from runs.choices import SideEffect, values_of
+from core.choices import SideEffect, values_of
 from runs.runtime.capability import (CapabilitySpec, Kind as RuntimeKind, PollingPolicy, RateLimit, RetryPolicy,
                                      SideEffect as RuntimeSideEffect)
 from runs.runtime.observation import ErrorCode as RuntimeErrorCode

@@ -57,7 +57,7 @@ def egress_url(url: str) -> str | None:
 def check_egress(url: str) -> None:
     """Refuse a channel whose host the egress guard refuses (allowlist, private addresses)."""
     from capabilities.egress import capability_guard
-    from capabilities.executors.netguard import URLRefused
+    from capabilities.netguard import URLRefused
 
     target = egress_url(url)
     if target is None:
@@ -75,7 +75,7 @@ def url_problems(url: str) -> list[str]:
     import apprise
 
     from capabilities.egress import capability_guard
-    from capabilities.executors.netguard import URLRefused, validate_url
+    from capabilities.netguard import URLRefused, validate_url
 
     if not isinstance(url, str) or not url.strip():
         return ["enter an Apprise URL, e.g. mailto://... or jsons://hooks.example.com/path"]

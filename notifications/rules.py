@@ -45,7 +45,7 @@ def _number(value: Any) -> bool:
 
 def params_errors(event: str, params: Any) -> dict[str, str]:
     """Field errors for a rule's settings ({} when they are fine)."""
-    from runs.choices import StopReason
+    from core.choices import StopReason
 
     if event not in RuleEvent.values:
         return {"event": f"choose one of {', '.join(RuleEvent.values)}"}

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runs.choices import ApprovalState, FINISHED_STATUSES, RunStatus
+from core.choices import ApprovalState, FINISHED_STATUSES, RunStatus
 from runs.models import Approval, Run
 
 

@@ -16,7 +16,7 @@ from django.db.models import (BigIntegerField, Count, ExpressionWrapper, F, Func
 from django.utils import timezone
 
 from runs import rollup
-from runs.choices import FINISHED_STATUSES, RunStatus
+from core.choices import FINISHED_STATUSES, RunStatus
 from runs.models import Approval, ApprovalRollup, Attempt, AttemptRollup, Run, RunRollup
 from runs.labels import runs_with_labels
 from runs.querytools import one_of

@@ -19,10 +19,9 @@ from django.utils import timezone
 
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.outputs import store_json, stored_output_for
-from runs.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
+from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 from runs.runtime import events as ev
-from runs.runtime.approvals import ApprovalDecision, ApprovalRequest
 from runs.runtime.controller import Transition
 from runs.leases import Lease, fenced_update
 from runs.runtime.intents import CallIntent, LeaseLost
@@ -33,26 +32,6 @@ from runs.runtime.stop import status_for_stop, stop_kind
 
 def _at(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, tz=dt_timezone.utc)
-
-
-class DjangoApprovalBook:
-    """Answers the controller from the Approval table: exactly this request's decision."""
-
-    def __init__(self, run: Run):
-        self.run = run
-
-    def decision_for(self, request: ApprovalRequest) -> ApprovalDecision | None:
-        rows = Approval.objects.filter(run=self.run, kind=request.kind, revision__number=request.revision,
-                                       state__in=[ApprovalState.APPROVED, ApprovalState.REJECTED])
-        if request.kind == "step":
-            rows = rows.filter(step__key=request.step_id, arguments_hash=request.arguments_hash or "")
-        else:
-            rows = rows.filter(plan_hash=request.plan_hash or "")
-        approval = rows.select_related("decided_by").order_by("-decided_at").first()
-        if approval is None:
-            return None
-        who = approval.decided_by.get_username() if approval.decided_by else ""
-        return ApprovalDecision(approval.state == ApprovalState.APPROVED, approval.comment, who)
 
 
 def record_transition(run: Run, transition: Transition) -> None:

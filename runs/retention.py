@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from runs.choices import FINISHED_STATUSES
+from core.choices import FINISHED_STATUSES
 from runs.models import Attempt, Run
 
 log = logging.getLogger(__name__)
@@ -45,8 +45,8 @@ def purgeable_runs(cutoff: datetime):
 def purge_runs(*, older_than_days: int, dry_run: bool = False, batch_size: int = BATCH_SIZE, now=None,
                progress: Callable[[PurgeReport, int], None] | None = None) -> PurgeReport:
     """Delete (or, dry_run, count) finished runs older than the cutoff; progress(report, total) per batch."""
-    from agentops.models import AuditAction, AuditEvent
-    from agentops.services import InvalidInput
+    from core.models import AuditAction, AuditEvent
+    from core.errors import InvalidInput
 
     if not isinstance(older_than_days, int) or older_than_days < 1:
         raise InvalidInput("--older-than must be a whole number of days, at least 1.")

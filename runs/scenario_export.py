@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agentops.services import InvalidInput
+from core.errors import InvalidInput
 from runs.models import Approval, Attempt, PlanRevision, Run
 from runs.runtime.replay import RecordedApproval, RecordedAttempt, RecordedPlan, scenario_from_record
 
@@ -104,7 +104,7 @@ def response_choices(scenario: dict[str, Any]) -> list[tuple[str, str]]:
 def scenario_what_if(*, scenario: dict[str, Any], response: str, replacement: str) -> dict[str, Any]:
     """Run the scenario with one response replaced; returns the result and its decisions."""
     from runs.runtime import events as ev
-    from runs.runtime.scenario import ScenarioError, load_scenario, run_scenario
+    from runs.runtime.sim.scenario import ScenarioError, load_scenario, run_scenario
 
     name, _, index = response.rpartition(":")
     capability = next((c for c in scenario.get("capabilities", []) if c["name"] == name), None)
@@ -132,7 +132,7 @@ def scenario_what_if(*, scenario: dict[str, Any], response: str, replacement: st
 def scenario_replay(*, scenario: dict[str, Any]) -> dict[str, Any]:
     """The exported scenario as it is: what the runtime decides on the recorded responses."""
     from runs.runtime import events as ev
-    from runs.runtime.scenario import ScenarioError, load_scenario, run_scenario
+    from runs.runtime.sim.scenario import ScenarioError, load_scenario, run_scenario
 
     try:
         result = run_scenario(load_scenario(scenario))

@@ -14,7 +14,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from runs import search
-from runs.choices import ApprovalState
+from core.choices import ApprovalState
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 from runs.pagination import Ordering
 from runs.querytools import one_of

@@ -11,10 +11,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agentops.models import AuditAction
-from agentops.services import Conflict, InvalidInput, NotAllowed, audit
+from core.models import AuditAction
+from core.errors import Conflict, InvalidInput, NotAllowed
+from core.audit import audit
+from core.permissions import require
 from runs import otel
-from runs.choices import ApprovalState, RunStatus
+from core.choices import ApprovalState, RunStatus
+from runs import queue
 from runs.labels import labels_errors
 from runs.models import Approval, Run, RunLabel, Step
 
@@ -26,22 +29,16 @@ def _enqueue_advance(run_id: int, countdown: float | None = None) -> None:
 
 
 def _send_advance(run_id: int, countdown: float | None) -> None:
-    from runs.tasks import advance_run
-
     try:
-        advance_run.apply_async((run_id,), countdown=countdown)
+        queue.advance_later(run_id, countdown)
     except Exception:  # the change is committed: a broker outage must not turn it into an error page
         log.exception("could not queue run %s; the orphaned-run sweep will queue it again", run_id)
 
 
-def _require(user, perm: str, action: str) -> None:
-    if not user.has_perm(perm):
-        raise NotAllowed(f"You do not have permission to {action}.")
-
 
 def can_manage_run(user, run: Run) -> bool:
     """An operator acts on (cancels, resubmits, plans for) their own runs; others' need manage_all_runs."""
-    from agentops.roles import MANAGE_ALL_RUNS
+    from core.roles import MANAGE_ALL_RUNS
 
     return run.owner_id == user.pk or user.has_perm(MANAGE_ALL_RUNS)
 
@@ -55,7 +52,7 @@ def _require_manage(user, run: Run, action: str) -> None:
 @transaction.atomic
 def run_cancel(*, run_id: int, user) -> Run:
     """Cancel a run: at once when no worker holds it, else at the next step boundary."""
-    _require(user, "runs.cancel_run", "cancel runs")
+    require(user, "runs.cancel_run", "cancel runs")
     run = Run.objects.select_for_update().get(pk=run_id)
     _require_manage(user, run, "cancel")
     if run.is_finished:
@@ -132,7 +129,7 @@ def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
     expected_hash is the arguments (or plan) hash the operator saw; if the request
     now binds to something else, the decision is refused.
     """
-    _require(user, "runs.decide_approval", "approve or reject steps")
+    require(user, "runs.decide_approval", "approve or reject steps")
     try:
         approval = Approval.objects.select_related("run", "decided_by").get(pk=approval_id)
     except Approval.DoesNotExist:
@@ -253,7 +250,7 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
     from runs.runtime.completion import completion_errors
     from runs.runtime.state import RunState
 
-    _require(owner, "runs.start_run", "start runs")
+    require(owner, "runs.start_run", "start runs")
     budgets = {} if budgets is None else budgets
     planner_config = planner_config or {}
     errors: dict[str, str] = {}
@@ -319,7 +316,7 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
     from runs.models import PlanSubmission
     from runs.planners.external import awaited_revision
 
-    _require(user, "runs.start_run", "submit plans")
+    require(user, "runs.start_run", "submit plans")
     run = Run.objects.select_for_update().get(pk=run_id)
     _require_manage(user, run, "submit plans for")
     if run.planner != "external":

@@ -1,6 +1,6 @@
 """The run's waterfall: planner calls, attempts, waits and approvals on one time axis, as SVG.
 
-Server-rendered like runs.charts (no JavaScript). One query whatever the run's size
+Server-rendered like core.charts (no JavaScript). One query whatever the run's size
 (revisions and approvals come from the page), and the markup stays bounded: bars
 narrower than a pixel, or landing on a pixel another bar of the lane already took,
 are merged into one column (MERGE_PX wide) that counts what it holds.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from capabilities.pyregistry import CallContext, capability
+from capabilities.kinds.python.registry import CallContext, capability
 
 from . import search
 

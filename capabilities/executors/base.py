@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from runs.runtime import schemas
 
-from .secrets import Redactor, redactor_for, secret_env_names
+from capabilities.executors.secrets import Redactor, redactor_for, secret_env_names
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import ErrorCode, Observation, OutputRef, SideEffectStatus
 

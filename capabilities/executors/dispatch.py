@@ -7,11 +7,11 @@ from typing import Protocol
 from runs.runtime.capability import CapabilitySpec, Kind
 from runs.runtime.observation import ErrorCode, Observation
 
-from .base import OutputStore, default_output_store
-from .http import HttpExecutor
-from .mcp import McpExecutor
-from .netguard import NetGuard
-from .python import PythonExecutor
+from capabilities.executors.base import OutputStore, default_output_store
+from capabilities.kinds.http.executor import HttpExecutor
+from capabilities.kinds.mcp.executor import McpExecutor
+from capabilities.netguard import NetGuard
+from capabilities.kinds.python.executor import PythonExecutor
 
 
 class Executor(Protocol):

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import math
 import os
-import re
 
-from runs.runtime.planners import ScriptedPlanner
+from runs.runtime.sim.planners import ScriptedPlanner
 
 PLANNER_HELP = {
     "scripted": "A fixed list of plans (planner_config: {\"plans\": [...]}) — tests and scenarios.",

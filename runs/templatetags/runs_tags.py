@@ -11,7 +11,7 @@ from datetime import timedelta
 from django import template
 from django.utils.html import format_html, format_html_join
 
-from runs.choices import STOP_REASON_VALUES
+from core.choices import STOP_REASON_VALUES
 
 register = template.Library()
 

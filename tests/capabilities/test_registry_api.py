@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentops.models import AuditEvent
+from core.models import AuditEvent
 from capabilities.models import Capability
 
 pytestmark = pytest.mark.django_db

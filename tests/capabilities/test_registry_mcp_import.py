@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from agentops.models import AuditEvent
+from core.models import AuditEvent
 from capabilities.models import Capability, McpServer
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.usefixtures("try_inline", "stdio_allowed")]

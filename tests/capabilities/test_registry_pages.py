@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from agentops.models import AuditEvent
+from core.models import AuditEvent
 from capabilities import services
 from capabilities.models import Capability
 

@@ -1,7 +1,7 @@
 """Verdicts and aggregates: pure functions, no database."""
 import pytest
 
-from runs.evaluation.verdicts import (VERDICT_LABELS, Outcome, VerdictCode, aggregate_deltas, mode_aggregate,
+from evaluation.verdicts import (VERDICT_LABELS, Outcome, VerdictCode, aggregate_deltas, mode_aggregate,
                                       task_verdict, verdict_counts)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from agentops.services import Conflict
+from core.errors import Conflict
 from capabilities.models import CapabilityVersion, Ticket
 from runs import engine, services
 from runs.approval_expiry import sweep_expired_approvals

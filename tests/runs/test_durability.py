@@ -6,7 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from capabilities.models import CapabilityVersion, Ticket
-from runs import engine, services
+from runs import adapters, engine, services
 from runs.models import Approval, Attempt, Run
 from runs.persistence import PassWriter
 from runs.runtime.intents import LeaseLost
@@ -46,7 +46,7 @@ class Slice:
         run = Run.objects.get(pk=run_id)
         self.writer = PassWriter(run, self.lease)
         self.writer.load_interrupted()
-        self.controller = engine.build_controller(run, self.writer)
+        self.controller = adapters.build_controller(run, self.writer)
         self.state = RunState.from_dict(run.state)
         self.writer.previous = self.state
 

@@ -153,7 +153,7 @@ class TestPlanApprovalAndPolicy:
 
     def test_an_approval_decided_twice_is_refused_the_second_time(self, operator, second_operator, viewer,
                                                                   demo_capabilities):
-        from agentops.services import Conflict, NotAllowed
+        from core.errors import Conflict, NotAllowed
 
         run = start(operator, [[{"capability": "create_ticket", "arguments": {"title": "Twice"}}]],
                     {"capability": "create_ticket", "path": "ticket_id", "exists": True})
@@ -169,7 +169,7 @@ class TestPlanApprovalAndPolicy:
             services.approval_decide(approval_id=approval.pk, user=operator, approve=True)
 
     def test_four_eyes_forbids_approving_ones_own_run(self, operator, settings, demo_capabilities):
-        from agentops.services import NotAllowed
+        from core.errors import NotAllowed
 
         settings.AGENTOPS_FOUR_EYES = True
         run = start(operator, [[{"capability": "create_ticket", "arguments": {"title": "Mine"}}]],

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentops.models import AuditEvent
+from core.models import AuditEvent
 from runs import engine, services
 from runs.models import PlanRevision, PlanSubmission, Run
 
@@ -281,7 +281,7 @@ class TestWithAWorker:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_readme_client_example_runs_as_written(celery_worker, live_server, operator, demo_capabilities):
-    from agentops.tokens import token_create
+    from core.tokens import token_create
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("\n## Planners"):]

@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from agentops.models import AuditEvent
+from core.models import AuditEvent
 from capabilities.models import StoredOutput
 from capabilities.outputs import store_json
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, RunLabel, Step

@@ -1,7 +1,7 @@
 """Whole runs through a real Celery worker process on the configured database and broker."""
 import pytest
 
-from agentops.models import AuditEvent
+from core.models import AuditEvent
 from capabilities.models import CapabilityVersion, Ticket
 from runs import services
 from runs.models import Approval, Run

@@ -73,7 +73,7 @@ def world(roles, keep_connection):
 def _headers_for(role: str) -> dict[str, str]:
     from django.contrib.auth.models import Group, User
 
-    from agentops.tokens import token_create
+    from core.tokens import token_create
 
     if role == "anonymous":
         return {}

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from agentops.models import AuditEvent
+from core.models import AuditEvent
 from capabilities import services as registry
 from runs import services
 from runs.models import Attempt, Run
