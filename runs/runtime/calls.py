@@ -59,7 +59,7 @@ def call(p: Pass, progress: StepProgress, action: Action) -> Attempt | Admission
     progress = count_call(p, progress, action, attempt_number=progress.attempts + 1)
     observation = observation.with_timing(latency_s=ended - started if ended > started else observation.latency_s,
                                           attempt=progress.attempts, trace_id=s.trace_id, span_id=span_id)
-    return finished(p, spec, Attempt(progress, attempt_id, action.kind, started, ended, observation))
+    return count_commit(p, spec, Attempt(progress, attempt_id, action.kind, started, ended, observation))
 
 
 def call_timeout(s: RunState, spec: CapabilitySpec, now: float) -> float:
@@ -76,7 +76,7 @@ def count_call(p: Pass, progress: StepProgress, action: Action, attempt_number: 
                    polls_used=progress.polls_used + int(poll))
 
 
-def finished(p: Pass, spec: CapabilitySpec, attempt: Attempt) -> Attempt:
+def count_commit(p: Pass, spec: CapabilitySpec, attempt: Attempt) -> Attempt:
     """Count a commit once per step and mark the step committed."""
     progress, observation = attempt.progress, attempt.observation
     # A deduplicated answer repeats an earlier commit: nothing new happened.

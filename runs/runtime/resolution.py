@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import budgets as B
-from .calls import Action, Attempt, call, call_timeout, count_call, finished, wait_for_admission
+from .calls import Action, Attempt, call, call_timeout, count_call, count_commit, wait_for_admission
 from .history import AttemptKind
 from .intents import CallIntent
 from .observation import AdmissionRefused, ErrorCode, Observation, SideEffectStatus
@@ -26,8 +26,8 @@ def interrupted_call(p: Pass, progress: StepProgress, action: Action, intent: Ca
     observation = observation.with_timing(latency_s=max(0.0, ended - intent.started_at),
                                           attempt=progress.attempts, trace_id=p.state.trace_id,
                                           span_id=intent.span_id or p.new_span_id())
-    return finished(p, action.spec, Attempt(progress, intent.attempt_id, intent.kind, intent.started_at, ended,
-                                            observation))
+    attempt = Attempt(progress, intent.attempt_id, intent.kind, intent.started_at, ended, observation)
+    return count_commit(p, action.spec, attempt)
 
 
 def resolve(p: Pass, action: Action, unknown: Attempt) -> Attempt | None:
@@ -97,5 +97,6 @@ def _look_up(p: Pass, action: Action, unknown: Attempt) -> Attempt | None:
     ended = p.ports.clock.now()
     observation = observation.with_timing(latency_s=ended - started, attempt=progress.attempts,
                                           trace_id=s.trace_id, span_id=p.new_span_id())
-    return finished(p, spec, Attempt(progress, p.ports.ids.new_id(), AttemptKind.LOOKUP, started, ended,
-                                     observation))
+    # Span id first, then attempt id: the order in which sequential ids (scenarios, tests) are recorded.
+    attempt = Attempt(progress, p.ports.ids.new_id(), AttemptKind.LOOKUP, started, ended, observation)
+    return count_commit(p, spec, attempt)
