@@ -3,10 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from core import accounts
+from core import accounts, views
 
-
-from core import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),

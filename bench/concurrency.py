@@ -93,8 +93,8 @@ def call_layer(port: int, concurrency: int, waves: int, delay: float) -> list[tu
     import httpx
 
     from capabilities.executors.dispatch import CapabilityExecutor
-    from capabilities.netguard import NetGuard
     from capabilities.models import Capability
+    from capabilities.netguard import NetGuard
 
     spec = Capability.objects.select_related("current_version").get(name=CAPABILITY).current_version.to_spec()
     executor = CapabilityExecutor(guard=NetGuard(["127.0.0.1"], allow_private=True))

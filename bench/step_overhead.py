@@ -23,11 +23,11 @@ import argparse
 import json
 import os
 import statistics
-from collections import Counter
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,11 +83,10 @@ def end_to_end(steps: int, capability: str = "get_ticket_status", dbos_python: s
     django.setup()
     from django.contrib.auth.models import User
     from django.db import connection, transaction
-
-    from core.models import WorkerHeartbeat
     from django.utils import timezone
 
     from capabilities.models import Capability, CapabilityVersion, Ticket
+    from core.models import WorkerHeartbeat
     from runs import services
     from runs.models import Attempt, Run
 

@@ -14,9 +14,9 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import Pagination
 from capabilities import selectors, services
 from capabilities.models import Capability, CapabilityVersion, Kind, McpServer
+from core.api import Pagination
 from core.choices import SideEffect
 from core.permissions import MethodPermission
 

@@ -11,8 +11,9 @@ from django.db import models
 from django.db.models import Q
 
 from core.choices import SideEffect, values_of
-from runs.runtime.capability import (CapabilitySpec, Kind as RuntimeKind, PollingPolicy, RateLimit, RetryPolicy,
-                                     SideEffect as RuntimeSideEffect)
+from runs.runtime.capability import CapabilitySpec, PollingPolicy, RateLimit, RetryPolicy
+from runs.runtime.capability import Kind as RuntimeKind
+from runs.runtime.capability import SideEffect as RuntimeSideEffect
 from runs.runtime.observation import ErrorCode as RuntimeErrorCode
 
 capability_name_validator = RegexValidator(

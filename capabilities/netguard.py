@@ -32,8 +32,8 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable, Iterable
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx

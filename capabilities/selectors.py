@@ -6,8 +6,8 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from core.models import AuditEvent
 from capabilities.models import Capability, CapabilityVersion, McpServer
+from core.models import AuditEvent
 
 # JSON fields whose changes are shown leaf by leaf ("schema.properties.q.type").
 JSON_FIELDS = ("schema", "config")

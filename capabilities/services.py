@@ -19,17 +19,31 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from core.models import AuditAction
-from core.errors import Conflict, InvalidInput, NotAllowed, ServiceError
+from capabilities.egress import capability_guard, stdio_policy
+from capabilities.executors.base import CapabilityError
+from capabilities.executors.secrets import has_line_break, is_credential_header
+from capabilities.kinds.mcp.executor import list_tools, suggested_policy
+from capabilities.kinds.python.registry import autodiscover
+from capabilities.models import (
+    Capability,
+    CapabilityVersion,
+    Kind,
+    McpServer,
+    capability_name_validator,
+)
+from capabilities.netguard import URLRefused, validate_url
+from capabilities.ratelimit import as_observation, rate_limited_executor
+from capabilities.selectors import capability_version_diff  # noqa: F401 - part of this module's API
 from core import queue
 from core.audit import audit
-from core.permissions import allowed, require
-from capabilities.models import Capability, CapabilityVersion, Kind, McpServer, capability_name_validator
-from capabilities.selectors import capability_version_diff  # noqa: F401 - part of this module's API
 from core.choices import SideEffect
-from capabilities.executors.secrets import has_line_break, is_credential_header
+from core.errors import Conflict, InvalidInput, NotAllowed, ServiceError
+from core.models import AuditAction, AuditEvent
+from core.permissions import allowed, require
 from runs.runtime import schemas
+from runs.runtime.completion import condition_errors
 from runs.runtime.observation import RETRYABLE_CODES, ErrorCode, Observation
+from runs.runtime.validation import argument_problems
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +78,6 @@ def _defaults() -> dict[str, Any]:
 
 
 def http_guard():
-    from capabilities.egress import capability_guard
-
     return capability_guard()
 
 
@@ -154,8 +166,6 @@ def policy_errors(policy: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def _polling_until_errors(errors: _Errors, policy: dict) -> None:
-    from runs.runtime.completion import condition_errors
-
     until = policy["polling_until"]
     if until is None:
         return
@@ -207,8 +217,6 @@ def config_errors(*, kind: str, config: Any, policy: dict[str, Any], mcp_server:
 
 
 def _http_config_errors(errors: _Errors, config: dict, policy: dict) -> None:
-    from capabilities.netguard import URLRefused, validate_url
-
     extra = sorted(set(config) - HTTP_CONFIG_KEYS)
     if extra:
         errors.add("config", f"Unknown config keys: {', '.join(extra)}. Known: {', '.join(sorted(HTTP_CONFIG_KEYS))}.")
@@ -448,7 +456,6 @@ def capability_set_enabled(*, user, capability_id: int, enabled: bool) -> Capabi
 def mcp_server_create(*, user, name: str, transport: str, command: str = "", args: list | None = None,
                       env_vars: list | None = None, url: str = "") -> McpServer:
     require(user, "capabilities.add_mcpserver", "add MCP servers")
-    from capabilities.netguard import URLRefused, validate_url
 
     errors = _Errors()
     args = list(args or [])
@@ -465,7 +472,6 @@ def mcp_server_create(*, user, name: str, transport: str, command: str = "", arg
         if not (command or "").strip():
             errors.add("command", "Enter the command that starts the server.")
         elif all(isinstance(a, str) for a in args):
-            from capabilities.egress import stdio_policy
 
             refusal = stdio_policy().refusal(command.strip(), args)
             if refusal:
@@ -504,9 +510,6 @@ def mcp_server_tools(*, user, server_id: int, timeout_s: float = MCP_LIST_TIMEOU
     Not in a transaction: listing starts or contacts the server and can take seconds.
     """
     require(user, "capabilities.add_capability", "import MCP tools")
-    from capabilities.egress import stdio_policy
-    from capabilities.executors.base import CapabilityError
-    from capabilities.kinds.mcp.executor import list_tools, suggested_policy
 
     server = McpServer.objects.filter(pk=server_id).first()
     if server is None:
@@ -666,7 +669,6 @@ def python_capabilities_sync(*, definitions: dict | None = None, modules: tuple[
     module); `modules` limits it to functions defined in those modules.
     """
     if definitions is None:
-        from capabilities.kinds.python.registry import autodiscover
 
         definitions = autodiscover(modules or DEMO_MODULES)
         if modules is not None:
@@ -726,8 +728,6 @@ def _last_synced_code(capability: Capability) -> dict[str, Any]:
     Versions mix code and operators' edits, so the code's own policy is kept in
     the audit event each sync writes; without one, version 1 (written by sync).
     """
-    from core.models import AuditEvent
-
     event = (AuditEvent.objects.filter(target_type="capability", target_id=str(capability.pk),
                                        details__has_key=CODE_POLICY).order_by("-created_at", "-id").first())
     if event is not None:
@@ -748,20 +748,6 @@ class NoWorker(ServiceError):
     code = "no_worker"
 
 
-def argument_errors(*, schema: dict, arguments: Any, max_bytes: int | None = None) -> list[str]:
-    """Every way `arguments` fails the capability's schema (and size limit), listed."""
-    if not isinstance(arguments, dict):
-        return ["The arguments must be a JSON object."]
-    errors = []
-    if max_bytes is not None:
-        size = len(json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
-        if size > max_bytes:
-            errors.append(f"The arguments are {size} bytes, over the limit of {max_bytes}.")
-    for where, message in schemas.errors(schema, arguments):
-        errors.append(message if where == "schema" else f"{where or '(arguments)'}: {message}")
-    return errors
-
-
 def capability_try(*, user, capability_id: int, arguments: Any, confirm: bool = False) -> Observation:
     """Run the current version once, outside any run, in a worker, and return the normalized observation.
 
@@ -780,7 +766,7 @@ def capability_try(*, user, capability_id: int, arguments: Any, confirm: bool = 
     needed = version.permission or ("capabilities.change_capability" if changes_state else "")
     if needed and not allowed(user, needed):
         raise NotAllowed(f"Trying {capability.name} needs the permission {needed}.")
-    problems = argument_errors(schema=version.schema, arguments=arguments, max_bytes=version.max_argument_bytes)
+    problems = [p.message for p in argument_problems(version.schema, arguments, version.max_argument_bytes)]
     if problems:
         raise InvalidInput("The arguments do not match the capability's schema.", fields={"arguments": problems})
     if changes_state and not confirm:
@@ -825,13 +811,11 @@ def capability_try_execute(*, version_id: int, arguments: dict, idempotency_key:
     """The worker's half of try it: the run engine's executor, once. Returns the observation as a dict."""
     from django.contrib.auth import get_user_model
 
-    from capabilities.ratelimit import rate_limited_executor
 
     version = CapabilityVersion.objects.select_related("capability__mcp_server").get(pk=version_id)
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
     spec = version.to_spec()
     executor = rate_limited_executor(actor=actor, context={"try_it": True})
-    from capabilities.ratelimit import as_observation
 
     observation = as_observation(executor.execute(spec, arguments, idempotency_key=idempotency_key,
                                                   timeout_s=spec.timeout_s, trace_id=trace_id, span_id=span_id))

@@ -6,11 +6,12 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from core.errors import NotAllowed, ServiceError
 from capabilities import selectors, services, usage
 from capabilities.forms import CapabilityForm, McpServerForm, TryForm, import_choices
 from capabilities.models import Capability, Kind, McpServer
+from core import jsonlimits
 from core.choices import SideEffect
+from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, forbidden, permission_needed
 
 FILTER_KINDS = [(k.value, k.label) for k in Kind]
@@ -159,7 +160,6 @@ def validate_schema(request):
     if not text.strip():
         errors = []  # blank means the default object schema
     else:
-        from core import jsonlimits
 
         try:
             errors = services.schema_problems(jsonlimits.loads(text))

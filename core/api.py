@@ -1,7 +1,8 @@
 """API conventions shared by every endpoint: one error body, one pagination."""
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError as DjangoValidationError
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, serializers, status

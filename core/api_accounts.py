@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core import tokens
+from core.accounts import lockout_message
 from core.api import PAGE_PARAMETERS, Pagination, paginated
 
 
@@ -94,7 +95,6 @@ class TokenLoginApi(APIView):
         # The Django request, not DRF's wrapper: axes flags a lock-out on it for its middleware.
         user = authenticate(request._request, username=values.pop("username"), password=values.pop("password"))
         if getattr(request._request, "axes_locked_out", False):
-            from core.accounts import lockout_message
 
             raise Throttled(lockout_message())
         if user is None or not user.is_active:

@@ -19,5 +19,6 @@ def task(name: str):
     return tasks[name]
 
 
-def send(name: str, args: tuple = (), kwargs: dict | None = None, **options) -> AsyncResult:
-    return task(name).apply_async(args, kwargs, **options)
+def send(name: str, args: tuple = (), **options) -> AsyncResult:
+    """Queue the task called `name` with `args`; options as apply_async's (kwargs=, countdown=, ...)."""
+    return task(name).apply_async(args, **options)

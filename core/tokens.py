@@ -18,9 +18,9 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
-from core.models import ApiToken, AuditAction
-from core.errors import InvalidInput, ServiceError
 from core.audit import audit
+from core.errors import InvalidInput, ServiceError
+from core.models import ApiToken, AuditAction
 
 KEY_PREFIX = "ao_"
 REVOKED_BY_OWNER = "revoked by owner"

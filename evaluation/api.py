@@ -11,8 +11,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import PAGE_PARAMETERS, Pagination, paginated
-from core.permissions import MethodPermission, require_perm
 from core.errors import InvalidInput
+from core.permissions import MethodPermission, require_perm
 from evaluation import selectors, services
 from evaluation.models import Evaluation, EvaluationResult, EvaluationSuite
 

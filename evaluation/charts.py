@@ -5,12 +5,11 @@ before the markup is marked safe.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
-
-import math
 
 from core.charts import _open
 

@@ -17,19 +17,23 @@ import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from capabilities.ratelimit import rate_limited_executor
 from core.choices import ApprovalState, RunStatus
+from evaluation.models import Evaluation, EvaluationResult
 from evaluation.suites import task_problems, task_scenario
 from evaluation.verdicts import Outcome, mode_aggregate, task_verdict, verdict_counts
-from evaluation.models import Evaluation, EvaluationResult
+from runs.adapters import DjangoRegistry, OwnerAuthorizer, WallClock
 from runs.models import Approval, Planner, Run, Step
 from runs.persistence import record_transition
+from runs.planners import planner_from
 from runs.runtime import events as ev
 from runs.runtime.completion import completion_met
 from runs.runtime.controller import Controller, Transition
@@ -38,6 +42,7 @@ from runs.runtime.sim.planners import DirectPlanner, ScriptedPlanner
 from runs.runtime.sim.scenario import prepare_scenario
 from runs.runtime.sim.simulation import ScriptedApprovals
 from runs.runtime.state import RunState
+from runs.services import run_finish
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +93,6 @@ class WallTimedPlanner:
 def _planning_planner(evaluation: Evaluation, rig, scenario) -> Any:
     if evaluation.planning_mode == "scripted":
         return TimedPlanner(rig.controller.planner, list(scenario.plans), rig.clock)
-    from runs.planners import planner_from
 
     return WallTimedPlanner(planner_from(evaluation.planning_mode, evaluation.planner_config), rig.clock)
 
@@ -202,10 +206,6 @@ def _simulated(evaluation: Evaluation, scenario, mode: str) -> _Harness:
 
 def _registered(evaluation: Evaluation, scenario, mode: str) -> _Harness:
     """The application's own registry, executors and wall clock: the suite scripts only the approvals."""
-    from capabilities.ratelimit import rate_limited_executor
-    from runs.adapters import DjangoRegistry, OwnerAuthorizer, WallClock
-    from runs.planners import planner_from
-
     if mode == "direct":
         planner: Any = DirectPlanner(scenario.direct["capability"], scenario.direct.get("arguments", {}))
     elif evaluation.planning_mode == "scripted":
@@ -231,15 +231,13 @@ def run_task_mode(*, evaluation: Evaluation, task: dict[str, Any], mode: str) ->
     state = replace(harness.state, run_id=str(run.pk), trace_id=run.trace_id)
     events: list[ev.Event] = []
     wall_started = time.perf_counter()
-    for _ in range(MAX_PASSES):
-        transition = harness.controller.advance(state)
+
+    def recorded(transition: Transition) -> None:
         _record(run, transition, evaluation.started_by, harness.clock.now())
         events.extend(transition.events)
-        state = transition.state
-        if state.is_terminal or transition.wait_s is None:
-            break
-        if transition.wait_s > 0:
-            harness.clock.sleep(transition.wait_s)
+
+    # The controller's own loop, as scenario files run: advance and sleep on its clock until a pause.
+    state = harness.controller.run_until_pause(state, on_transition=recorded, max_passes=MAX_PASSES)
     if not state.is_terminal:
         _finish_paused(run, state)
     wall_latency = time.perf_counter() - wall_started
@@ -294,8 +292,6 @@ def _record_scripted_decision(run: Run, event: ev.ApprovalDecided, user, now: fl
 
 
 def _finish_paused(run: Run, state: RunState) -> None:
-    from runs.services import run_finish
-
     with transaction.atomic():
         run.refresh_from_db()
         if run.is_finished:

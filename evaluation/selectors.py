@@ -6,8 +6,8 @@ from typing import Any
 
 from django.db.models import Count, Max
 
-from evaluation.verdicts import VERDICT_LABELS, VerdictCode, aggregate_deltas
 from evaluation.models import Evaluation, EvaluationResult, EvaluationSuite
+from evaluation.verdicts import VERDICT_LABELS, VerdictCode, aggregate_deltas
 
 CELL_MEASURES = ("tool_calls", "repeated_actions", "tokens", "cost", "simulated_latency_s")
 

@@ -6,14 +6,20 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from core.models import AuditAction
-from core.errors import InvalidInput
+from capabilities.models import Capability
 from core import queue
 from core.audit import audit
+from core.errors import InvalidInput
+from core.models import AuditAction
 from core.permissions import require
 from evaluation import runner
-from evaluation.suites import SuiteDefinition, bundled_suites, planning_problems, task_problems
 from evaluation.models import Evaluation, EvaluationSuite
+from evaluation.suites import (
+    SuiteDefinition,
+    bundled_suites,
+    planning_problems,
+    task_problems,
+)
 
 EVALUATION_STARTED = AuditAction.EVALUATION_STARTED
 # A suite of simulated tasks runs in seconds; one still "running" after this lost its worker.
@@ -98,8 +104,6 @@ def evaluation_fail_stale(*, now=None) -> int:
 
 def _registry_problems(tasks: list[dict]) -> list[str]:
     """Tasks run against the registry need their direct capability registered and enabled."""
-    from capabilities.models import Capability
-
     wanted = {t["direct"]["capability"] for t in tasks if t.get("capabilities") == "registered" and t.get("direct")}
     enabled = set(Capability.objects.filter(name__in=wanted, enabled=True).values_list("name", flat=True))
     return [f"capability {name!r} is not registered and enabled (task runs against the registry)"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.verdicts import VerdictCode
+from runs.planners import validate_planner_config
 from runs.runtime.sim.scenario import Scenario, ScenarioError, load_scenario
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
@@ -129,8 +130,6 @@ def bundled_suites(directory: Path = SUITES_DIR) -> list[SuiteDefinition]:
 
 def planning_problems(tasks: list[dict[str, Any]], planning_mode: str, planner_config: Any) -> list[str]:
     """Why this suite cannot be evaluated with this planner (empty when it can)."""
-    from runs.planners import validate_planner_config
-
     if planning_mode not in PLANNING_MODES:
         return [f"planning_mode must be one of {', '.join(PLANNING_MODES)}"]
     if not isinstance(planner_config, dict):

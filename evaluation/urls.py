@@ -1,9 +1,8 @@
 from django.urls import path
 
 from evaluation import views as views_evaluation
-
-
 from evaluation import views_readiness
+
 app_name = "evaluation"
 urlpatterns = [
     path("", views_evaluation.evaluation_index, name="index"),

@@ -17,11 +17,11 @@ from django_htmx.http import HttpResponseStopPolling
 
 from core import jsonlimits
 from core.errors import ServiceError
+from core.permissions import allowed, permission_needed
 from evaluation import export, selectors, services
 from evaluation.charts import evaluation_charts
-from evaluation.verdicts import VERDICT_LABELS, VerdictCode
 from evaluation.models import Evaluation, EvaluationSuite
-from core.permissions import allowed, permission_needed
+from evaluation.verdicts import VERDICT_LABELS, VerdictCode
 
 LIVE = (Evaluation.Status.QUEUED, Evaluation.Status.RUNNING)
 

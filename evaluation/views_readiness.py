@@ -4,8 +4,8 @@ from __future__ import annotations
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from evaluation.readiness import readiness_review as review
 from core.permissions import permission_needed
+from evaluation.readiness import readiness_review as review
 
 
 @permission_needed("evaluation.view_evaluation", "view the readiness review")

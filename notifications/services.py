@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from core.models import AuditAction
-from core.errors import InvalidInput
 from core.audit import audit
+from core.errors import InvalidInput
+from core.models import AuditAction
 from core.permissions import require
 from notifications import channels as channel_urls
 from notifications.models import Channel, Rule
 from notifications.rules import params_errors
+from runs.labels import labels_errors
 
 PERMISSION = "notifications.manage_notifications"
 
@@ -56,7 +57,6 @@ def channel_delete(*, user, channel_id: int) -> None:
 @transaction.atomic
 def rule_save(*, user, name: str, event: str, params: dict | None = None, channel_ids: list[int] = (),
               labels: dict | None = None, enabled: bool = True, rule_id: int | None = None) -> Rule:
-    from runs.labels import labels_errors
 
     require(user, PERMISSION, "manage notifications")
     params = {} if params is None else params

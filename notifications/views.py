@@ -8,11 +8,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core.errors import ServiceError
+from core.permissions import allowed, forbidden, permission_needed
 from notifications import channels, services
 from notifications.forms import ChannelForm, RuleForm
 from notifications.models import Channel, Delivery, Rule
 from notifications.rules import full_params
-from core.permissions import allowed, forbidden, permission_needed
 
 MANAGE = services.PERMISSION
 

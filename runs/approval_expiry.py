@@ -11,14 +11,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core.choices import ApprovalState, FINISHED_STATUSES, RunStatus
+from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus
 from runs.models import Approval, Run
+from runs.services import run_finish
 
 
 def sweep_expired_approvals(now=None) -> int:
     """Stop every run whose pending approval request has expired; returns how many."""
-    from runs.services import run_finish
-
     now = now or timezone.now()
     stopped = 0
     expired = (Approval.objects.filter(state=ApprovalState.PENDING, expires_at__lte=now)

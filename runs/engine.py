@@ -19,16 +19,18 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from runs import otel
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus
-from runs import queue
-from runs.models import Run
+from runs import otel, queue
+from runs.adapters import DjangoRegistry, build_controller
+
 # claim, release and renew are the engine's API too (tests and tools call engine.claim).
 from runs.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release, renew  # noqa: F401
-from runs.adapters import DjangoRegistry, build_controller
+from runs.models import PlanSubmission, Run
 from runs.persistence import PassWriter
+from runs.planners.external import awaited_revision
 from runs.runtime.intents import LeaseLost
 from runs.runtime.state import RunState
+from runs.services import run_finish
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +102,6 @@ def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> f
 
 def sweep_overdue_runs(now=None) -> int:
     """Stop runs whose deadline passed while no worker advanced them (e.g. awaiting approval)."""
-    from runs.services import run_finish
-
     now = now or timezone.now()
     stopped = 0
     overdue = Run.objects.filter(deadline_at__lt=now).exclude(status__in=FINISHED_STATUSES).filter(
@@ -120,8 +120,6 @@ def sweep_overdue_runs(now=None) -> int:
 
 
 def _waiting_for(run: Run) -> str:
-    from runs.planners.external import awaited_revision
-
     if run.status == RunStatus.AWAITING_APPROVAL:
         return "while awaiting approval"
     awaited = awaited_revision(run) if run.planner == "external" else None
@@ -132,8 +130,6 @@ def _waiting_for(run: Run) -> str:
 
 def _wake_runs_with_submitted_plans(now) -> None:
     """Safety net: a plan submitted while a worker was finishing the pass that found none."""
-    from runs.models import PlanSubmission
-    from runs.planners.external import awaited_revision
     waiting = Run.objects.filter(planner="external", status=RunStatus.RUNNING, next_action_at__isnull=True).filter(
         Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)).filter(
         plan_submissions__isnull=False).distinct()

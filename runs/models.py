@@ -9,9 +9,23 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from core.choices import (FINISHED_STATUSES, ApprovalKind, ApprovalState, AttemptKind, DecisionKind, ErrorCategory,
-                          ErrorCode, ObservationStatus, ReplanReason, RunStatus, SideEffectStatus, StepStatus,
-                          StallKind, StopReason, values_of)
+from core.choices import (
+    FINISHED_STATUSES,
+    ApprovalKind,
+    ApprovalState,
+    AttemptKind,
+    DecisionKind,
+    ErrorCategory,
+    ErrorCode,
+    ObservationStatus,
+    ReplanReason,
+    RunStatus,
+    SideEffectStatus,
+    StallKind,
+    StepStatus,
+    StopReason,
+    values_of,
+)
 
 
 class Planner(models.TextChoices):

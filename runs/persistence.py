@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.conf import settings
@@ -20,14 +21,15 @@ from django.utils import timezone
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.outputs import store_json, stored_output_for
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
+from runs.leases import Lease, fenced_update
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 from runs.runtime import events as ev
 from runs.runtime.controller import Transition
-from runs.leases import Lease, fenced_update
 from runs.runtime.intents import CallIntent, LeaseLost
-from runs.runtime.state import RunState
 from runs.runtime.signatures import arguments_hash
+from runs.runtime.state import RunState
 from runs.runtime.stop import status_for_stop, stop_kind
+from runs.services import run_close_open_records
 
 
 def _at(epoch: float) -> datetime:
@@ -137,7 +139,6 @@ class PassWriter:
             if attempt is not None:
                 Run.objects.filter(pk=run.pk).update(stop_attempt=attempt)
             run.stop_attempt = attempt
-            from runs.services import run_close_open_records
 
             run_close_open_records(run_id=run.pk, now=now)
         for name, value in values.items():

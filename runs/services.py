@@ -11,15 +11,20 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from core.models import AuditAction
-from core.errors import Conflict, InvalidInput, NotAllowed
 from core.audit import audit
-from core.permissions import require
-from runs import otel
 from core.choices import ApprovalState, RunStatus
-from runs import queue
+from core.errors import Conflict, InvalidInput, NotAllowed
+from core.models import AuditAction
+from core.permissions import require
+from core.roles import MANAGE_ALL_RUNS
+from runs import otel, queue, rollup
 from runs.labels import labels_errors
-from runs.models import Approval, Run, RunLabel, Step
+from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
+from runs.planners import validate_planner_config
+from runs.planners.external import awaited_revision
+from runs.runtime.budgets import Budgets
+from runs.runtime.completion import completion_errors
+from runs.runtime.state import RunState
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +43,6 @@ def _send_advance(run_id: int, countdown: float | None) -> None:
 
 def can_manage_run(user, run: Run) -> bool:
     """An operator acts on (cancels, resubmits, plans for) their own runs; others' need manage_all_runs."""
-    from core.roles import MANAGE_ALL_RUNS
-
     return run.owner_id == user.pk or user.has_perm(MANAGE_ALL_RUNS)
 
 
@@ -100,8 +103,6 @@ def run_close_open_records(*, run_id: int, now, newly_finished: bool = True) -> 
 
     Call once the run row says it finished; `newly_finished` False when it had finished before
     (it is then counted on the dashboard already)."""
-    from runs.models import Attempt
-
     # Every way a run stops comes through here: its own span is exported once this commits.
     otel.export_run_on_commit(run_id)
     # Nobody may approve a step of a finished run.
@@ -116,7 +117,6 @@ def run_close_open_records(*, run_id: int, now, newly_finished: bool = True) -> 
                       "the side effect may or may not have happened.")
     if newly_finished:
         # The dashboard's counts of this run and its attempts, in this same transaction.
-        from runs import rollup
 
         rollup.record_run_finished(run_id=run_id)
 
@@ -151,7 +151,6 @@ def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         raise Conflict(f"Already {approval.state} by {who} at {approval.decided_at:%Y-%m-%d %H:%M:%S} UTC.")
     approval.refresh_from_db()
-    from runs import rollup
 
     rollup.record_decision(approval.pk)  # time to decision on the dashboard, in this transaction
     if approval.step_id:
@@ -201,7 +200,6 @@ def budget_errors(budgets) -> dict[str, str]:
     """
     from dataclasses import fields as dc_fields
 
-    from runs.runtime.budgets import Budgets
 
     if not isinstance(budgets, dict):
         return {"budgets": "budgets must be an object"}
@@ -245,10 +243,6 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
     """Validate and queue a run; a worker picks it up once this commits."""
     import uuid
 
-    from runs.planners import validate_planner_config
-    from runs.runtime.budgets import Budgets
-    from runs.runtime.completion import completion_errors
-    from runs.runtime.state import RunState
 
     require(owner, "runs.start_run", "start runs")
     budgets = {} if budgets is None else budgets
@@ -313,8 +307,6 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
     """
     from django.db import IntegrityError
 
-    from runs.models import PlanSubmission
-    from runs.planners.external import awaited_revision
 
     require(user, "runs.start_run", "submit plans")
     run = Run.objects.select_for_update().get(pk=run_id)

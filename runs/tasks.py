@@ -6,8 +6,8 @@ from celery import shared_task
 from django.conf import settings
 
 from runs import engine
-from runs.queue import ADVANCE_RUN
 from runs.approval_expiry import sweep_expired_approvals
+from runs.queue import ADVANCE_RUN
 from runs.retention import purge_by_setting
 
 log = logging.getLogger(__name__)

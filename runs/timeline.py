@@ -20,8 +20,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import (BooleanField, Case, CharField, Count, F, FloatField, Func, IntegerField, Min,
-                              OuterRef, Q, Subquery, Sum, Value, When)
+from django.db.models import (
+    BooleanField,
+    Case,
+    CharField,
+    Count,
+    F,
+    FloatField,
+    Func,
+    IntegerField,
+    Min,
+    OuterRef,
+    Q,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Cast, Coalesce, Concat, Floor, Greatest, Least
 from django.utils import timezone
 from django.utils.html import escape

@@ -9,11 +9,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import PAGE_PARAMETERS, Pagination, paginated
-from core.permissions import require_perm
-from runs import services
-from runs.budget_usage import revisions_used, run_budget_usage
 from core.choices import RunStatus
+from core.permissions import require_perm
+from runs import search, services
+from runs.budget_usage import revisions_used, run_budget_usage
+from runs.labels import label_filters_parse
 from runs.models import Approval, Attempt, Planner, PlanRevision, Run
+from runs.selectors import RunFilters
 
 
 class RunOutput(serializers.ModelSerializer):
@@ -112,8 +114,6 @@ class RunListApi(APIView):
             return value
 
         def validate_label(self, value):
-            from runs.labels import label_filters_parse
-
             wanted, problems = label_filters_parse(value)
             if problems:
                 raise serializers.ValidationError(problems)
@@ -121,9 +121,6 @@ class RunListApi(APIView):
 
     @extend_schema(operation_id="runs_list", parameters=[RunFilterInput, *PAGE_PARAMETERS], responses=paginated(RunOutput))
     def get(self, request):
-        from runs import search
-        from runs.selectors import RunFilters
-
         filters = self.RunFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)
         paginator = Pagination()

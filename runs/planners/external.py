@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from runs.models import PlanSubmission, Run
-from runs.runtime.planning import PlanNotReady, PlanningRequest, PlanProposal
+from runs.runtime.planning import PlanningRequest, PlanNotReady, PlanProposal
 
 
 class ExternalPlanner:

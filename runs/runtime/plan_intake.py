@@ -12,7 +12,7 @@ from .capability import CapabilitySpec
 from .events import PlanProposed
 from .pass_context import Pass
 from .plan import Step, parse_plan, step_changes
-from .planning import PlanNotReady, PlanningRequest, PlanProposal
+from .planning import PlanningRequest, PlanNotReady, PlanProposal
 from .ports import CapabilityRegistry
 from .signatures import action_signature, plan_hash, signature_text
 from .state import PlanAwaitingApproval, PlanningNeed, RunState, StepProgress

@@ -7,8 +7,10 @@ from dataclasses import fields as dc_fields
 from django import forms
 
 from core import jsonlimits
+from runs.labels import labels_parse
 from runs.models import Planner
 from runs.runtime.budgets import Budgets
+from runs.services import budget_errors
 
 _DEFAULTS = Budgets()
 BUDGET_HELP = {
@@ -114,8 +116,6 @@ class RunStartForm(forms.Form):
             pass  # plain text is fine here
         return raw
     def clean_labels(self):
-        from runs.labels import labels_parse
-
         labels, problems = labels_parse(self.cleaned_data["labels"])
         if problems:
             raise forms.ValidationError("; ".join(problems))
@@ -142,8 +142,6 @@ class RunStartForm(forms.Form):
 
     def add_budget_errors_now(self) -> None:
         """Budget errors the service would report, added in the same round as the form's own errors."""
-        from runs.services import budget_errors
-
         budgets = {name.removeprefix("budget_"): value for name, value in self.cleaned_data.items()
                    if name.startswith("budget_") and value is not None}
         problems = {key: message for key, message in budget_errors(budgets).items()

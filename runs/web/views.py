@@ -22,14 +22,19 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
-from core.errors import NotAllowed, ServiceError
-from runs import dashboard as dashboard_data
-from runs import search, selectors, services, trace_review
+from capabilities.models import Capability
+from core import charts
 from core.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
-from runs.trace_review import TraceFilters
+from core.errors import NotAllowed, ServiceError
+from core.permissions import allowed, forbidden, permission_needed
+from runs import dashboard as dashboard_data
+from runs import dashboard_active as active
+from runs import search, selectors, services, timeline, trace_review
+from runs.labels import label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
 from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
-from core.permissions import allowed, forbidden, permission_needed
+from runs.trace_review import TraceFilters
+from runs.web.forms import RunStartForm, initial_from_run
 
 APPROVALS_CHANGED_EVENT = "approvals-changed"
 
@@ -85,8 +90,6 @@ class RunFilterForm(forms.Form):
     DRILL_DOWN = ("stop_kind", "stop_capability", "finished_from", "finished_to", "repeated")
 
     def __init__(self, *args, **kwargs):
-        from capabilities.models import Capability
-
         super().__init__(*args, **kwargs)
         search.add_stall_kind_field(self)
         # Registries and teams are small; these stay one query each however many runs exist.
@@ -96,8 +99,6 @@ class RunFilterForm(forms.Form):
                                          .order_by("username").values_list("username", flat=True)]
 
     def clean_labels(self):
-        from runs.labels import label_filters_parse
-
         wanted, problems = label_filters_parse(self.cleaned_data["labels"])
         if problems:
             raise forms.ValidationError("; ".join(problems))
@@ -154,9 +155,6 @@ def run_list(request):
 
 @permission_needed("runs.start_run", "start runs")
 def run_start_page(request):
-    from capabilities.models import Capability
-    from runs.web.forms import RunStartForm, initial_from_run
-
     capabilities = list(Capability.objects.filter(enabled=True).order_by("name").values_list("name", flat=True))
     initial, source = None, None
     if request.method == "GET" and request.GET.get("from_run"):
@@ -230,8 +228,6 @@ TRACE_FILTER_KEYS = ("capability", "status", "error_code", "repeated")
 @permission_needed("runs.view_run", "view runs")
 @require_GET
 def run_detail(request, run_id: int):
-    from runs import timeline
-
     run = _get_run(run_id)
     capability_calls = selectors.run_capability_calls(run=run)
     bound = any(key in request.GET for key in TRACE_FILTER_KEYS)
@@ -564,11 +560,6 @@ def approval_badge(request):
 @permission_needed("runs.view_run", "view the dashboard")
 @require_http_methods(["GET"])
 def run_dashboard(request):
-    from core import charts
-    from runs import dashboard_active as active
-
-    from runs.labels import label_filters_parse
-
     window_key = request.GET.get("window", dashboard_data.DEFAULT_WINDOW)
     if window_key not in dashboard_data.WINDOWS:
         choices = ", ".join(dashboard_data.WINDOWS)

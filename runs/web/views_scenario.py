@@ -9,9 +9,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from core.errors import ServiceError
+from core.permissions import permission_needed
 from runs import scenario_export
 from runs.models import Run
-from core.permissions import permission_needed
 
 
 def _run(run_id: int) -> Run:

@@ -7,8 +7,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from core.errors import ServiceError
-from runs import search
 from core.permissions import permission_needed
+from runs import search
 
 
 @permission_needed("runs.view_run", "view runs")

@@ -2,15 +2,23 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from capabilities.executors.base import CapabilityError, FileOutputStore
-from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy, ToolHints, ToolInfo, code_for_error_text, list_tools, suggested_policy
+from capabilities.kinds.mcp.executor import (
+    McpExecutor,
+    StdioPolicy,
+    ToolHints,
+    ToolInfo,
+    code_for_error_text,
+    list_tools,
+    suggested_policy,
+)
 from runs.runtime.capability import CapabilitySpec, Kind, SideEffect
 from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
 

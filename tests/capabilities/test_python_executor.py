@@ -10,8 +10,13 @@ import pytest
 
 from capabilities.executors.base import CapabilityError, FileOutputStore
 from capabilities.kinds.python.executor import PythonExecutor
-from capabilities.kinds.python.registry import (CallContext, capability, registered_capabilities, resolve,
-                                     schema_from_signature)
+from capabilities.kinds.python.registry import (
+    CallContext,
+    capability,
+    registered_capabilities,
+    resolve,
+    schema_from_signature,
+)
 from runs.runtime.capability import Kind, SideEffect
 from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from core.models import AuditEvent
-from core.errors import Conflict, InvalidInput, NotAllowed
 from capabilities import services
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.selectors import capability_version_diff, capability_versions
+from core.errors import Conflict, InvalidInput, NotAllowed
+from core.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 

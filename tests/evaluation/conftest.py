@@ -27,8 +27,8 @@ def small_suite(db):
     """A two-task suite: a simple lookup and an empty result that needs a broader query."""
     import json
 
-    from evaluation.suites import SUITES_DIR
     from evaluation.models import EvaluationSuite
+    from evaluation.suites import SUITES_DIR
 
     tasks = json.loads((SUITES_DIR / "standard.json").read_text())["tasks"]
     chosen = [t for t in tasks if t["name"] in ("lookup-policy-by-id", "empty-result-needs-broader-query")]

@@ -2,7 +2,6 @@
 import pytest
 
 from evaluation.models import Evaluation, EvaluationResult
-
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run
 
 pytestmark = pytest.mark.django_db
@@ -119,8 +118,8 @@ class TestRunning:
         import copy
         import json
 
-        from evaluation.suites import SUITES_DIR
         from evaluation.models import EvaluationSuite
+        from evaluation.suites import SUITES_DIR
 
         tasks = json.loads((SUITES_DIR / "standard.json").read_text())["tasks"]
         task = copy.deepcopy(next(t for t in tasks if t["name"] == "open-ticket-with-approval"))

@@ -1,8 +1,8 @@
 """Services: syncing the bundled suites, starting an evaluation."""
 import pytest
 
-from core.models import AuditEvent
 from core.errors import InvalidInput, NotAllowed
+from core.models import AuditEvent
 from evaluation import services
 from evaluation.models import Evaluation, EvaluationSuite
 

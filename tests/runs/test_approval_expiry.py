@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from core.errors import Conflict
 from capabilities.models import CapabilityVersion, Ticket
+from core.errors import Conflict
 from runs import engine, services
 from runs.approval_expiry import sweep_expired_approvals
 from runs.models import Approval, Run

@@ -141,7 +141,8 @@ class TestRunListFilters:
 
 
 def test_an_upper_bound_rounds_up_to_the_next_second():
-    from datetime import datetime, timezone as tz
+    from datetime import datetime
+    from datetime import timezone as tz
 
     moment = datetime(2026, 12, 1, 15, 0, 5, 500_000, tzinfo=tz.utc)
     assert dashboard_active.local_param(moment).endswith(":05")

@@ -7,8 +7,14 @@ import pytest
 
 from runs.runtime.approvals import ApprovalDecision
 from runs.runtime.controller import Controller
-from runs.runtime.events import (ApprovalRequested, AttemptFinished, DecisionMade, PlanProposed, RunStopped,
-                                 StatusChanged)
+from runs.runtime.events import (
+    ApprovalRequested,
+    AttemptFinished,
+    DecisionMade,
+    PlanProposed,
+    RunStopped,
+    StatusChanged,
+)
 from runs.runtime.observation import Observation, SideEffectStatus
 from runs.runtime.planning import PlanProposal
 from runs.runtime.sim.scenario import prepare_scenario, run_scenario

@@ -1,8 +1,8 @@
 from runs.runtime.approvals import ApprovalDecision, ApprovalRequest
 from runs.runtime.capability import CapabilitySpec, SideEffect
 from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
-from runs.runtime.sim.planners import DirectPlanner, ScriptedPlanner
 from runs.runtime.planning import PlanningRequest
+from runs.runtime.sim.planners import DirectPlanner, ScriptedPlanner
 from runs.runtime.sim.simulation import ScriptedApprovals, SimulatedCapabilities, SimulatedClock, StaticAuthorizer
 
 READ = CapabilitySpec(name="read", timeout_s=2)

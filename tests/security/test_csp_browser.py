@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from runs import engine, services
 from core.choices import RunStatus
+from runs import engine, services
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [

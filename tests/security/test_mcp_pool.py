@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from capabilities.kinds.mcp import pool as mcp_pool
 from capabilities.executors.base import FileOutputStore
+from capabilities.kinds.mcp import pool as mcp_pool
 from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy
 from runs.runtime.capability import CapabilitySpec, Kind
 from runs.runtime.observation import Status

@@ -38,12 +38,11 @@ from urllib.parse import quote, urlencode, urljoin, urlsplit, urlunsplit
 
 import httpx
 
+from capabilities.executors.base import BaseExecutor, CapabilityError, traceparent
+from capabilities.executors.secrets import has_line_break, is_credential_header
+from capabilities.netguard import NetGuard, Resolution, URLRefused
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import ErrorCode, Observation, SideEffectStatus, error_code_for_http_status
-
-from capabilities.executors.base import BaseExecutor, CapabilityError, traceparent
-from capabilities.netguard import NetGuard, Resolution, URLRefused
-from capabilities.executors.secrets import has_line_break, is_credential_header
 
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 MAX_REDIRECTS = 5

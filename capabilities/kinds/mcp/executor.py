@@ -46,13 +46,12 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from runs.runtime.capability import CapabilitySpec
-from runs.runtime.observation import ErrorCode, Observation, SideEffectStatus
-
 from capabilities.executors.base import BaseExecutor, CapabilityError, traceparent
+from capabilities.executors.secrets import has_line_break
 from capabilities.kinds.mcp import pool as mcp_pool
 from capabilities.netguard import NetGuard, URLRefused, guarded_async_transport
-from capabilities.executors.secrets import has_line_break
+from runs.runtime.capability import CapabilitySpec
+from runs.runtime.observation import ErrorCode, Observation, SideEffectStatus
 
 # A protocol-level "invalid params" error: the arguments, not the connection.
 JSONRPC_INVALID_PARAMS = -32602

@@ -28,7 +28,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future, TimeoutError as FutureTimeout
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -21,11 +21,10 @@ from typing import Any
 
 import jsonschema
 
+from capabilities.executors.base import BaseExecutor, CapabilityError
 from capabilities.kinds.python.registry import CallContext, accepts_context, definition_for, resolve
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import ErrorCode, Observation
-
-from capabilities.executors.base import BaseExecutor, CapabilityError
 
 
 class CallTimedOut(Exception):

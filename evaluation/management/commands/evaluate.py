@@ -9,12 +9,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ServiceError
-
 from evaluation import export
+from evaluation.models import EvaluationSuite
 from evaluation.selectors import task_rows
 from evaluation.services import evaluation_run_now, evaluation_suites_sync
 from evaluation.suites import SuiteError
-from evaluation.models import EvaluationSuite
 
 SYSTEM_USER = "agentops-evaluation"
 

@@ -19,10 +19,16 @@ from ..controller import Controller, Transition
 from ..events import ApprovalRequested, Event
 from ..ids import RandomIds, SequentialIds
 from ..observation import ErrorCode
-from .planners import DirectPlanner, ScriptedPlanner
-from .simulation import (EXPIRE, ScriptedApprovals, SimulatedCapabilities, SimulatedClock, StaticAuthorizer,
-                         StaticRegistry)
 from ..state import RunState
+from .planners import DirectPlanner, ScriptedPlanner
+from .simulation import (
+    EXPIRE,
+    ScriptedApprovals,
+    SimulatedCapabilities,
+    SimulatedClock,
+    StaticAuthorizer,
+    StaticRegistry,
+)
 
 EXPECT_FIELDS = ("status", "stop_reason", "tool_calls", "revisions", "retries", "approvals_requested",
                  "side_effects_committed", "tokens", "elapsed_s", "stall_kind")
