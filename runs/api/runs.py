@@ -8,31 +8,20 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from capabilities.models import StoredOutput
 from core.api import PAGE_PARAMETERS, Pagination, paginated
-from core.choices import (
-    ApprovalKind,
-    ApprovalState,
-    AttemptKind,
-    DecisionKind,
-    ErrorCategory,
-    ErrorCode,
-    ObservationStatus,
-    ReplanReason,
-    RunStatus,
-    SideEffectStatus,
-    StallKind,
-    StopReason,
-)
+from core.choices import ErrorCategory, ErrorCode, RunStatus, SideEffectStatus, StopReason
 from core.permissions import require_perm
 from runs import search, selectors, services
 from runs.labels import label_filters_parse
-from runs.models import Approval, Attempt, Planner, Run
+from runs.models import Approval, Attempt, Decision, Planner, PlanRevision, Run
 from runs.selectors import RunFilters
 from runs.trace_json import approval_dict, attempt_values, revision_dict, run_dict
 
 
-# The answers' shapes, for OpenAPI. runs.trace_json makes them (the trace download writes the
-# same items); tests/runs/test_trace_json.py checks each of these against what it makes.
+# The answers' shapes, for OpenAPI: runs.trace_json makes them (the trace download writes the
+# same items), these only document them, as the model has a field where it can;
+# tests/runs/test_trace_json.py checks each against what trace_json makes.
 
 
 class BudgetUsageOutput(serializers.Serializer):
@@ -44,126 +33,92 @@ class BudgetUsageOutput(serializers.Serializer):
     capability = serializers.CharField(required=False, help_text="A capability_calls row's capability.")
 
 
-class RunOutput(serializers.Serializer):
-    id = serializers.IntegerField()
-    goal = serializers.CharField()
-    completion = serializers.JSONField()
-    budgets = serializers.JSONField()
-    planner = serializers.ChoiceField(choices=Planner.choices)
+class RunOutput(serializers.ModelSerializer):
     owner = serializers.CharField()
-    require_plan_approval = serializers.BooleanField()
-    status = serializers.ChoiceField(choices=RunStatus.choices)
     stop_reason = serializers.ChoiceField(choices=StopReason.choices, allow_null=True,
                                           help_text="null while the run has not stopped")
-    stop_detail = serializers.CharField(allow_blank=True)
     stop_attempt = serializers.CharField(allow_null=True, help_text="uid of the attempt the run stopped on")
-    stall_kind = serializers.ChoiceField(choices=[("", ""), *StallKind.choices], allow_blank=True)
-    iterations = serializers.IntegerField()
     revisions = serializers.IntegerField(help_text="Replans after the first plan, as max_revisions counts them.")
     plans = serializers.IntegerField(help_text="Every plan received, the first included.")
-    tool_calls = serializers.IntegerField()
-    retries = serializers.IntegerField()
-    tokens = serializers.IntegerField()
-    cost = serializers.FloatField()
-    side_effects_committed = serializers.IntegerField()
-    approvals_requested = serializers.IntegerField()
-    repeated_attempts = serializers.IntegerField()
-    trace_id = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    started_at = serializers.DateTimeField(allow_null=True)
-    finished_at = serializers.DateTimeField(allow_null=True)
-    deadline_at = serializers.DateTimeField(allow_null=True)
-    cancel_requested_at = serializers.DateTimeField(allow_null=True)
     budget_usage = BudgetUsageOutput(many=True)
-    labels = serializers.DictField(child=serializers.CharField())
+
+    class Meta:
+        model = Run
+        fields = ["id", "goal", "completion", "budgets", "planner", "owner", "require_plan_approval", "status",
+                  "stop_reason", "stop_detail", "stop_attempt", "stall_kind", "iterations", "revisions", "plans",
+                  "tool_calls", "retries", "tokens", "cost", "side_effects_committed", "approvals_requested",
+                  "repeated_attempts", "trace_id", "created_at", "started_at", "finished_at", "deadline_at",
+                  "cancel_requested_at", "budget_usage", "labels"]
 
 
-class RevisionOutput(serializers.Serializer):
-    number = serializers.IntegerField()
-    accepted = serializers.BooleanField()
-    reason_code = serializers.ChoiceField(choices=ReplanReason.choices)
-    reason = serializers.CharField(allow_blank=True)
+class RevisionOutput(serializers.ModelSerializer):
     triggering_attempt = serializers.CharField(allow_null=True,
                                                help_text="The attempt whose observation caused this revision.")
-    steps = serializers.JSONField()
-    changes = serializers.JSONField()
-    validation_errors = serializers.JSONField()
-    tokens = serializers.IntegerField()
-    cost = serializers.FloatField()
-    planner_output = serializers.CharField(allow_blank=True)
-    capabilities_seen = serializers.JSONField()
-    needs_approval = serializers.BooleanField()
-    created_at = serializers.DateTimeField()
+
+    class Meta:
+        model = PlanRevision
+        fields = ["number", "accepted", "reason_code", "reason", "triggering_attempt", "steps", "changes",
+                  "validation_errors", "tokens", "cost", "planner_output", "capabilities_seen", "needs_approval",
+                  "created_at"]
 
 
-class AttemptOutputRefOutput(serializers.Serializer):
-    uri = serializers.CharField(help_text="The whole output (the page's output.json).")
-    sha256 = serializers.CharField()
-    size_bytes = serializers.IntegerField()
+class AttemptOutputRefOutput(serializers.ModelSerializer):
+    uri = serializers.CharField(help_text="Serves the whole output (the trace page's output.json).")
+
+    class Meta:
+        model = StoredOutput
+        fields = ["uri", "sha256", "size_bytes"]
 
 
-class AttemptObservationOutput(serializers.Serializer):
-    """The runtime's normalized observation (runs/runtime/observation.py)."""
+class AttemptObservationOutput(serializers.ModelSerializer):
+    """The runtime's normalized observation (runs/runtime/observation.py), as stored."""
 
-    status = serializers.ChoiceField(choices=ObservationStatus.choices)
-    state_changed = serializers.BooleanField()
     output = serializers.JSONField(allow_null=True, help_text="The output, or a preview of one stored by reference.")
     output_ref = AttemptOutputRefOutput(allow_null=True)
     error_code = serializers.ChoiceField(choices=ErrorCode.choices, allow_null=True)
     error_category = serializers.ChoiceField(choices=ErrorCategory.choices, allow_null=True)
-    error_message = serializers.CharField(allow_blank=True)
-    retry_guidance = serializers.CharField(allow_blank=True)
-    retry_after_s = serializers.FloatField(allow_null=True)
     side_effect = serializers.ChoiceField(choices=SideEffectStatus.choices)
 
-
-class AttemptDecisionOutput(serializers.Serializer):
-    decision = serializers.ChoiceField(choices=DecisionKind.choices)
-    reason = serializers.CharField(allow_blank=True)
-    usage = serializers.JSONField(help_text="The run's budget usage when it was decided.")
-    created_at = serializers.DateTimeField()
+    class Meta:
+        model = Attempt
+        fields = ["status", "state_changed", "output", "output_ref", "error_code", "error_category", "error_message",
+                  "retry_guidance", "retry_after_s", "side_effect"]
 
 
-class AttemptOutput(serializers.Serializer):
-    uid = serializers.CharField()
+class AttemptDecisionOutput(serializers.ModelSerializer):
+    class Meta:
+        model = Decision
+        fields = ["decision", "reason", "usage", "created_at"]
+
+
+class AttemptOutput(serializers.ModelSerializer):
     revision = serializers.IntegerField()
     step = serializers.CharField(help_text="The step's key within its revision.")
-    number = serializers.IntegerField()
-    kind = serializers.ChoiceField(choices=AttemptKind.choices)
     label = serializers.CharField(help_text="Unique within the run, as the trace page shows it: r2·s1#1.")
     capability = serializers.CharField()
     capability_version = serializers.IntegerField(allow_null=True)
     arguments = serializers.JSONField()
-    signature = serializers.CharField()
-    signature_hash = serializers.CharField()
-    idempotency_key = serializers.CharField(allow_blank=True)
-    started_at = serializers.DateTimeField()
-    ended_at = serializers.DateTimeField()
-    latency_s = serializers.FloatField()
-    trace_id = serializers.CharField()
-    span_id = serializers.CharField()
-    repeated_without_progress = serializers.BooleanField()
     observation = AttemptObservationOutput()
     decision = AttemptDecisionOutput(allow_null=True)
 
+    class Meta:
+        model = Attempt
+        fields = ["uid", "revision", "step", "number", "kind", "label", "capability", "capability_version",
+                  "arguments", "signature", "signature_hash", "idempotency_key", "started_at", "ended_at",
+                  "latency_s", "trace_id", "span_id", "repeated_without_progress", "observation", "decision"]
 
-class ApprovalOutput(serializers.Serializer):
-    id = serializers.IntegerField()
-    run = serializers.IntegerField()
+
+class ApprovalOutput(serializers.ModelSerializer):
     run_goal = serializers.CharField()
-    kind = serializers.ChoiceField(choices=ApprovalKind.choices)
     revision = serializers.IntegerField()
     step = serializers.CharField(allow_null=True)
     capability = serializers.CharField(allow_blank=True)
-    arguments = serializers.JSONField()
-    arguments_hash = serializers.CharField(allow_blank=True)
-    plan_hash = serializers.CharField(allow_blank=True)
-    state = serializers.ChoiceField(choices=ApprovalState.choices)
-    requested_at = serializers.DateTimeField()
-    expires_at = serializers.DateTimeField()
-    decided_at = serializers.DateTimeField(allow_null=True)
     decided_by = serializers.CharField(allow_null=True)
-    comment = serializers.CharField(allow_blank=True)
+
+    class Meta:
+        model = Approval
+        fields = ["id", "run", "run_goal", "kind", "revision", "step", "capability", "arguments", "arguments_hash",
+                  "plan_hash", "state", "requested_at", "expires_at", "decided_at", "decided_by", "comment"]
 
 
 class RunListApi(APIView):
