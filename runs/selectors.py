@@ -444,6 +444,15 @@ def trace_revisions(*, run: Run) -> QuerySet[PlanRevision]:
     return run.plan_revisions.select_related("triggering_attempt").order_by("number")
 
 
+def trace_steps(*, run: Run) -> QuerySet[Step]:
+    return run.steps.select_related("revision", "capability_version").order_by("revision__number", "index")
+
+
+def trace_approvals(*, run: Run) -> QuerySet[Approval]:
+    # Through the run's manager, so each approval's run is this one (approval_dict names its goal).
+    return run.approvals.select_related("decided_by", "step", "revision").order_by("requested_at", "id")
+
+
 def trace_decisions_without_attempt(*, run: Run) -> QuerySet[Decision]:
     return Decision.objects.filter(run=run, attempt__isnull=True).order_by("created_at", "id")
 

@@ -63,7 +63,8 @@ def revision_dict(revision: PlanRevision) -> dict:
 def step_dict(step: Step) -> dict:
     return {
         "revision": step.revision.number, "index": step.index, "key": step.key, "capability": step.capability_name,
-        "capability_version_id": step.capability_version_id, "arguments": step.arguments,
+        "capability_version": step.capability_version.number if step.capability_version_id else None,
+        "arguments": step.arguments,
         "arguments_hash": step.arguments_hash, "expected_outcome": step.expected_outcome,
         "depends_on": step.depends_on, "status": step.status, "approval_state": step.approval_state,
     }
@@ -185,14 +186,13 @@ def trace_chunks(run: Run) -> Iterator[str]:
     yield ', "revisions": ['
     yield from _array(map(revision_dict, selectors.trace_revisions(run=run)))
     yield '], "steps": ['
-    yield from _array(map(step_dict, run.steps.select_related("revision").order_by("revision__number", "index")))
+    yield from _array(map(step_dict, selectors.trace_steps(run=run)))
     yield '], "attempts": ['
     yield from _attempt_chunks(run)
     yield '], "decisions_without_attempt": ['
     yield from _array(decision_dict(decision=d.decision, reason=d.reason, usage=d.usage, created_at=iso(d.created_at))
                       for d in selectors.trace_decisions_without_attempt(run=run))
     yield '], "approvals": ['
-    yield from _array(map(approval_dict, run.approvals.select_related("decided_by", "step", "revision")
-                          .order_by("requested_at", "id")))
+    yield from _array(map(approval_dict, selectors.trace_approvals(run=run)))
     yield "]}"
 
