@@ -5,8 +5,8 @@ import socket
 from celery import shared_task
 from django.conf import settings
 
-from runs import engine
-from runs.approval_expiry import sweep_expired_approvals
+from runs import engine, sweeps
+from runs.leases import INFRASTRUCTURE_ERRORS
 from runs.queue import ADVANCE_RUN
 from runs.retention import purge_by_setting
 
@@ -18,7 +18,7 @@ def advance_run(self, run_id: int) -> None:
     worker = f"{self.request.hostname or socket.gethostname()}:{self.request.id}"
     try:
         countdown = engine.run_advance(run_id=run_id, worker=worker)
-    except engine.INFRASTRUCTURE_ERRORS:
+    except INFRASTRUCTURE_ERRORS:
         # The database is down or restarting: nothing was decided. Try again once our
         # lease (which we could not release) has expired; the orphan sweep is the net.
         log.warning("run %s: database unavailable; advancing again later", run_id)
@@ -31,12 +31,12 @@ def advance_run(self, run_id: int) -> None:
 def sweep_overdue_runs() -> int:
     # Expired approvals first: a request expires at the deadline at the latest, so a run
     # waiting on one stops approval_expired rather than budget_exhausted:deadline.
-    return sweep_expired_approvals() + engine.sweep_overdue_runs()
+    return sweeps.sweep_expired_approvals() + sweeps.sweep_overdue_runs()
 
 
 @shared_task(name="runs.requeue_orphaned_runs", ignore_result=True)
 def requeue_orphaned_runs() -> int:
-    return engine.requeue_orphaned_runs()
+    return sweeps.requeue_orphaned_runs()
 
 
 @shared_task(name="runs.purge_old_runs", ignore_result=True)
