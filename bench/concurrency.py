@@ -180,7 +180,7 @@ def wait_finished(run_ids: list[int], timeout: float) -> None:
     raise SystemExit(f"runs did not finish within {timeout} s")
 
 
-def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, env: dict) -> dict:
+def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, env: dict, profile: str = "") -> dict:
     from django.db.models import Max
 
     from runs.models import Run
@@ -190,11 +190,16 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
                "--hostname", f"bench-{pool}-{os.getpid()}@%h"]
     log = tempfile.NamedTemporaryFile(prefix=f"agentops-bench-{pool}-", suffix=".log", delete=False)
     worker = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    spy = None
     try:
         user = register_user()
         warm = start_runs(user, 1, 1)  # the worker is up once this finishes
         wait_finished(warm, 120)
         cpu_before = process_cpu_s(worker.pid)
+        if profile:  # py-spy (not a dependency) samples the worker while it advances the runs
+            spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(worker.pid),
+                                    "--rate", "200", "--gil", "--nonblocking", "--format", "raw", "--output", profile],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         run_ids = start_runs(user, runs, steps)
         queued = time.time()
         wait_finished(run_ids, 60 + steps * delay * runs)
@@ -203,6 +208,9 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
         outcomes = set(Run.objects.filter(pk__in=run_ids).values_list("stop_reason", "tool_calls"))
         cpu_per_step = (process_cpu_s(worker.pid) - cpu_before) / (runs * steps)
     finally:
+        if spy is not None:
+            spy.send_signal(2)
+            spy.wait(timeout=60)
         worker.terminate()
         try:
             worker.wait(timeout=30)
@@ -235,6 +243,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=64, help="concurrent runs (and the worker's concurrency)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--delay", type=float, default=0.2)
+    parser.add_argument("--profile", default="", help="record the worker with py-spy into PROFILE.<pool>.txt "
+                        "(collapsed stacks; py-spy is not a dependency: pip install py-spy)")
     parser.add_argument("--var-dir", default=os.path.join(tempfile.gettempdir(), "agentops-bench-concurrency"))
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # internal: be the slow server
     args = parser.parse_args()
@@ -270,7 +280,8 @@ def report(args, port: int, env: dict) -> None:
         if pool in ("gevent", "eventlet") and importlib.util.find_spec(pool) is None:
             print(f"{pool:10} not installed (not a dependency: .venv/bin/pip install {pool} to measure it)")
             continue
-        result = measure(pool, args.runs, args.runs, args.steps, args.delay, env)
+        result = measure(pool, args.runs, args.runs, args.steps, args.delay, env,
+                         profile=f"{args.profile}.{pool}.txt" if args.profile else "")
         print(f"{pool:10} {result['wall_s']:8.2f} {result['ideal_s']:8.2f} {result['steps_per_s']:9.1f} "
               f"{result['ideal_steps_per_s']:8.1f} {result['ratio']:6.2f} {result['last_start_s']:13.2f} s "
               f"{result['cpu_ms_per_step']:13.2f} ms {1000 / result['cpu_ms_per_step']:10.0f}/s", flush=True)

@@ -245,9 +245,14 @@ class PassWriter:
         else:
             before = dict(Step.objects.filter(run=self.run, revision__number=state.revision)
                           .values_list("key", "status"))
+        changed: dict[str, list[int]] = {}
         for key, status in wanted.items():
             if key in before and before[key] != status:
-                Step.objects.filter(run=self.run, revision__number=state.revision, key=key).update(status=status)
+                changed.setdefault(status, []).append(self._step(state.revision, key)[0])
+        # By primary key (the writer knows the ids): a filter through the revision costs
+        # a join to compile and to run, on the pass that finishes a step.
+        for status, pks in changed.items():
+            Step.objects.filter(pk__in=pks).update(status=status)
 
 
 def _step_statuses(state: RunState) -> dict[str, str]:
