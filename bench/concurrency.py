@@ -195,7 +195,7 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
         user = register_user()
         warm = start_runs(user, 1, 1)  # the worker is up once this finishes
         wait_finished(warm, 120)
-        cpu_before = process_cpu_s(worker.pid)
+        cpu_before, sys_before = process_cpu_s(worker.pid), process_cpu_s(worker.pid, system_only=True)
         if profile:  # py-spy (not a dependency) samples the worker while it advances the runs
             spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(worker.pid),
                                     "--rate", "200", "--gil", "--nonblocking", "--format", "raw", "--output", profile],
@@ -207,6 +207,7 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
         finished, last_start = times["last"].timestamp(), times["started"].timestamp()
         outcomes = set(Run.objects.filter(pk__in=run_ids).values_list("stop_reason", "tool_calls"))
         cpu_per_step = (process_cpu_s(worker.pid) - cpu_before) / (runs * steps)
+        sys_per_step = (process_cpu_s(worker.pid, system_only=True) - sys_before) / (runs * steps)
     finally:
         if spy is not None:
             spy.send_signal(2)
@@ -221,14 +222,16 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
         raise SystemExit(f"{pool}: runs did not all complete with {steps} calls: {outcomes} (log {log.name})")
     wall = finished - queued
     ideal = steps * delay
-    return {"pool": pool, "wall_s": wall, "cpu_ms_per_step": cpu_per_step * 1000, "ideal_s": ideal, "ratio": ideal / wall, "last_start_s": last_start - queued,
+    return {"pool": pool, "wall_s": wall, "cpu_ms_per_step": cpu_per_step * 1000,
+            "sys_ms_per_step": sys_per_step * 1000, "ideal_s": ideal, "ratio": ideal / wall, "last_start_s": last_start - queued,
             "steps_per_s": runs * steps / wall, "ideal_steps_per_s": runs / delay}
 
 
-def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process has used, threads included (Linux /proc)."""
+def process_cpu_s(pid: int, *, system_only: bool = False) -> float:
+    """CPU seconds (user + system, or system alone) a process has used, threads included (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[12]) if system_only else int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def register_user():
@@ -275,7 +278,7 @@ def report(args, port: int, env: dict) -> None:
 
     print(f"{args.runs} runs x {args.steps} steps of {args.delay * 1000:.0f} ms on {connection.vendor}, broker "
           f"{settings.CELERY_BROKER_URL.split('://')[0]}, one worker process per pool")
-    print(f"{'pool':10} {'wall s':>8} {'ideal s':>8} {'steps/s':>9} {'ideal/s':>8} {'ratio':>6} {'last run began':>15} {'worker CPU/step':>16} {'CPU-bound max':>14}")
+    print(f"{'pool':10} {'wall s':>8} {'ideal s':>8} {'steps/s':>9} {'ideal/s':>8} {'ratio':>6} {'last run began':>15} {'worker CPU/step':>16} {'of it kernel':>13} {'CPU-bound max':>14}")
     for pool in args.pools.split(","):
         if pool in ("gevent", "eventlet") and importlib.util.find_spec(pool) is None:
             print(f"{pool:10} not installed (not a dependency: .venv/bin/pip install {pool} to measure it)")
@@ -284,7 +287,8 @@ def report(args, port: int, env: dict) -> None:
                          profile=f"{args.profile}.{pool}.txt" if args.profile else "")
         print(f"{pool:10} {result['wall_s']:8.2f} {result['ideal_s']:8.2f} {result['steps_per_s']:9.1f} "
               f"{result['ideal_steps_per_s']:8.1f} {result['ratio']:6.2f} {result['last_start_s']:13.2f} s "
-              f"{result['cpu_ms_per_step']:13.2f} ms {1000 / result['cpu_ms_per_step']:10.0f}/s", flush=True)
+              f"{result['cpu_ms_per_step']:13.2f} ms {result['sys_ms_per_step']:10.2f} ms "
+              f"{1000 / result['cpu_ms_per_step']:10.0f}/s", flush=True)
     print("One process runs Python on one core at a time: steps/s cannot exceed 1000 / (worker CPU ms per step),\n"
           "whatever the pool; the ideal needs that to reach runs / delay.")
     print(f"\nThe HTTP calls alone, {args.runs} at a time, 5 waves (ideal {5 * args.delay:.1f} s), in this process:")

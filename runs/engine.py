@@ -99,14 +99,20 @@ class DjangoRegistry:
         if name not in self._specs:
             capability = (Capability.objects.select_related("current_version", "mcp_server")
                           .filter(name=name, current_version__isnull=False).first())
-            self._specs[name] = capability.current_version.to_spec() if capability else None
+            self._specs[name] = _spec_of(capability) if capability else None
         return self._specs[name]
 
     def visible(self, authorizer) -> list[CapabilitySpec]:
-        specs = [c.current_version.to_spec() for c in Capability.objects.select_related("current_version", "mcp_server")
+        specs = [_spec_of(c) for c in Capability.objects.select_related("current_version", "mcp_server")
                  .filter(enabled=True, current_version__isnull=False).order_by("name")]
         # A side-effecting capability the owner may not use is not offered to the planner.
         return [s for s in specs if not (s.changes_state and s.permission) or authorizer.permits(s.permission)]
+
+
+def _spec_of(capability: Capability) -> CapabilitySpec:
+    version = capability.current_version
+    version.capability = capability  # already loaded: to_spec() would read it again, once per capability
+    return version.to_spec()
 
 
 def build_controller(run: Run, writer: PassWriter | None = None, registry: DjangoRegistry | None = None) -> Controller:
@@ -165,9 +171,8 @@ def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> f
             registry.observe_version(writer.registry_version)
         transition = controller.advance(state)
         if transition.events or transition.state is not state:
-            with transaction.atomic():
-                writer.write(transition)
-                otel.export_transition_on_commit(run, transition)
+            writer.commit(transition)
+            otel.export_transition_on_commit(run, transition)  # committed: runs now, or with an outer transaction
         state = transition.state
         if state.is_terminal or transition.wait_s is None:
             return None

@@ -53,6 +53,24 @@ def fenced_update(run_id: int, lease: Lease | None, values: dict[str, Any], *, i
     increments = increments or {}
     if not returning:
         return Run.objects.filter(**where).update(**values, **{k: F(k) + n for k, n in increments.items()})
+    sql, params = fenced_update_sql(run_id, lease, values, increments)
+    cols = ", ".join(connection.ops.quote_name(Run._meta.get_field(c).column) for c in returning)
+    with connection.cursor() as cursor:
+        if can_return_from_update():
+            cursor.execute(f"{sql} RETURNING {cols}, {registry_version_sql()}", params)
+            return cursor.fetchone()
+        cursor.execute(sql, params)
+        if not cursor.rowcount:
+            return None
+        qn = connection.ops.quote_name
+        cursor.execute(f"SELECT {cols}, {registry_version_sql()} FROM {qn(Run._meta.db_table)} "
+                       f"WHERE {qn(Run._meta.pk.column)} = %s", [run_id])
+        return cursor.fetchone()
+
+
+def fenced_update_sql(run_id: int, lease: Lease | None, values: dict[str, Any],
+                      increments: dict[str, int]) -> tuple[str, list[Any]]:
+    """The fenced UPDATE of the run row as SQL and parameters (plain values only, no expressions)."""
     qn, meta = connection.ops.quote_name, Run._meta
     sets, params = [], []
     for name, value in values.items():
@@ -68,22 +86,16 @@ def fenced_update(run_id: int, lease: Lease | None, values: dict[str, Any], *, i
     if lease is not None:
         conditions += [f"{qn('lease_owner')} = %s", f"{qn('lease_token')} = %s"]
         params += [lease.worker, lease.token]
-    cols = ", ".join(qn(meta.get_field(c).column) for c in returning)
-    version = f"(SELECT MAX({qn('updated_at')}) FROM {qn(Capability._meta.db_table)})"
-    sql = f"UPDATE {qn(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
-    with connection.cursor() as cursor:
-        if _can_return_from_update():
-            cursor.execute(f"{sql} RETURNING {cols}, {version}", params)
-            return cursor.fetchone()
-        cursor.execute(sql, params)
-        if not cursor.rowcount:
-            return None
-        cursor.execute(f"SELECT {cols}, {version} FROM {qn(meta.db_table)} WHERE {qn(meta.pk.column)} = %s",
-                       [run_id])
-        return cursor.fetchone()
+    return f"UPDATE {qn(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}", params
 
 
-def _can_return_from_update() -> bool:
+def registry_version_sql() -> str:
+    """The registry's version (its latest change), read with every pass's commit."""
+    qn = connection.ops.quote_name
+    return f"(SELECT MAX({qn('updated_at')}) FROM {qn(Capability._meta.db_table)})"
+
+
+def can_return_from_update() -> bool:
     if connection.vendor == "postgresql":
         return True
     if connection.vendor == "sqlite":
