@@ -105,6 +105,8 @@ class DjangoRegistry:
     def visible(self, authorizer) -> list[CapabilitySpec]:
         specs = [_spec_of(c) for c in Capability.objects.select_related("current_version", "mcp_server")
                  .filter(enabled=True, current_version__isnull=False).order_by("name")]
+        # The plan's steps are looked up next: they find the specs read here.
+        self._specs.update((s.name, s) for s in specs if s.name not in self._specs)
         # A side-effecting capability the owner may not use is not offered to the planner.
         return [s for s in specs if not (s.changes_state and s.permission) or authorizer.permits(s.permission)]
 

@@ -113,10 +113,22 @@ def claim(run_id: int, worker: str) -> Lease | None:
     take over from the original while it may still be inside a call.
     """
     now = timezone.now()
-    updated = Run.objects.filter(pk=run_id).exclude(status__in=FINISHED_STATUSES).filter(
-        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    ).update(lease_owner=worker, lease_token=F("lease_token") + 1,
-             lease_expires_at=now + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS))
+    claimable = Run.objects.filter(pk=run_id).exclude(status__in=FINISHED_STATUSES).filter(
+        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+    until = now + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)
+    if can_return_from_update():
+        # One statement: the conditional UPDATE hands the new token back.
+        qn, meta = connection.ops.quote_name, Run._meta
+        where, params = claimable.query.get_compiler(connection=connection).compile(claimable.query.where)
+        expires = meta.get_field("lease_expires_at")
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {qn(meta.db_table)} SET {qn('lease_owner')} = %s, "
+                           f"{qn('lease_token')} = {qn('lease_token')} + 1, {qn(expires.column)} = %s "
+                           f"WHERE {where} RETURNING {qn('lease_token')}",
+                           [worker, expires.get_db_prep_save(until, connection), *params])
+            row = cursor.fetchone()
+        return Lease(run_id, worker, row[0]) if row else None
+    updated = claimable.update(lease_owner=worker, lease_token=F("lease_token") + 1, lease_expires_at=until)
     if not updated:
         return None
     # The UPDATE above serialises claims; reading the token back is safe as no other claim can succeed.
