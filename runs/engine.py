@@ -65,16 +65,22 @@ class OwnerAuthorizer:
         self.owner_id = owner_id
         self.recheck_s = PERMISSION_RECHECK_SECONDS if recheck_s is None else recheck_s
         self._cache: dict[str, tuple[float, bool]] = {}
+        self._user: tuple[float, object] | None = None
 
     def permits(self, permission: str) -> bool:
         if not permission:
             return True
+        now = time.monotonic()
         cached = self._cache.get(permission)
-        if cached is not None and time.monotonic() - cached[0] < self.recheck_s:
+        if cached is not None and now - cached[0] < self.recheck_s:
             return cached[1]
-        user = get_user_model().objects.filter(pk=self.owner_id, is_active=True).first()
+        if self._user is None or now - self._user[0] >= self.recheck_s:
+            # One read of the owner (and of their permissions, by has_perm) for every permission
+            # asked within the recheck period, not one per permission.
+            self._user = (now, get_user_model().objects.filter(pk=self.owner_id, is_active=True).first())
+        user = self._user[1]
         allowed = bool(user and user.has_perm(permission))
-        self._cache[permission] = (time.monotonic(), allowed)
+        self._cache[permission] = (now, allowed)
         return allowed
 
 
@@ -160,6 +166,8 @@ def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> f
     writer = PassWriter(run, lease)
     writer.load_interrupted()
     registry = DjangoRegistry()
+    # Specs read from now on are at least this version: the first pass's commit keeps them if unchanged.
+    registry.observe_version(lease.registry_version)
     controller = build_controller(run, writer, registry)
     state = RunState.from_dict(run.state)
     writer.previous = state

@@ -37,6 +37,8 @@ class Lease:
     run_id: int
     worker: str
     token: int
+    # The registry's version when the lease was taken (None where the claim could not read it).
+    registry_version: Any = None
 
 
 def fenced_update(run_id: int, lease: Lease | None, values: dict[str, Any], *, increments: dict[str, int] | None = None,
@@ -124,10 +126,10 @@ def claim(run_id: int, worker: str) -> Lease | None:
         with connection.cursor() as cursor:
             cursor.execute(f"UPDATE {qn(meta.db_table)} SET {qn('lease_owner')} = %s, "
                            f"{qn('lease_token')} = {qn('lease_token')} + 1, {qn(expires.column)} = %s "
-                           f"WHERE {where} RETURNING {qn('lease_token')}",
+                           f"WHERE {where} RETURNING {qn('lease_token')}, {registry_version_sql()}",
                            [worker, expires.get_db_prep_save(until, connection), *params])
             row = cursor.fetchone()
-        return Lease(run_id, worker, row[0]) if row else None
+        return Lease(run_id, worker, row[0], row[1]) if row else None
     updated = claimable.update(lease_owner=worker, lease_token=F("lease_token") + 1, lease_expires_at=until)
     if not updated:
         return None

@@ -84,6 +84,7 @@ class PassWriter:
         self._versions: dict[int, bool] = {}
         self._intents: dict[str, int] = {}   # attempt uid -> pk of its in-flight row
         self._interrupted: CallIntent | None = None
+        self._fresh_revision = 0   # a revision this writer just recorded: its steps are all pending
 
     # -- the intent log (runs.runtime.intents.IntentLog) -------------------------------
 
@@ -156,6 +157,8 @@ class PassWriter:
         for event in transition.events:
             if isinstance(event, ev.PlanProposed):
                 _record_plan(run, event, self._steps)
+                if event.accepted:
+                    self._fresh_revision = event.revision
             elif isinstance(event, ev.AttemptFinished):
                 attempts[event.attempt_id] = self._record_attempt(event)
             elif isinstance(event, ev.DecisionMade):
@@ -319,6 +322,8 @@ class PassWriter:
         wanted = _step_statuses(state)
         if self.previous is not None and self.previous.revision == state.revision:
             before = _step_statuses(self.previous)
+        elif state.revision == self._fresh_revision and any(r == state.revision for r, _ in self._steps):
+            before = {key: StepStatus.PENDING for (revision, key) in self._steps if revision == state.revision}
         else:
             before = dict(Step.objects.filter(run=self.run, revision__number=state.revision)
                           .values_list("key", "status"))
