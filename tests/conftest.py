@@ -27,7 +27,7 @@ def roles(db):
     from django.apps import apps
     from django.contrib.auth.models import Group
 
-    from agentops.roles import ROLE_PERMISSIONS, sync_role_groups
+    from core.roles import ROLE_PERMISSIONS, sync_role_groups
 
     # One cheap query in the common case; create_permissions for every app cost ~30 ms a test.
     if Group.objects.filter(name__in=ROLE_PERMISSIONS, permissions__isnull=False).distinct().count() < len(ROLE_PERMISSIONS):
