@@ -92,16 +92,33 @@ class Controller:
     def run_until_pause(self, state: RunState, on_transition: Callable[[Transition], Any] | None = None,
                         max_passes: int = 10_000) -> RunState:
         """Advance and sleep until the run is terminal or waits for an approval."""
-        for _ in range(max_passes):
+        return self.drive(state, on_transition=on_transition, max_passes=max_passes).state
+
+    def drive(self, state: RunState, *, on_transition: Callable[[Transition], Any] | None = None,
+              before_pass: Callable[[RunState], RunState] | None = None,
+              hand_back: Callable[[Transition], bool] | None = None,
+              max_passes: int | None = None) -> Transition:
+        """The one pass loop (a worker's slice, an evaluation, a scenario): advance, hand each transition
+        that changed something to `on_transition`, sleep on the clock, until the run is terminal or
+        waits for someone (wait_s None), `hand_back(transition)` says the caller takes the run back
+        (a long wait, a worker's slice used up), or `max_passes` passes ran. `before_pass` brings in
+        what changed outside (a cancel request) and may raise to abandon the run (a lost lease).
+        Returns the last transition."""
+        transition = Transition(state, (), 0.0)
+        passes = 0
+        while max_passes is None or passes < max_passes:
+            passes += 1
+            if before_pass is not None:
+                state = before_pass(state)
             transition = self.advance(state)
-            if on_transition is not None:
+            if on_transition is not None and (transition.events or transition.state is not state):
                 on_transition(transition)
             state = transition.state
-            if transition.wait_s is None:
-                return state
+            if transition.wait_s is None or (hand_back is not None and hand_back(transition)):
+                return transition
             if transition.wait_s > 0:
                 self.clock.sleep(transition.wait_s)
-        return state
+        return transition
 
     # -- one pass -----------------------------------------------------------------------
 
