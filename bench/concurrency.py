@@ -9,6 +9,7 @@ the wall time, steps per second against the ideal (N / delay) and the ratio.
 
     DATABASE_URL=postgres://... CELERY_BROKER_URL=redis://... .venv/bin/python bench/concurrency.py
     .venv/bin/python bench/concurrency.py --pools threads,gevent --runs 64 --steps 20
+    .venv/bin/python bench/concurrency.py --pools threads,threads:2   # also: 2 worker processes, 32 threads each
 
 Target: >= 0.9 of ideal at 64 concurrent runs. Needs PostgreSQL with max_connections above
 N + 10 for the threads and gevent pools (one connection per concurrent run). gevent is not a
@@ -180,47 +181,80 @@ def wait_finished(run_ids: list[int], timeout: float) -> None:
     raise SystemExit(f"runs did not finish within {timeout} s")
 
 
-def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, env: dict) -> dict:
+def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, env: dict, profile: str = "",
+            processes: int = 1) -> dict:
+    """`processes` workers of `concurrency` // `processes` each (CPU is summed over them)."""
     from django.db.models import Max
 
     from runs.models import Run
 
-    command = [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", pool,
-               "--concurrency", str(concurrency), "--loglevel", "WARNING", "--without-mingle", "--without-gossip",
-               "--hostname", f"bench-{pool}-{os.getpid()}@%h"]
-    log = tempfile.NamedTemporaryFile(prefix=f"agentops-bench-{pool}-", suffix=".log", delete=False)
-    worker = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    workers, hostnames = [], [f"bench-{pool}-{os.getpid()}-{n}@bench" for n in range(processes)]
+    for hostname in hostnames:
+        command = [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", pool,
+                   "--concurrency", str(concurrency // processes), "--loglevel", "WARNING", "--without-mingle",
+                   "--without-gossip", "--hostname", hostname]
+        log = tempfile.NamedTemporaryFile(prefix=f"agentops-bench-{pool}-", suffix=".log", delete=False)
+        workers.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+    spy = None
     try:
         user = register_user()
-        warm = start_runs(user, 1, 1)  # the worker is up once this finishes
+        warm = start_runs(user, 1, 1)  # a worker is up once this finishes
         wait_finished(warm, 120)
-        cpu_before = process_cpu_s(worker.pid)
+        wait_ready(hostnames)
+        pids = [w.pid for w in workers]
+        cpu_before, sys_before = process_cpu_s(*pids), process_cpu_s(*pids, system_only=True)
+        if profile:  # py-spy (not a dependency) samples the worker while it advances the runs
+            spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pids[0]),
+                                    "--rate", "200", "--gil", "--nonblocking", "--format", "raw", "--output", profile],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         run_ids = start_runs(user, runs, steps)
         queued = time.time()
         wait_finished(run_ids, 60 + steps * delay * runs)
         times = Run.objects.filter(pk__in=run_ids).aggregate(last=Max("finished_at"), started=Max("started_at"))
         finished, last_start = times["last"].timestamp(), times["started"].timestamp()
         outcomes = set(Run.objects.filter(pk__in=run_ids).values_list("stop_reason", "tool_calls"))
-        cpu_per_step = (process_cpu_s(worker.pid) - cpu_before) / (runs * steps)
+        cpu_per_step = (process_cpu_s(*pids) - cpu_before) / (runs * steps)
+        sys_per_step = (process_cpu_s(*pids, system_only=True) - sys_before) / (runs * steps)
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+        if spy is not None:
+            spy.send_signal(2)
+            spy.wait(timeout=60)
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
     if outcomes != {("completed", steps)}:
         raise SystemExit(f"{pool}: runs did not all complete with {steps} calls: {outcomes} (log {log.name})")
     wall = finished - queued
     ideal = steps * delay
-    return {"pool": pool, "wall_s": wall, "cpu_ms_per_step": cpu_per_step * 1000, "ideal_s": ideal, "ratio": ideal / wall, "last_start_s": last_start - queued,
+    return {"pool": pool if processes == 1 else f"{pool} x{processes}", "wall_s": wall, "cpu_ms_per_step": cpu_per_step * 1000,
+            "sys_ms_per_step": sys_per_step * 1000, "ideal_s": ideal, "ratio": ideal / wall, "last_start_s": last_start - queued,
             "steps_per_s": runs * steps / wall, "ideal_steps_per_s": runs / delay}
 
 
-def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process has used, threads included (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def process_cpu_s(*pids: int, system_only: bool = False) -> float:
+    """CPU seconds (user + system, or system alone) processes have used, threads included (Linux /proc)."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[12]) if system_only else int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def wait_ready(hostnames: list[str], timeout: float = 60) -> None:
+    """Every worker answers a ping (so runs are not all taken by the first one up)."""
+    from agentops.celery import app
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answered = {name for reply in app.control.ping(destination=hostnames, timeout=1.0) for name in reply}
+        if answered >= set(hostnames):
+            return
+    raise SystemExit(f"workers did not all start: {hostnames}")
 
 
 def register_user():
@@ -235,6 +269,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=64, help="concurrent runs (and the worker's concurrency)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--delay", type=float, default=0.2)
+    parser.add_argument("--profile", default="", help="record the worker with py-spy into PROFILE.<pool>.txt "
+                        "(collapsed stacks; py-spy is not a dependency: pip install py-spy)")
     parser.add_argument("--var-dir", default=os.path.join(tempfile.gettempdir(), "agentops-bench-concurrency"))
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # internal: be the slow server
     args = parser.parse_args()
@@ -265,15 +301,20 @@ def report(args, port: int, env: dict) -> None:
 
     print(f"{args.runs} runs x {args.steps} steps of {args.delay * 1000:.0f} ms on {connection.vendor}, broker "
           f"{settings.CELERY_BROKER_URL.split('://')[0]}, one worker process per pool")
-    print(f"{'pool':10} {'wall s':>8} {'ideal s':>8} {'steps/s':>9} {'ideal/s':>8} {'ratio':>6} {'last run began':>15} {'worker CPU/step':>16} {'CPU-bound max':>14}")
-    for pool in args.pools.split(","):
+    print(f"{'pool':10} {'wall s':>8} {'ideal s':>8} {'steps/s':>9} {'ideal/s':>8} {'ratio':>6} {'last run began':>15} {'worker CPU/step':>16} {'of it kernel':>13} {'CPU-bound max':>14}")
+    load_before = f"{os.getloadavg()[0]:.2f}"
+    for entry in args.pools.split(","):
+        pool, _, processes = entry.partition(":")
         if pool in ("gevent", "eventlet") and importlib.util.find_spec(pool) is None:
             print(f"{pool:10} not installed (not a dependency: .venv/bin/pip install {pool} to measure it)")
             continue
-        result = measure(pool, args.runs, args.runs, args.steps, args.delay, env)
-        print(f"{pool:10} {result['wall_s']:8.2f} {result['ideal_s']:8.2f} {result['steps_per_s']:9.1f} "
+        result = measure(pool, args.runs, args.runs, args.steps, args.delay, env,
+                         profile=f"{args.profile}.{pool}.txt" if args.profile else "", processes=int(processes or 1))
+        print(f"{result['pool']:10} {result['wall_s']:8.2f} {result['ideal_s']:8.2f} {result['steps_per_s']:9.1f} "
               f"{result['ideal_steps_per_s']:8.1f} {result['ratio']:6.2f} {result['last_start_s']:13.2f} s "
-              f"{result['cpu_ms_per_step']:13.2f} ms {1000 / result['cpu_ms_per_step']:10.0f}/s", flush=True)
+              f"{result['cpu_ms_per_step']:13.2f} ms {result['sys_ms_per_step']:10.2f} ms "
+              f"{1000 * int(processes or 1) / result['cpu_ms_per_step']:10.0f}/s", flush=True)
+    print(f"Load average before and after: {load_before}, {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores).")
     print("One process runs Python on one core at a time: steps/s cannot exceed 1000 / (worker CPU ms per step),\n"
           "whatever the pool; the ideal needs that to reach runs / delay.")
     print(f"\nThe HTTP calls alone, {args.runs} at a time, 5 waves (ideal {5 * args.delay:.1f} s), in this process:")

@@ -205,7 +205,8 @@ def _statements(plan: list, passes: int, user, *, by_table: bool = False) -> Cou
     def count(execute, sql, params, many, context):
         words = sql.lstrip().split(None, 1)
         verb = words[0].upper() if words else ""
-        if verb in ("SELECT", "INSERT", "UPDATE", "DELETE") and not any(
+        # WITH: the common pass is one statement (the run UPDATE with the attempt and decision INSERTs).
+        if verb in ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH") and not any(
                 t in sql for t in ("capabilities_ticket", "capabilities_outboxmessage")):
             counts[verb] += 1
             if by_table:

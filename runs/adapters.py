@@ -46,16 +46,22 @@ class OwnerAuthorizer:
         self.owner_id = owner_id
         self.recheck_s = PERMISSION_RECHECK_SECONDS if recheck_s is None else recheck_s
         self._cache: dict[str, tuple[float, bool]] = {}
+        self._user: tuple[float, object] | None = None
 
     def permits(self, permission: str) -> bool:
         if not permission:
             return True
+        now = time.monotonic()
         cached = self._cache.get(permission)
-        if cached is not None and time.monotonic() - cached[0] < self.recheck_s:
+        if cached is not None and now - cached[0] < self.recheck_s:
             return cached[1]
-        user = get_user_model().objects.filter(pk=self.owner_id, is_active=True).first()
+        if self._user is None or now - self._user[0] >= self.recheck_s:
+            # One read of the owner (and of their permissions, by has_perm) for every permission
+            # asked within the recheck period, not one per permission.
+            self._user = (now, get_user_model().objects.filter(pk=self.owner_id, is_active=True).first())
+        user = self._user[1]
         allowed = bool(user and user.has_perm(permission))
-        self._cache[permission] = (time.monotonic(), allowed)
+        self._cache[permission] = (now, allowed)
         return allowed
 
 
@@ -80,14 +86,22 @@ class DjangoRegistry:
         if name not in self._specs:
             capability = (Capability.objects.select_related("current_version", "mcp_server")
                           .filter(name=name, current_version__isnull=False).first())
-            self._specs[name] = capability.current_version.to_spec() if capability else None
+            self._specs[name] = _spec_of(capability) if capability else None
         return self._specs[name]
 
     def visible(self, authorizer) -> list[CapabilitySpec]:
-        specs = [c.current_version.to_spec() for c in Capability.objects.select_related("current_version", "mcp_server")
+        specs = [_spec_of(c) for c in Capability.objects.select_related("current_version", "mcp_server")
                  .filter(enabled=True, current_version__isnull=False).order_by("name")]
+        # The plan's steps are looked up next: they find the specs read here.
+        self._specs.update((s.name, s) for s in specs if s.name not in self._specs)
         # A side-effecting capability the owner may not use is not offered to the planner.
         return [s for s in specs if not (s.changes_state and s.permission) or authorizer.permits(s.permission)]
+
+
+def _spec_of(capability: Capability) -> CapabilitySpec:
+    version = capability.current_version
+    version.capability = capability  # already loaded: to_spec() would read it again, once per capability
+    return version.to_spec()
 
 
 class DjangoApprovalBook:

@@ -13,8 +13,6 @@ import logging
 import time
 from dataclasses import replace
 
-from django.db import transaction
-
 from runs import otel
 from runs.adapters import DjangoRegistry, build_controller
 from runs.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release
@@ -65,6 +63,8 @@ def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> f
     writer = PassWriter(run, lease)
     writer.load_interrupted()
     registry = DjangoRegistry()
+    # Specs read from now on are at least this version: the first pass's commit keeps them if unchanged.
+    registry.observe_version(lease.registry_version)
     controller = build_controller(run, writer, registry)
     state = RunState.from_dict(run.state)
     writer.previous = state
@@ -80,9 +80,8 @@ def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> f
         return replace(state, cancel_requested=True) if cancelled else state
 
     def write(transition: Transition) -> None:
-        with transaction.atomic():
-            writer.write(transition)
-            otel.export_transition_on_commit(run, transition)
+        writer.commit(transition)
+        otel.export_transition_on_commit(run, transition)  # committed: runs now, or with an outer transaction
 
     def hand_back(transition: Transition) -> bool:
         return transition.wait_s > INLINE_WAIT_SECONDS or time.monotonic() - started > slice_seconds

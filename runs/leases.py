@@ -37,6 +37,8 @@ class Lease:
     run_id: int
     worker: str
     token: int
+    # The registry's version when the lease was taken (None where the claim could not read it).
+    registry_version: Any = None
 
 
 def fenced_update(run_id: int, lease: Lease | None, values: dict[str, Any], *, increments: dict[str, int] | None = None,
@@ -53,6 +55,24 @@ def fenced_update(run_id: int, lease: Lease | None, values: dict[str, Any], *, i
     increments = increments or {}
     if not returning:
         return Run.objects.filter(**where).update(**values, **{k: F(k) + n for k, n in increments.items()})
+    sql, params = fenced_update_sql(run_id, lease, values, increments)
+    cols = ", ".join(connection.ops.quote_name(Run._meta.get_field(c).column) for c in returning)
+    with connection.cursor() as cursor:
+        if can_return_from_update():
+            cursor.execute(f"{sql} RETURNING {cols}, {registry_version_sql()}", params)
+            return cursor.fetchone()
+        cursor.execute(sql, params)
+        if not cursor.rowcount:
+            return None
+        qn = connection.ops.quote_name
+        cursor.execute(f"SELECT {cols}, {registry_version_sql()} FROM {qn(Run._meta.db_table)} "
+                       f"WHERE {qn(Run._meta.pk.column)} = %s", [run_id])
+        return cursor.fetchone()
+
+
+def fenced_update_sql(run_id: int, lease: Lease | None, values: dict[str, Any],
+                      increments: dict[str, int]) -> tuple[str, list[Any]]:
+    """The fenced UPDATE of the run row as SQL and parameters (plain values only, no expressions)."""
     qn, meta = connection.ops.quote_name, Run._meta
     sets, params = [], []
     for name, value in values.items():
@@ -68,22 +88,16 @@ def fenced_update(run_id: int, lease: Lease | None, values: dict[str, Any], *, i
     if lease is not None:
         conditions += [f"{qn('lease_owner')} = %s", f"{qn('lease_token')} = %s"]
         params += [lease.worker, lease.token]
-    cols = ", ".join(qn(meta.get_field(c).column) for c in returning)
-    version = f"(SELECT MAX({qn('updated_at')}) FROM {qn(Capability._meta.db_table)})"
-    sql = f"UPDATE {qn(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
-    with connection.cursor() as cursor:
-        if _can_return_from_update():
-            cursor.execute(f"{sql} RETURNING {cols}, {version}", params)
-            return cursor.fetchone()
-        cursor.execute(sql, params)
-        if not cursor.rowcount:
-            return None
-        cursor.execute(f"SELECT {cols}, {version} FROM {qn(meta.db_table)} WHERE {qn(meta.pk.column)} = %s",
-                       [run_id])
-        return cursor.fetchone()
+    return f"UPDATE {qn(meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}", params
 
 
-def _can_return_from_update() -> bool:
+def registry_version_sql() -> str:
+    """The registry's version (its latest change), read with every pass's commit."""
+    qn = connection.ops.quote_name
+    return f"(SELECT MAX({qn('updated_at')}) FROM {qn(Capability._meta.db_table)})"
+
+
+def can_return_from_update() -> bool:
     if connection.vendor == "postgresql":
         return True
     if connection.vendor == "sqlite":
@@ -101,10 +115,22 @@ def claim(run_id: int, worker: str) -> Lease | None:
     take over from the original while it may still be inside a call.
     """
     now = timezone.now()
-    updated = Run.objects.filter(pk=run_id).exclude(status__in=FINISHED_STATUSES).filter(
-        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    ).update(lease_owner=worker, lease_token=F("lease_token") + 1,
-             lease_expires_at=now + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS))
+    claimable = Run.objects.filter(pk=run_id).exclude(status__in=FINISHED_STATUSES).filter(
+        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+    until = now + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)
+    if can_return_from_update():
+        # One statement: the conditional UPDATE hands the new token back.
+        qn, meta = connection.ops.quote_name, Run._meta
+        where, params = claimable.query.get_compiler(connection=connection).compile(claimable.query.where)
+        expires = meta.get_field("lease_expires_at")
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {qn(meta.db_table)} SET {qn('lease_owner')} = %s, "
+                           f"{qn('lease_token')} = {qn('lease_token')} + 1, {qn(expires.column)} = %s "
+                           f"WHERE {where} RETURNING {qn('lease_token')}, {registry_version_sql()}",
+                           [worker, expires.get_db_prep_save(until, connection), *params])
+            row = cursor.fetchone()
+        return Lease(run_id, worker, row[0], row[1]) if row else None
+    updated = claimable.update(lease_owner=worker, lease_token=F("lease_token") + 1, lease_expires_at=until)
     if not updated:
         return None
     # The UPDATE above serialises claims; reading the token back is safe as no other claim can succeed.

@@ -13,7 +13,7 @@ from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -21,7 +21,7 @@ from django.utils import timezone
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.outputs import store_json, stored_output_for
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
-from runs.leases import Lease, fenced_update
+from runs.leases import Lease, can_return_from_update, fenced_update, fenced_update_sql, registry_version_sql
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 from runs.runtime import events as ev
 from runs.runtime.controller import Transition
@@ -65,6 +65,7 @@ class PassWriter:
         self._versions: dict[int, bool] = {}
         self._intents: dict[str, int] = {}   # attempt uid -> pk of its in-flight row
         self._interrupted: CallIntent | None = None
+        self._fresh_revision = 0   # a revision this writer just recorded: its steps are all pending
 
     # -- the intent log (runs.runtime.intents.IntentLog) -------------------------------
 
@@ -113,6 +114,16 @@ class PassWriter:
 
     # -- one pass -------------------------------------------------------------------------
 
+    def commit(self, transition: Transition) -> None:
+        """Write one pass in a transaction of its own; raises LeaseLost (nothing written) if the lease is gone.
+
+        The common pass (an attempt and its decision, maybe a step's new status) is one
+        statement on PostgreSQL, atomic by itself; any other pass is a transaction.
+        """
+        if not self._write_in_one_statement(transition):
+            with transaction.atomic():
+                self.write(transition)
+
     def write(self, transition: Transition) -> None:
         """Write one pass. Call inside a transaction; raises LeaseLost (roll back) if the lease is gone."""
         run, state, now = self.run, transition.state, timezone.now()
@@ -127,6 +138,8 @@ class PassWriter:
         for event in transition.events:
             if isinstance(event, ev.PlanProposed):
                 _record_plan(run, event, self._steps)
+                if event.accepted:
+                    self._fresh_revision = event.revision
             elif isinstance(event, ev.AttemptFinished):
                 attempts[event.attempt_id] = self._record_attempt(event)
             elif isinstance(event, ev.DecisionMade):
@@ -141,13 +154,79 @@ class PassWriter:
             run.stop_attempt = attempt
 
             run_close_open_records(run_id=run.pk, now=now)
+        self._written(values, increments)
+        for status, pks in self._changed_step_statuses(state).items():
+            Step.objects.filter(pk__in=pks).update(status=status)
+        self.previous = state
+
+    def _written(self, values: dict[str, Any], increments: dict[str, int]) -> None:
+        run = self.run
         for name, value in values.items():
             if not hasattr(value, "resolve_expression"):
                 setattr(run, name, value)
         for name, n in increments.items():
             setattr(run, name, getattr(run, name) + n)
-        self._sync_step_statuses(state)
-        self.previous = state
+
+    def _write_in_one_statement(self, transition: Transition) -> bool:
+        """The common pass as one PostgreSQL statement: the fenced run UPDATE, with the attempt,
+        its decision and the steps whose status changed written only through its RETURNING row.
+
+        One round trip and no BEGIN/COMMIT instead of six. False (nothing written) when the
+        pass is not the common kind: the caller writes it in a transaction.
+        """
+        if connection.vendor != "postgresql" or not can_return_from_update():
+            return False
+        attempt = decision = None
+        for event in transition.events:
+            if isinstance(event, ev.AttemptFinished) and attempt is None:
+                attempt = event
+            elif isinstance(event, ev.DecisionMade) and decision is None:
+                decision = event
+            elif not isinstance(event, (ev.StatusChanged, ev.ApprovalDecided)):
+                return False  # a plan, an approval request, a stop, a second attempt
+            elif isinstance(event, ev.StatusChanged) and RunStatus(event.status) in FINISHED_STATUSES:
+                return False
+        if attempt is not None and (attempt.attempt_id in self._intents
+                                    or not self._step(attempt.revision, attempt.step_id)[1]):
+            return False  # an intent row to complete, or a step to link to its version
+        if decision is not None and decision.attempt_id and (attempt is None or decision.attempt_id != attempt.attempt_id):
+            return False
+        run, now = self.run, timezone.now()
+        values, increments = self._run_fields(transition, now, None)
+        update, params = fenced_update_sql(run.pk, self.lease, values, increments)
+        qn = connection.ops.quote_name
+        cancel = qn(Run._meta.get_field("cancel_requested_at").column)
+        parts, source = [f"r AS ({update} RETURNING {cancel})"], "r"
+        if attempt is not None:
+            fields = _attempt_fields(run, attempt)
+            fields["capability_version_id"] = self._version_exists(attempt.version_id)
+            row = Attempt(run_id=run.pk, step_id=self._step(attempt.revision, attempt.step_id)[0],
+                          uid=attempt.attempt_id, worker=(self.lease.worker if self.lease else "")[:100],
+                          lease_token=self.lease.token if self.lease else None, **fields)
+            sql, values_params = _insert_from(row, "r")
+            parts.append(f"a AS ({sql} RETURNING id)")
+            params += values_params
+            source = "a"
+        if decision is not None:
+            row = Decision(run_id=run.pk, decision=decision.decision, reason=decision.reason, usage=decision.usage)
+            sql, values_params = _insert_from(row, source, attempt_id="a.id" if source == "a" else None)
+            parts.append(f"d AS ({sql})")
+            params += values_params
+        for n, (status, pks) in enumerate(self._changed_step_statuses(transition.state).items()):
+            parts.append(f"s{n} AS (UPDATE {qn(Step._meta.db_table)} SET {qn('status')} = %s "
+                         f"WHERE {qn(Step._meta.pk.column)} IN ({', '.join(['%s'] * len(pks))}) "
+                         "AND EXISTS (SELECT 1 FROM r))")
+            params += [status, *pks]
+        sql = f"WITH {', '.join(parts)} SELECT r.{cancel}, {registry_version_sql()} FROM r"
+        with _server_bound_cursor() as cursor:
+            cursor.execute(sql, params)
+            returned = cursor.fetchone()
+        if returned is None:
+            raise LeaseLost(f"run {run.pk}: lease lost; the pass is not recorded")
+        self.cancel_requested, self.registry_version = bool(returned[0]), returned[1]
+        self._written(values, increments)
+        self.previous = transition.state
+        return True
 
     def _run_fields(self, transition: Transition, now, stopped) -> tuple[dict[str, Any], dict[str, int]]:
         """The fields this pass owns, never cancel_requested_at or anything an operator sets."""
@@ -212,22 +291,65 @@ class PassWriter:
             self._steps[(event.revision, event.step_id)] = (step_pk, True)
         return attempt
 
-    def _sync_step_statuses(self, state: RunState) -> None:
-        """Mirror the checkpoint's step progress onto the Step rows, writing only steps that changed.
+    def _changed_step_statuses(self, state: RunState) -> dict[str, list[int]]:
+        """The Step rows whose status the checkpoint changed, by new status: {status: [pk, ...]}.
 
-        Compared with the previous checkpoint this writer saw, so the common pass reads nothing.
+        Compared with the previous checkpoint this writer saw, so the common pass reads nothing;
+        by primary key (the writer knows the ids), as a filter through the revision costs a join.
         """
         if not state.revision:
-            return
+            return {}
         wanted = _step_statuses(state)
         if self.previous is not None and self.previous.revision == state.revision:
             before = _step_statuses(self.previous)
+        elif state.revision == self._fresh_revision and any(r == state.revision for r, _ in self._steps):
+            before = {key: StepStatus.PENDING for (revision, key) in self._steps if revision == state.revision}
         else:
             before = dict(Step.objects.filter(run=self.run, revision__number=state.revision)
                           .values_list("key", "status"))
+        changed: dict[str, list[int]] = {}
         for key, status in wanted.items():
             if key in before and before[key] != status:
-                Step.objects.filter(run=self.run, revision__number=state.revision, key=key).update(status=status)
+                changed.setdefault(status, []).append(self._step(state.revision, key)[0])
+        return changed
+
+
+def _server_bound_cursor():
+    """A Django cursor (execute wrappers, query logging) whose parameters travel apart from the SQL.
+
+    Django's psycopg cursors bind client-side: every pass would escape its whole checkpoint
+    into the SQL text, which cost more CPU than the rest of the statement. This one statement
+    is written for server-side binding (each value cast to its column's type).
+    """
+    import psycopg
+
+    connection.ensure_connection()
+    raw = psycopg.Cursor(connection.connection)
+    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+
+
+_INSERTS: dict[type, tuple[list, str]] = {}
+
+
+def _insert_from(row, source: str, **columns_sql: str | None) -> tuple[str, list[Any]]:
+    """INSERT of an unsaved model row as `INSERT ... SELECT <its values> FROM source`, so it is
+    written only when `source` (a CTE) has a row. `columns_sql` replaces a column's value by SQL
+    (attempt_id="a.id"). Each value is cast to its column's type: a bare literal would be text."""
+    model = type(row)
+    if model not in _INSERTS:
+        fields = [(f, f"CAST(%s AS {f.cast_db_type(connection)})")
+                  for f in model._meta.concrete_fields if not f.primary_key]
+        _INSERTS[model] = (fields, f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} "
+                                   f"({', '.join(connection.ops.quote_name(f.column) for f, _ in fields)})")
+    fields, head = _INSERTS[model]
+    selected, params = [], []
+    for field, placeholder in fields:
+        if columns_sql.get(field.attname):
+            selected.append(columns_sql[field.attname])
+            continue
+        selected.append(placeholder)
+        params.append(field.get_db_prep_save(field.pre_save(row, True), connection))
+    return f"{head} SELECT {', '.join(selected)} FROM {source}", params
 
 
 def _step_statuses(state: RunState) -> dict[str, str]:
