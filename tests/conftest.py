@@ -51,16 +51,39 @@ def static_files_scanned_once(request):
     WhiteNoiseMiddleware.__init__ = build
 
 
+_MIGRATED_ROLES: list[tuple[str, str, str]] = []
+
+
 def _role_groups():
-    """The role groups. Data-migration rows vanish after transactional tests, so re-sync then only."""
-    from django.apps import apps
-    from django.contrib.auth.models import Group
+    """The role groups as the data migrations made them. Their rows vanish when a transactional
+    test flushes the database (its post_migrate signal brings the permissions back, not the
+    groups): then they are put back from what the first call saw, in three queries —
+    agentops.roles.sync_role_groups again (create_permissions for every app) cost ~0.15 s."""
+    from django.contrib.auth.models import Group, Permission
 
-    from agentops.roles import ROLE_PERMISSIONS, sync_role_groups
+    from agentops.roles import ROLE_PERMISSIONS
 
-    # One cheap query in the common case; create_permissions for every app cost ~30 ms a test.
-    if Group.objects.filter(name__in=ROLE_PERMISSIONS, permissions__isnull=False).distinct().count() < len(ROLE_PERMISSIONS):
+    Through = Group.permissions.through
+    # One cheap query in the common case.
+    if Group.objects.filter(name__in=ROLE_PERMISSIONS, permissions__isnull=False).distinct().count() == len(ROLE_PERMISSIONS):
+        if not _MIGRATED_ROLES:
+            _MIGRATED_ROLES.extend(Through.objects.filter(group__name__in=ROLE_PERMISSIONS).values_list(
+                "group__name", "permission__content_type__app_label", "permission__codename"))
+        return
+    if not _MIGRATED_ROLES:  # flushed before any test saw the migrated groups
+        from django.apps import apps
+
+        from agentops.roles import sync_role_groups
+
         sync_role_groups(apps)
+        return _role_groups()
+    groups = {g.name: g for g in Group.objects.filter(name__in=ROLE_PERMISSIONS)}
+    groups.update({g.name: g for g in Group.objects.bulk_create(
+        [Group(name=name) for name in ROLE_PERMISSIONS if name not in groups])})
+    Through.objects.filter(group__in=groups.values()).delete()
+    perms = {(p.content_type.app_label, p.codename): p.pk for p in Permission.objects.select_related("content_type")}
+    Through.objects.bulk_create([Through(group_id=groups[name].pk, permission_id=perms[(app, codename)])
+                                 for name, app, codename in _MIGRATED_ROLES])
 
 
 @pytest.fixture
