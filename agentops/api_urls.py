@@ -1,13 +1,14 @@
 from django.urls import include, path
 
 urlpatterns = [
-    path("", include("runs.api_urls")),
+    path("", include("runs.api.urls")),
     path("", include("capabilities.api_urls")),
     path("notifications/", include("notifications.api_urls")),
+    path("", include("evaluation.api_urls")),
 ]
 
 # API tokens: the user's own, and the password login that issues one.
-from agentops import api_accounts  # noqa: E402
+from core import api_accounts  # noqa: E402
 
 urlpatterns += [
     path("tokens/", api_accounts.TokenListCreateApi.as_view(), name="api-token-list"),

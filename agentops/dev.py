@@ -72,6 +72,7 @@ def up(args: list[str]) -> int:
     manage("migrate", "--noinput")
     manage("collectstatic", "--noinput", "--verbosity", "0")
     manage("seed_demo")
+    manage("seed_demo_evaluations")
     os.execv(str(PY), [str(PY), "manage.py", "serve", *args])
     return 0
 

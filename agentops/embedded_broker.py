@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import uuid
+from queue import Empty
 from time import monotonic
 
 from kombu.transport import filesystem
 from kombu.utils.encoding import bytes_to_str, str_to_bytes
 from kombu.utils.json import dumps, loads
-from queue import Empty
 
 
 class Channel(filesystem.Channel):

@@ -142,10 +142,11 @@ INSTALLED_APPS = [
     "csp",
     "drf_spectacular_sidecar",
     "template_partials",
-    "agentops",
+    "core",
     "capabilities",
     "runs",
     "notifications",
+    "evaluation",
 ]
 
 MIDDLEWARE = [
@@ -178,7 +179,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "agentops.context_processors.navigation",
+                "runs.web.context_processors.navigation",
                 "csp.context_processors.nonce",
             ],
         },
@@ -249,7 +250,7 @@ AXES_FAILURE_LIMIT = env_int("AGENTOPS_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = env_int("AGENTOPS_LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_CALLABLE = "agentops.accounts.lockout_response"
+AXES_LOCKOUT_CALLABLE = "core.accounts.lockout_response"
 AXES_VERBOSE = False
 
 LOGIN_URL = "login"
@@ -319,16 +320,16 @@ AGENTOPS_API_TOKEN_DEFAULT_DAYS = env_int("AGENTOPS_API_TOKEN_DEFAULT_DAYS", 90,
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "agentops.tokens.ApiTokenAuthentication",
+        "core.tokens.ApiTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON only: a multipart body on a JSONField was a 500 elsewhere (pitfalls).
-    # Bounded depth and size (agentops.jsonlimits): deep JSON is a 400, not a RecursionError.
-    "DEFAULT_PARSER_CLASSES": ["agentops.parsers.LimitedJSONParser"],
+    # Bounded depth and size (core.jsonlimits): deep JSON is a 400, not a RecursionError.
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.LimitedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PAGINATION_CLASS": "agentops.api.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "core.api.Pagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "agentops.api.exception_handler",
+    "EXCEPTION_HANDLER": "core.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_RATES": {},
 }
@@ -345,8 +346,8 @@ SPECTACULAR_SETTINGS = {
     # No badge from validator.swagger.io: nothing on the docs page leaves the server.
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "ENUM_NAME_OVERRIDES": {
-        "RunStatusEnum": "runs.choices.RunStatus",
-        "EvaluationStatusEnum": "runs.models.Evaluation.Status",
+        "RunStatusEnum": "core.choices.RunStatus",
+        "EvaluationStatusEnum": "evaluation.models.Evaluation.Status",
     },
 }
 
@@ -393,7 +394,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-overdue-runs": {"task": "runs.sweep_overdue_runs", "schedule": 5.0},
     "requeue-orphaned-runs": {"task": "runs.requeue_orphaned_runs",
                               "schedule": float(max(2, min(30, AGENTOPS_RUN_LEASE_SECONDS // 2)))},
-    "fail-stale-evaluations": {"task": "runs.fail_stale_evaluations", "schedule": 300.0},
+    "fail-stale-evaluations": {"task": "evaluation.fail_stale_evaluations", "schedule": 300.0},
     "worker-heartbeat": {"task": "agentops.heartbeat", "schedule": 15.0},
     "resolve-demo-tickets": {"task": "capabilities.resolve_demo_tickets", "schedule": 10.0},
 }

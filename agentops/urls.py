@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from agentops import accounts, views
+from core import accounts, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -17,8 +17,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", views.ApiDocsView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/", include("agentops.api_urls")),
-    path("runs/", include("runs.urls")),
+    path("runs/", include("runs.web.urls")),
     path("capabilities/", include("capabilities.urls")),
-    path("evaluations/", include("runs.urls_evaluation")),
+    path("evaluations/", include("evaluation.urls")),
     path("notifications/", include("notifications.urls")),
 ]

@@ -228,7 +228,7 @@ def concurrent_approvals(user, approval_id: int, n: int = 100) -> dict:
     """n threads decide the same approval at once: exactly one may win."""
     from django.db import connection
 
-    from agentops.services import ServiceError
+    from core.errors import ServiceError
     from runs import services
 
     barrier = threading.Barrier(n)
@@ -382,7 +382,7 @@ def check(run_ids, ledger: Path, slow_id: int, approved_id: int, contested_id: i
     from chaos_ledger import read_ledger
     from django.db.models import Count
 
-    from agentops.models import AuditEvent
+    from core.models import AuditEvent
     from runs.models import Attempt, Run
 
     runs = Run.objects.filter(pk__in=run_ids)

@@ -93,8 +93,8 @@ def call_layer(port: int, concurrency: int, waves: int, delay: float) -> list[tu
     import httpx
 
     from capabilities.executors.dispatch import CapabilityExecutor
-    from capabilities.executors.netguard import NetGuard
     from capabilities.models import Capability
+    from capabilities.netguard import NetGuard
 
     spec = Capability.objects.select_related("current_version").get(name=CAPABILITY).current_version.to_spec()
     executor = CapabilityExecutor(guard=NetGuard(["127.0.0.1"], allow_private=True))
@@ -169,7 +169,7 @@ def start_runs(user, count: int, steps: int) -> list[int]:
 
 
 def wait_finished(run_ids: list[int], timeout: float) -> None:
-    from runs.choices import FINISHED_STATUSES
+    from core.choices import FINISHED_STATUSES
     from runs.models import Run
 
     deadline = time.monotonic() + timeout

@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from capabilities.executors import mcp_pool  # noqa: E402
-from capabilities.executors.mcp import StdioPolicy, run_session  # noqa: E402
+from capabilities.kinds.mcp import pool as mcp_pool  # noqa: E402
+from capabilities.kinds.mcp.executor import StdioPolicy, run_session  # noqa: E402
 
 CONFIG = {"transport": "stdio", "command": "python", "args": ["-m", "mcp_server_time"]}
 POLICY = StdioPolicy(commands=("python -m mcp_server_time",))

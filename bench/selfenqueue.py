@@ -12,7 +12,7 @@ def self_enqueue(remaining: int, tag: str) -> None:
     from django.db import transaction
     from django.utils import timezone
 
-    from agentops.models import WorkerHeartbeat
+    from core.models import WorkerHeartbeat
 
     with transaction.atomic():
         WorkerHeartbeat.objects.create(worker=f"{tag}-{remaining:06d}", seen_at=timezone.now())

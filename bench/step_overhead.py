@@ -23,11 +23,11 @@ import argparse
 import json
 import os
 import statistics
-from collections import Counter
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ benchenv.prepare()
 
 
 def in_process(steps: int) -> None:
-    from runs.runtime.scenario import prepare_scenario
+    from runs.runtime.sim.scenario import prepare_scenario
     from runs.runtime.state import RunState
 
     scenario = {
@@ -83,11 +83,10 @@ def end_to_end(steps: int, capability: str = "get_ticket_status", dbos_python: s
     django.setup()
     from django.contrib.auth.models import User
     from django.db import connection, transaction
-
-    from agentops.models import WorkerHeartbeat
     from django.utils import timezone
 
     from capabilities.models import Capability, CapabilityVersion, Ticket
+    from core.models import WorkerHeartbeat
     from runs import services
     from runs.models import Attempt, Run
 
@@ -169,7 +168,7 @@ def _dbos_step(python: str, steps: int) -> float:
 
 def _self_enqueue_step(steps: int) -> float:
     """Median seconds per step of a task that writes one row and enqueues itself (same DB, same broker)."""
-    from agentops.models import WorkerHeartbeat
+    from core.models import WorkerHeartbeat
 
     tag = f"selfenq-{time.time_ns()}"
     sys.path.insert(0, str(ROOT))

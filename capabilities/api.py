@@ -2,7 +2,7 @@
 
 Serializers only check types; ranges, schema validity and the URL allowlist are
 the services' (so the pages and the API refuse the same things with the same
-field-keyed messages, in the shared error body of agentops.api).
+field-keyed messages, in the shared error body of core.api).
 """
 from __future__ import annotations
 
@@ -10,25 +10,18 @@ from typing import Any
 
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import permissions, serializers, status
+from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentops.api import Pagination
 from capabilities import selectors, services
 from capabilities.models import Capability, CapabilityVersion, Kind, McpServer
-from runs.choices import SideEffect
+from core.api import Pagination
+from core.choices import SideEffect
+from core.permissions import MethodPermission
 
 ERROR_CODES = services.ERROR_CODES
 SIDE_EFFECTS = [s.value for s in SideEffect]
-
-
-class MethodPermission(permissions.BasePermission):
-    """The Django permission named in the view's `required_perms` for this HTTP method."""
-
-    def has_permission(self, request, view) -> bool:
-        perm = view.required_perms.get(request.method, view.required_perms.get("GET"))
-        return bool(request.user and request.user.is_authenticated and request.user.has_perm(perm))
 
 
 class RegistryApi(APIView):

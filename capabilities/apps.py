@@ -46,6 +46,6 @@ class CapabilitiesConfig(AppConfig):
 
 
 def close_stdio_sessions(**kwargs):
-    from capabilities.executors import mcp_pool
+    from capabilities.kinds.mcp import pool as mcp_pool
 
     mcp_pool.pool().close_all()

@@ -15,9 +15,15 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from capabilities.executors.mcp import StdioPolicy
-from capabilities.executors.netguard import NetGuard
-from capabilities.executors.secrets import Redactor
+from capabilities.executors.dispatch import CapabilityExecutor
+from capabilities.executors.secrets import Redactor, secret_env_names
+from capabilities.kinds.http.executor import HttpExecutor
+from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy
+from capabilities.kinds.python.executor import PythonExecutor
+from capabilities.models import Capability, McpServer
+from capabilities.netguard import GuardedTransport, NetGuard
+from capabilities.outputs import DatabaseOutputStore
+from core.models import AuditAction, AuditEvent
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +38,6 @@ def guarded_client(guard: NetGuard | None = None, **kw: Any):
     is checked by the guard and sent to the checked address; no redirects, no environment proxies."""
     import httpx
 
-    from capabilities.executors.netguard import GuardedTransport
 
     return httpx.Client(transport=GuardedTransport(guard or capability_guard()), follow_redirects=False,
                         trust_env=False, **kw)
@@ -53,9 +58,6 @@ def server_redactor() -> Redactor:
 
 def _registry_secret_names() -> list[str]:
     """Every variable a registered capability or MCP server reads a secret from (one query each)."""
-    from capabilities.executors.secrets import secret_env_names
-    from capabilities.models import Capability, McpServer
-
     names: list[str] = []
     for config in Capability.objects.exclude(current_version=None).values_list("current_version__config", flat=True):
         if isinstance(config, dict):
@@ -67,9 +69,7 @@ def _registry_secret_names() -> list[str]:
 
 def stdio_policy(*, actor=None, context: Mapping[str, Any] | None = None) -> StdioPolicy:
     """The stdio allowlist; each server start writes an audit event naming its command line."""
-
     def audited(config: Mapping[str, Any], purpose: str) -> None:
-        from agentops.models import AuditAction, AuditEvent
 
         command = [str(config.get("command", "")), *[str(a) for a in config.get("args") or []]]
         server = str(config.get("server") or "")
@@ -88,12 +88,6 @@ def stdio_policy(*, actor=None, context: Mapping[str, Any] | None = None) -> Std
 
 def capability_executor(*, actor=None, context: Mapping[str, Any] | None = None, output_store=None):
     """The executor every capability call goes through (runs and try it): guard, stdio policy, redactor."""
-    from capabilities.executors.dispatch import CapabilityExecutor
-    from capabilities.executors.http import HttpExecutor
-    from capabilities.executors.mcp import McpExecutor
-    from capabilities.executors.python import PythonExecutor
-    from capabilities.outputs import DatabaseOutputStore
-
     store = output_store or DatabaseOutputStore()
     guard = capability_guard()
     redactor = server_redactor()

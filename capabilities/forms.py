@@ -13,10 +13,9 @@ from typing import Any
 from django import forms
 from django.urls import reverse
 
-from agentops import jsonlimits
-
 from capabilities.models import CapabilityVersion, Kind, McpServer
 from capabilities.services import ERROR_CODES, HTTP_METHODS, SIDE_EFFECTS
+from core import jsonlimits
 
 LABELS_AND_HELP: dict[str, tuple[str, str]] = {
     "description": ("Description", "What the capability does, as the planner will read it."),

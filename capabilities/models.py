@@ -10,9 +10,10 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from runs.choices import SideEffect, values_of
-from runs.runtime.capability import (CapabilitySpec, Kind as RuntimeKind, PollingPolicy, RateLimit, RetryPolicy,
-                                     SideEffect as RuntimeSideEffect)
+from core.choices import SideEffect, values_of
+from runs.runtime.capability import CapabilitySpec, PollingPolicy, RateLimit, RetryPolicy
+from runs.runtime.capability import Kind as RuntimeKind
+from runs.runtime.capability import SideEffect as RuntimeSideEffect
 from runs.runtime.observation import ErrorCode as RuntimeErrorCode
 
 capability_name_validator = RegexValidator(

@@ -13,6 +13,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from capabilities.egress import capability_executor
+from capabilities.models import RateLimitWindow
 from capabilities.outputs import DatabaseOutputStore
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import AdmissionRefused, ErrorCode, Observation
@@ -20,8 +22,6 @@ from runs.runtime.observation import AdmissionRefused, ErrorCode, Observation
 
 def admit(spec: CapabilitySpec, now: float | None = None) -> float | None:
     """Take a slot of the capability's rate limit: None when admitted, else the seconds to wait."""
-    from capabilities.models import RateLimitWindow
-
     limit = spec.rate_limit
     if limit is None:
         return None
@@ -75,6 +75,4 @@ def as_observation(result: Observation | AdmissionRefused) -> Observation:
 
 def rate_limited_executor(*, actor=None, context: dict | None = None) -> RateLimitedExecutor:
     """`actor` and `context` (e.g. the run) go into the audit event of a stdio server start."""
-    from capabilities.egress import capability_executor
-
     return RateLimitedExecutor(capability_executor(actor=actor, context=context, output_store=DatabaseOutputStore()))

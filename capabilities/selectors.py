@@ -2,21 +2,13 @@
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, F, Q, QuerySet, Window
-from django.db.models.functions import RowNumber
-from django.utils import timezone
+from django.db.models import Q, QuerySet
 
-from agentops.models import AuditEvent
 from capabilities.models import Capability, CapabilityVersion, McpServer
+from core.models import AuditEvent
 
-USAGE_WINDOW = timedelta(hours=24)
-# Nearest-rank percentile: the latency at rank ceil(0.95 * n) when sorted ascending.
-P95 = 0.95
 # JSON fields whose changes are shown leaf by leaf ("schema.properties.q.type").
 JSON_FIELDS = ("schema", "config")
 MISSING = None  # how a diff shows "not present" (rendered as an em dash)
@@ -68,55 +60,6 @@ def capability_flags(version: CapabilityVersion | None) -> list[str]:
         if not version.requires_approval:
             flags.append("side effect without approval")
     return flags
-
-
-# -- usage ----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Usage:
-    calls: int = 0
-    errors: int = 0
-    p95_latency_s: float | None = None
-
-    @property
-    def error_rate(self) -> float | None:
-        return None if not self.calls else self.errors / self.calls
-
-
-def capability_usage(*, names: list[str] | None = None, now=None, window: timedelta = USAGE_WINDOW) -> dict[str, Usage]:
-    """Calls, errors and p95 latency per capability over the window, aggregated in the database.
-
-    Two queries whatever the number of attempts: one GROUP BY for the counts and
-    one window query that returns exactly the p95 row of each capability (the
-    index on (capability_name, -started_at) serves both), on SQLite and PostgreSQL.
-    """
-    from runs.models import Attempt
-
-    since = (now or timezone.now()) - window
-    attempts = Attempt.objects.filter(started_at__gte=since)
-    if names is not None:
-        attempts = attempts.filter(capability_name__in=names)
-    counts = {row["capability_name"]: row for row in attempts.values("capability_name").annotate(
-        calls=Count("id"), errors=Count("id", filter=~Q(status="ok")))}
-    if not counts:
-        return {}
-    ranked = attempts.annotate(
-        rank=Window(RowNumber(), partition_by=[F("capability_name")], order_by=[F("latency_s").asc(), F("id").asc()]))
-    # Filtering on a window annotation needs the rank per capability: ask for every
-    # capability's own rank at once with an OR of (name, rank) pairs (one row each).
-    wanted = Q()
-    for name, row in counts.items():
-        wanted |= Q(capability_name=name, rank=max(1, math.ceil(P95 * row["calls"])))
-    p95 = dict(ranked.filter(wanted).values_list("capability_name", "latency_s"))
-    return {name: Usage(calls=row["calls"], errors=row["errors"], p95_latency_s=p95.get(name))
-            for name, row in counts.items()}
-
-
-def capability_recent_attempts(*, name: str, limit: int = 20):
-    from runs.models import Attempt
-
-    return (Attempt.objects.filter(capability_name=name).select_related("capability_version")
-            .order_by("-started_at", "-id")[:limit])
 
 
 # -- versions, diffs, audit ---------------------------------------------------------------------

@@ -19,14 +19,31 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from agentops.models import AuditAction
-from agentops.services import Conflict, InvalidInput, NotAllowed, ServiceError, audit
-from capabilities.models import Capability, CapabilityVersion, Kind, McpServer, capability_name_validator
-from capabilities.selectors import capability_version_diff  # noqa: F401 - part of this module's API
-from runs.choices import SideEffect
+from capabilities.egress import capability_guard, stdio_policy
+from capabilities.executors.base import CapabilityError
 from capabilities.executors.secrets import has_line_break, is_credential_header
+from capabilities.kinds.mcp.executor import list_tools, suggested_policy
+from capabilities.kinds.python.registry import autodiscover
+from capabilities.models import (
+    Capability,
+    CapabilityVersion,
+    Kind,
+    McpServer,
+    capability_name_validator,
+)
+from capabilities.netguard import URLRefused, validate_url
+from capabilities.ratelimit import as_observation, rate_limited_executor
+from capabilities.selectors import capability_version_diff  # noqa: F401 - part of this module's API
+from core import queue
+from core.audit import audit
+from core.choices import SideEffect
+from core.errors import Conflict, InvalidInput, NotAllowed, ServiceError
+from core.models import AuditAction, AuditEvent
+from core.permissions import allowed, require
 from runs.runtime import schemas
+from runs.runtime.completion import condition_errors
 from runs.runtime.observation import RETRYABLE_CODES, ErrorCode, Observation
+from runs.runtime.validation import argument_problems
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +76,8 @@ def _defaults() -> dict[str, Any]:
     return {f: CapabilityVersion._meta.get_field(f).get_default() for f in CapabilityVersion.POLICY_FIELDS}
 
 
-def _require(user, perm: str, action: str) -> None:
-    if user is None or not user.is_authenticated or not user.has_perm(perm):
-        raise NotAllowed(f"You do not have permission to {action}.")
-
 
 def http_guard():
-    from capabilities.egress import capability_guard
-
     return capability_guard()
 
 
@@ -155,8 +166,6 @@ def policy_errors(policy: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def _polling_until_errors(errors: _Errors, policy: dict) -> None:
-    from runs.runtime.completion import condition_errors
-
     until = policy["polling_until"]
     if until is None:
         return
@@ -208,8 +217,6 @@ def config_errors(*, kind: str, config: Any, policy: dict[str, Any], mcp_server:
 
 
 def _http_config_errors(errors: _Errors, config: dict, policy: dict) -> None:
-    from capabilities.executors.netguard import URLRefused, validate_url
-
     extra = sorted(set(config) - HTTP_CONFIG_KEYS)
     if extra:
         errors.add("config", f"Unknown config keys: {', '.join(extra)}. Known: {', '.join(sorted(HTTP_CONFIG_KEYS))}.")
@@ -319,7 +326,7 @@ def _insert(*, user, name: str, kind: str, policy: dict, config: dict, mcp_serve
 def capability_create(*, user, name: str, kind: str, policy: dict | None = None, config: dict | None = None,
                       mcp_server: McpServer | int | None = None, change_note: str = "") -> Capability:
     """Register an http or mcp capability (python ones come from code, by sync) with version 1."""
-    _require(user, "capabilities.add_capability", "register capabilities")
+    require(user, "capabilities.add_capability", "register capabilities")
     errors = _Errors()
     for message in name_errors(name):
         errors.add("name", message)
@@ -362,7 +369,7 @@ def capability_update(*, user, capability_id: int, policy: dict | None = None, c
     another version since, the edit is refused (Conflict) instead of silently
     overwriting theirs.
     """
-    _require(user, "capabilities.change_capability", "edit capabilities")
+    require(user, "capabilities.change_capability", "edit capabilities")
     capability = _locked(capability_id)
     current = capability.current_version
     if expected_version is not None and current.number != expected_version:
@@ -431,7 +438,7 @@ def _jsonable(value: Any) -> Any:
 @transaction.atomic
 def capability_set_enabled(*, user, capability_id: int, enabled: bool) -> Capability:
     """Switch a capability on or off (no new version: enabled is not policy). A no-op writes nothing."""
-    _require(user, "capabilities.change_capability", "enable or disable capabilities")
+    require(user, "capabilities.change_capability", "enable or disable capabilities")
     capability = _locked(capability_id)
     if capability.enabled == enabled:
         return capability
@@ -448,8 +455,7 @@ def capability_set_enabled(*, user, capability_id: int, enabled: bool) -> Capabi
 @transaction.atomic
 def mcp_server_create(*, user, name: str, transport: str, command: str = "", args: list | None = None,
                       env_vars: list | None = None, url: str = "") -> McpServer:
-    _require(user, "capabilities.add_mcpserver", "add MCP servers")
-    from capabilities.executors.netguard import URLRefused, validate_url
+    require(user, "capabilities.add_mcpserver", "add MCP servers")
 
     errors = _Errors()
     args = list(args or [])
@@ -462,11 +468,10 @@ def mcp_server_create(*, user, name: str, transport: str, command: str = "", arg
     if name and McpServer.objects.filter(name=name).exists():
         errors.add("name", f"An MCP server named {name} already exists.")
     if transport == McpServer.Transport.STDIO:
-        _require(user, STDIO_PERMISSION, "add stdio MCP servers (they run commands on this server's hosts)")
+        require(user, STDIO_PERMISSION, "add stdio MCP servers (they run commands on this server's hosts)")
         if not (command or "").strip():
             errors.add("command", "Enter the command that starts the server.")
         elif all(isinstance(a, str) for a in args):
-            from capabilities.egress import stdio_policy
 
             refusal = stdio_policy().refusal(command.strip(), args)
             if refusal:
@@ -504,17 +509,14 @@ def mcp_server_tools(*, user, server_id: int, timeout_s: float = MCP_LIST_TIMEOU
 
     Not in a transaction: listing starts or contacts the server and can take seconds.
     """
-    _require(user, "capabilities.add_capability", "import MCP tools")
-    from capabilities.egress import stdio_policy
-    from capabilities.executors.base import CapabilityError
-    from capabilities.executors.mcp import list_tools, suggested_policy
+    require(user, "capabilities.add_capability", "import MCP tools")
 
     server = McpServer.objects.filter(pk=server_id).first()
     if server is None:
         raise InvalidInput(f"No MCP server with id {server_id}.")
     if server.transport == McpServer.Transport.STDIO:
         # Listing starts the server's command on this host.
-        _require(user, STDIO_PERMISSION, "start stdio MCP servers")
+        require(user, STDIO_PERMISSION, "start stdio MCP servers")
     try:
         tools = list_tools(server.client_config(), timeout_s, guard=http_guard(),
                            stdio=stdio_policy(actor=user, context={"import": True}))
@@ -563,7 +565,7 @@ def mcp_tools_import(*, user, server_id: int, tools: list[dict[str, Any]],
     timeout_s...)}. The argument schema is the server's inputSchema, listed
     again here rather than trusted from the request. All or nothing.
     """
-    _require(user, "capabilities.add_capability", "import MCP tools")
+    require(user, "capabilities.add_capability", "import MCP tools")
     if not isinstance(tools, list) or not tools:
         raise InvalidInput("Choose at least one tool to import.", fields={"tools": ["Choose at least one tool."]})
     listed = available if available is not None else mcp_server_tools(user=user, server_id=server_id)
@@ -667,7 +669,6 @@ def python_capabilities_sync(*, definitions: dict | None = None, modules: tuple[
     module); `modules` limits it to functions defined in those modules.
     """
     if definitions is None:
-        from capabilities.pyregistry import autodiscover
 
         definitions = autodiscover(modules or DEMO_MODULES)
         if modules is not None:
@@ -727,8 +728,6 @@ def _last_synced_code(capability: Capability) -> dict[str, Any]:
     Versions mix code and operators' edits, so the code's own policy is kept in
     the audit event each sync writes; without one, version 1 (written by sync).
     """
-    from agentops.models import AuditEvent
-
     event = (AuditEvent.objects.filter(target_type="capability", target_id=str(capability.pk),
                                        details__has_key=CODE_POLICY).order_by("-created_at", "-id").first())
     if event is not None:
@@ -749,20 +748,6 @@ class NoWorker(ServiceError):
     code = "no_worker"
 
 
-def argument_errors(*, schema: dict, arguments: Any, max_bytes: int | None = None) -> list[str]:
-    """Every way `arguments` fails the capability's schema (and size limit), listed."""
-    if not isinstance(arguments, dict):
-        return ["The arguments must be a JSON object."]
-    errors = []
-    if max_bytes is not None:
-        size = len(json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
-        if size > max_bytes:
-            errors.append(f"The arguments are {size} bytes, over the limit of {max_bytes}.")
-    for where, message in schemas.errors(schema, arguments):
-        errors.append(message if where == "schema" else f"{where or '(arguments)'}: {message}")
-    return errors
-
-
 def capability_try(*, user, capability_id: int, arguments: Any, confirm: bool = False) -> Observation:
     """Run the current version once, outside any run, in a worker, and return the normalized observation.
 
@@ -772,16 +757,16 @@ def capability_try(*, user, capability_id: int, arguments: Any, confirm: bool = 
     ones (write/external) also need confirm=True (and, when they name none,
     the right to change capabilities). Every try leaves an audit event.
     """
-    _require(user, "capabilities.view_capability", "try capabilities")
+    require(user, "capabilities.view_capability", "try capabilities")
     capability = (Capability.objects.select_related("current_version", "mcp_server").filter(pk=capability_id).first())
     if capability is None or capability.current_version is None:
         raise InvalidInput(f"No capability with id {capability_id}.")
     version = capability.current_version
     changes_state = version.side_effect in CHANGES_STATE
     needed = version.permission or ("capabilities.change_capability" if changes_state else "")
-    if needed and not user.has_perm(needed):
+    if needed and not allowed(user, needed):
         raise NotAllowed(f"Trying {capability.name} needs the permission {needed}.")
-    problems = argument_errors(schema=version.schema, arguments=arguments, max_bytes=version.max_argument_bytes)
+    problems = [p.message for p in argument_problems(version.schema, arguments, version.max_argument_bytes)]
     if problems:
         raise InvalidInput("The arguments do not match the capability's schema.", fields={"arguments": problems})
     if changes_state and not confirm:
@@ -806,12 +791,10 @@ def _try_in_worker(*, version: CapabilityVersion, arguments: dict, key: str | No
                    user) -> Observation:
     from celery.exceptions import TimeoutError as CeleryTimeout
 
-    from capabilities.tasks import try_capability
-
     wait_s = float(version.timeout_s) + settings.AGENTOPS_TRY_WAIT_SECONDS
     # expires: a worker that picks the call up after we stopped waiting drops it instead of running it.
     routing = {"queue": settings.AGENTOPS_TRY_QUEUE} if settings.AGENTOPS_TRY_QUEUE else {}
-    result = try_capability.apply_async(
+    result = queue.send("capabilities.try_capability", 
         kwargs={"version_id": version.pk, "arguments": arguments, "idempotency_key": key, "trace_id": trace_id,
                 "span_id": span_id, "actor_id": user.pk}, expires=wait_s, **routing)
     try:
@@ -828,13 +811,11 @@ def capability_try_execute(*, version_id: int, arguments: dict, idempotency_key:
     """The worker's half of try it: the run engine's executor, once. Returns the observation as a dict."""
     from django.contrib.auth import get_user_model
 
-    from capabilities.ratelimit import rate_limited_executor
 
     version = CapabilityVersion.objects.select_related("capability__mcp_server").get(pk=version_id)
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
     spec = version.to_spec()
     executor = rate_limited_executor(actor=actor, context={"try_it": True})
-    from capabilities.ratelimit import as_observation
 
     observation = as_observation(executor.execute(spec, arguments, idempotency_key=idempotency_key,
                                                   timeout_s=spec.timeout_s, trace_id=trace_id, span_id=span_id))

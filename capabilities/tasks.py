@@ -7,6 +7,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from capabilities.models import Ticket
+from capabilities.services import capability_try_execute
 
 # How long a demo ticket stays open before the "support team" resolves it, so a
 # run polling get_ticket_status sees it change after a few polls.
@@ -34,7 +35,6 @@ def try_capability(*, version_id: int, arguments: dict, idempotency_key: str | N
     acks_late off: a try that a dying worker had started is not run a second
     time by another (the person trying sees "no worker answered" instead).
     """
-    from capabilities.services import capability_try_execute
 
     return capability_try_execute(version_id=version_id, arguments=arguments, idempotency_key=idempotency_key,
                                   trace_id=trace_id, span_id=span_id, actor_id=actor_id)

@@ -2,17 +2,17 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import permission_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentops.services import NotAllowed, ServiceError
-from capabilities import selectors, services
+from capabilities import selectors, services, usage
 from capabilities.forms import CapabilityForm, McpServerForm, TryForm, import_choices
 from capabilities.models import Capability, Kind, McpServer
-from runs.choices import SideEffect
+from core import jsonlimits
+from core.choices import SideEffect
+from core.errors import NotAllowed, ServiceError
+from core.permissions import allowed, forbidden, permission_needed
 
 FILTER_KINDS = [(k.value, k.label) for k in Kind]
 FILTER_SIDE_EFFECTS = [s.value for s in SideEffect]
@@ -26,13 +26,13 @@ def _capability_or_404(name: str) -> Capability:
 
 
 @require_GET
-@permission_required("capabilities.view_capability", raise_exception=True)
+@permission_needed("capabilities.view_capability", "view capabilities")
 def capability_list(request):
     filters = {"search": request.GET.get("q", ""), "kind": request.GET.get("kind", ""),
                "side_effect": request.GET.get("side_effect", ""), "enabled": request.GET.get("enabled", "")}
     capabilities = list(selectors.capability_list(**filters))
-    usage = selectors.capability_usage(names=[c.name for c in capabilities])
-    rows = [{"capability": c, "version": c.current_version, "usage": usage.get(c.name, selectors.Usage()),
+    figures = usage.capability_usage(names=[c.name for c in capabilities])
+    rows = [{"capability": c, "version": c.current_version, "usage": figures.get(c.name, usage.Usage()),
              "flags": selectors.capability_flags(c.current_version)} for c in capabilities]
     context = {"rows": rows, "filters": filters, "kinds": FILTER_KINDS, "side_effects": FILTER_SIDE_EFFECTS}
     template = "capabilities/list.html#results" if request.htmx else "capabilities/list.html"
@@ -46,39 +46,39 @@ def _detail_context(request, capability: Capability, *, try_form=None, observati
         "version": version,
         "flags": selectors.capability_flags(version),
         "versions": selectors.capability_versions(capability=capability),
-        "usage": selectors.capability_usage(names=[capability.name]).get(capability.name, selectors.Usage()),
-        "attempts": selectors.capability_recent_attempts(name=capability.name),
+        "usage": usage.capability_usage(names=[capability.name]).get(capability.name, usage.Usage()),
+        "attempts": usage.capability_recent_attempts(name=capability.name),
         "audit_events": selectors.capability_audit_trail(capability=capability),
         "try_form": try_form or TryForm(),
         "observation": observation,
         "try_error": try_error,
         "changes_state": version is not None and version.side_effect in services.CHANGES_STATE,
-        "can_change": request.user.has_perm("capabilities.change_capability"),
+        "can_change": allowed(request.user, "capabilities.change_capability"),
     }
 
 
 @require_GET
-@permission_required("capabilities.view_capability", raise_exception=True)
+@permission_needed("capabilities.view_capability", "view capabilities")
 def capability_detail(request, name):
     capability = _capability_or_404(name)
     return render(request, "capabilities/detail.html", _detail_context(request, capability))
 
 
 @require_POST
-@permission_required("capabilities.change_capability", raise_exception=True)
+@permission_needed("capabilities.change_capability", "enable or disable capabilities")
 def capability_set_enabled(request, name):
     capability = _capability_or_404(name)
     enabled = request.POST.get("enabled") == "true"
     try:
         services.capability_set_enabled(user=request.user, capability_id=capability.pk, enabled=enabled)
-    except NotAllowed:
-        raise PermissionDenied from None
+    except NotAllowed as exc:
+        return forbidden(request, exc.message)
     messages.success(request, f"{capability.name} is now {'enabled' if enabled else 'disabled'}.")
     return redirect("capabilities:detail", name=capability.name)
 
 
 @require_POST
-@permission_required("capabilities.view_capability", raise_exception=True)
+@permission_needed("capabilities.view_capability", "try capabilities")
 def capability_try(request, name):
     capability = _capability_or_404(name)
     form = TryForm(request.POST)
@@ -100,7 +100,7 @@ def capability_try(request, name):
 
 
 @require_http_methods(["GET", "POST"])
-@permission_required("capabilities.add_capability", raise_exception=True)
+@permission_needed("capabilities.add_capability", "register capabilities")
 def capability_create(request):
     form = CapabilityForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -123,7 +123,7 @@ def capability_create(request):
 
 
 @require_http_methods(["GET", "POST"])
-@permission_required("capabilities.change_capability", raise_exception=True)
+@permission_needed("capabilities.change_capability", "edit capabilities")
 def capability_edit(request, name):
     capability = _capability_or_404(name)
     form = CapabilityForm(request.POST or None, capability=capability)
@@ -153,14 +153,13 @@ def _schema_errors_of(form) -> list[str]:
 @require_POST
 def validate_schema(request):
     """Live check of the schema textarea: answers the errors partial (empty when valid)."""
-    if not (request.user.has_perm("capabilities.add_capability")
-            or request.user.has_perm("capabilities.change_capability")):
-        raise PermissionDenied
+    if not (allowed(request.user, "capabilities.add_capability")
+            or allowed(request.user, "capabilities.change_capability")):
+        return forbidden(request, "You do not have permission to register or edit capabilities.")
     text = request.POST.get("schema", "")
     if not text.strip():
         errors = []  # blank means the default object schema
     else:
-        from agentops import jsonlimits
 
         try:
             errors = services.schema_problems(jsonlimits.loads(text))
@@ -172,7 +171,7 @@ def validate_schema(request):
 # -- MCP ------------------------------------------------------------------------------------------
 
 @require_http_methods(["GET", "POST"])
-@permission_required("capabilities.add_mcpserver", raise_exception=True)
+@permission_needed("capabilities.add_mcpserver", "add MCP servers")
 def mcp_server_create(request):
     form = McpServerForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -190,7 +189,7 @@ def mcp_server_create(request):
 
 
 @require_http_methods(["GET", "POST"])
-@permission_required("capabilities.add_mcpserver", raise_exception=True)
+@permission_needed("capabilities.add_mcpserver", "import MCP tools")
 def mcp_import(request, server_id):
     """GET shows the server; listing its tools contacts (for stdio: starts) it, so only a POST does."""
     server = get_object_or_404(McpServer, pk=server_id)
@@ -200,8 +199,8 @@ def mcp_import(request, server_id):
         return render(request, "capabilities/mcp_import.html", context)
     try:
         tools = services.mcp_server_tools(user=request.user, server_id=server.pk)
-    except NotAllowed:
-        raise PermissionDenied from None
+    except NotAllowed as exc:
+        return forbidden(request, exc.message)
     except ServiceError as exc:
         context["error"] = exc.message
         return render(request, "capabilities/mcp_import.html", context, status=exc.status)
@@ -211,8 +210,8 @@ def mcp_import(request, server_id):
         try:
             created = services.mcp_tools_import(user=request.user, server_id=server.pk, tools=chosen,
                                                 available=tools)
-        except NotAllowed:
-            raise PermissionDenied from None
+        except NotAllowed as exc:
+            return forbidden(request, exc.message)
         except ServiceError as exc:
             context["error"] = exc.message
             _apply_posted(tools, request.POST, chosen, exc.fields)

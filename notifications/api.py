@@ -7,8 +7,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentops.api import PAGE_PARAMETERS, Pagination, paginated
-from agentops.permissions import require_perm
+from core.api import PAGE_PARAMETERS, Pagination, paginated
+from core.permissions import require_perm
 from notifications import channels, services
 from notifications.models import Channel, Delivery, Rule, RuleEvent
 

@@ -12,6 +12,9 @@ import os
 import re
 from urllib.parse import urlsplit
 
+from capabilities.egress import capability_guard
+from capabilities.netguard import URLRefused, validate_url
+
 SECRET_PREFIX = "AGENTOPS_NOTIFY_"
 _PLACEHOLDER = re.compile(r"\$\{([A-Z0-9_]+)\}")
 # Apprise schemes that POST to a host named in the URL: (http scheme, default port).
@@ -56,9 +59,6 @@ def egress_url(url: str) -> str | None:
 
 def check_egress(url: str) -> None:
     """Refuse a channel whose host the egress guard refuses (allowlist, private addresses)."""
-    from capabilities.egress import capability_guard
-    from capabilities.executors.netguard import URLRefused
-
     target = egress_url(url)
     if target is None:
         return
@@ -74,8 +74,6 @@ def url_problems(url: str) -> list[str]:
     """For the channel form: what is wrong with the URL, without sending anything."""
     import apprise
 
-    from capabilities.egress import capability_guard
-    from capabilities.executors.netguard import URLRefused, validate_url
 
     if not isinstance(url, str) or not url.strip():
         return ["enter an Apprise URL, e.g. mailto://... or jsons://hooks.example.com/path"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 from django import forms
 
 from notifications.models import Channel, RuleEvent
+from runs.labels import labels_parse
 
 # Which optional fields belong to which kind of rule.
 EVENT_FIELDS = {
@@ -46,8 +47,6 @@ class RuleForm(forms.Form):
         self.fields["channels"].queryset = Channel.objects.order_by("name")
 
     def clean_labels(self):
-        from runs.labels import labels_parse
-
         labels, problems = labels_parse(self.cleaned_data["labels"])
         if problems:
             raise forms.ValidationError("; ".join(problems))

@@ -13,7 +13,12 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Q
 
+from core.choices import StopReason
 from notifications.models import RuleEvent
+from runs.budget_usage import run_budget_usage
+from runs.labels import runs_with_labels
+from runs.models import Approval, Run
+from runs.selectors import LIVE_STATUSES
 
 # How far back a tick looks for approvals requested and runs stopped. Runs that stopped
 # before the rule existed are never notified (a new rule does not replay history).
@@ -45,8 +50,6 @@ def _number(value: Any) -> bool:
 
 def params_errors(event: str, params: Any) -> dict[str, str]:
     """Field errors for a rule's settings ({} when they are fine)."""
-    from runs.choices import StopReason
-
     if event not in RuleEvent.values:
         return {"event": f"choose one of {', '.join(RuleEvent.values)}"}
     if not isinstance(params, dict):
@@ -95,9 +98,6 @@ def _since(rule, now: datetime) -> datetime:
 
 
 def _runs(rule):
-    from runs.labels import runs_with_labels
-    from runs.models import Run
-
     runs = Run.objects.filter(evaluation__isnull=True)
     return runs_with_labels(runs, tuple((rule.labels or {}).items()))
 
@@ -113,8 +113,6 @@ def _approval_text(approval) -> str:
 
 
 def _pending_approvals(rule):
-    from runs.models import Approval
-
     return (Approval.objects.filter(state="pending", run__in=_runs(rule).values("pk"))
             .select_related("run", "step").order_by("requested_at", "id"))
 
@@ -149,9 +147,6 @@ def _runs_stopped(rule, p, now) -> list[Notice]:
 
 
 def _budgets_passed(rule, p, now) -> list[Notice]:
-    from runs.budget_usage import run_budget_usage
-    from runs.selectors import LIVE_STATUSES
-
     notices = []
     wanted = set(p["budgets"]) or set(BUDGETS)
     runs = _runs(rule).filter(status__in=LIVE_STATUSES).defer("state").order_by("-updated_at")

@@ -3,23 +3,22 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from agentops.models import AuditAction
-from agentops.services import InvalidInput, NotAllowed, audit
+from core.audit import audit
+from core.errors import InvalidInput
+from core.models import AuditAction
+from core.permissions import require
 from notifications import channels as channel_urls
 from notifications.models import Channel, Rule
 from notifications.rules import params_errors
+from runs.labels import labels_errors
 
 PERMISSION = "notifications.manage_notifications"
 
 
-def _require(user) -> None:
-    if user is None or not user.is_authenticated or not user.has_perm(PERMISSION):
-        raise NotAllowed("You do not have permission to manage notifications.")
-
 
 @transaction.atomic
 def channel_save(*, user, name: str, url: str, enabled: bool = True, channel_id: int | None = None) -> Channel:
-    _require(user)
+    require(user, PERMISSION, "manage notifications")
     errors = {}
     name = (name or "").strip()
     if not name or len(name) > 80:
@@ -46,7 +45,7 @@ def channel_save(*, user, name: str, url: str, enabled: bool = True, channel_id:
 
 @transaction.atomic
 def channel_delete(*, user, channel_id: int) -> None:
-    _require(user)
+    require(user, PERMISSION, "manage notifications")
     channel = Channel.objects.filter(pk=channel_id).first()
     if channel is None:
         raise InvalidInput(f"Channel {channel_id} does not exist.")
@@ -58,9 +57,8 @@ def channel_delete(*, user, channel_id: int) -> None:
 @transaction.atomic
 def rule_save(*, user, name: str, event: str, params: dict | None = None, channel_ids: list[int] = (),
               labels: dict | None = None, enabled: bool = True, rule_id: int | None = None) -> Rule:
-    from runs.labels import labels_errors
 
-    _require(user)
+    require(user, PERMISSION, "manage notifications")
     params = {} if params is None else params
     labels = {} if labels is None else labels
     errors = params_errors(event, params)
@@ -92,7 +90,7 @@ def rule_save(*, user, name: str, event: str, params: dict | None = None, channe
 
 @transaction.atomic
 def rule_delete(*, user, rule_id: int) -> None:
-    _require(user)
+    require(user, PERMISSION, "manage notifications")
     rule = Rule.objects.filter(pk=rule_id).first()
     if rule is None:
         raise InvalidInput(f"Rule {rule_id} does not exist.")

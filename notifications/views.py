@@ -7,12 +7,12 @@ from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentops.services import ServiceError
+from core.errors import ServiceError
+from core.permissions import allowed, forbidden, permission_needed
 from notifications import channels, services
 from notifications.forms import ChannelForm, RuleForm
 from notifications.models import Channel, Delivery, Rule
 from notifications.rules import full_params
-from runs.views import permission_needed
 
 MANAGE = services.PERMISSION
 
@@ -20,14 +20,13 @@ MANAGE = services.PERMISSION
 @permission_needed("notifications.view_rule", "view notification rules")
 @require_http_methods(["GET", "POST"])
 def rule_list(request):
-    can_manage = request.user.has_perm(MANAGE)
+    can_manage = allowed(request.user, MANAGE)
     rule_form = RuleForm(request.POST if request.POST.get("form") == "rule" else None, prefix="rule")
     channel_form = ChannelForm(request.POST if request.POST.get("form") == "channel" else None, prefix="channel")
     status = 200
     if request.method == "POST":
         if not can_manage:
-            return render(request, "runs/forbidden.html",
-                          {"message": "You do not have permission to manage notifications."}, status=403)
+            return forbidden(request, "You do not have permission to manage notifications.")
         saved = _save(request, rule_form, channel_form)
         if saved:
             return redirect("notifications:rules")

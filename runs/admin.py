@@ -1,18 +1,8 @@
 """Read-only admin views: the trace is evidence, edited only by the runtime."""
 from django.contrib import admin
 
+from core.admin import ReadOnlyAdmin
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Run)

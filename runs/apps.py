@@ -6,7 +6,12 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self):
-        from runs import otel
+        # At ready(), not at import: app modules import models, which need the app registry.
+        from capabilities import usage
+        from runs import capability_usage, otel
+
+        # The registry's pages show usage read from this app's attempts (capabilities.usage).
+        usage.use_reader(capability_usage)
 
         # Before the WSGI handler loads its middleware: request spans need theirs inserted.
         otel.instrument_frameworks()

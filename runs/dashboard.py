@@ -11,14 +11,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import (BigIntegerField, Count, ExpressionWrapper, F, Func, IntegerField, Max, Min, QuerySet,
-                              Sum, Value)
+from django.db.models import (
+    BigIntegerField,
+    Count,
+    ExpressionWrapper,
+    F,
+    Func,
+    IntegerField,
+    Max,
+    Min,
+    QuerySet,
+    Sum,
+    Value,
+)
 from django.utils import timezone
 
+from core.choices import FINISHED_STATUSES, RunStatus
 from runs import rollup
-from runs.choices import FINISHED_STATUSES, RunStatus
-from runs.models import Approval, ApprovalRollup, Attempt, AttemptRollup, Run, RunRollup
 from runs.labels import runs_with_labels
+from runs.models import Approval, ApprovalRollup, Attempt, AttemptRollup, Run, RunRollup
 from runs.querytools import one_of
 
 

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.budget_usage import run_budget_usage
-from runs.models import Run
+from runs.models import Attempt, Run
 
 ACTIVE_SCAN = 200  # each carries its checkpoint (the usage the budgets are enforced against)
 ACTIVE_SHOWN = 15
@@ -123,8 +123,6 @@ RISE_IS_BAD = {"stall_rate", "budget_stop_rate", "repeated_rate"}
 
 def previous_figures(*, start: datetime, end: datetime) -> dict:
     """The headline figures for [start, end): two aggregate queries, so a trend costs little."""
-    from runs.models import Attempt
-
     live = Run.objects.filter(evaluation__isnull=True)
     finished = Q(finished_at__gte=start, finished_at__lt=end)
     runs = live.filter(Q(created_at__gte=start, created_at__lt=end) | finished).aggregate(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from runs.models import RunLabel
+
 MAX_LABELS = 20
 MAX_VALUE_CHARS = 200
 KEY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.\-/]{0,62}$")
@@ -71,8 +73,6 @@ def labels_text(labels: dict[str, str] | None) -> str:
 
 def runs_with_labels(queryset, wanted):
     """Narrow runs to those carrying every wanted label: one indexed IN (subquery) per label."""
-    from runs.models import RunLabel
-
     for key, value in wanted:
         rows = RunLabel.objects.filter(key=key)
         if value is not None:

@@ -20,7 +20,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from capabilities.models import Capability
-from runs.choices import FINISHED_STATUSES
+from core.choices import FINISHED_STATUSES
 from runs.models import Run
 
 log = logging.getLogger(__name__)

@@ -7,11 +7,25 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import Q
 
-from runs.choices import (FINISHED_STATUSES, ApprovalKind, ApprovalState, AttemptKind, DecisionKind, ErrorCategory,
-                          ErrorCode, ObservationStatus, ReplanReason, RunStatus, SideEffectStatus, StepStatus,
-                          StallKind, StopReason, values_of)
+from core.choices import (
+    FINISHED_STATUSES,
+    ApprovalKind,
+    ApprovalState,
+    AttemptKind,
+    DecisionKind,
+    ErrorCategory,
+    ErrorCode,
+    ObservationStatus,
+    ReplanReason,
+    RunStatus,
+    SideEffectStatus,
+    StallKind,
+    StepStatus,
+    StopReason,
+    values_of,
+)
 
 
 class Planner(models.TextChoices):
@@ -32,7 +46,7 @@ class Run(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
     require_plan_approval = models.BooleanField(default=False)
     # Set on runs an evaluation made; dashboards of live operations leave them out.
-    evaluation = models.ForeignKey("runs.Evaluation", null=True, blank=True, on_delete=models.CASCADE,
+    evaluation = models.ForeignKey("evaluation.Evaluation", null=True, blank=True, on_delete=models.CASCADE,
                                    related_name="runs", db_index=False)  # covered by the composite indexes
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     stop_reason = models.CharField(max_length=40, choices=StopReason.choices, blank=True)
@@ -346,101 +360,6 @@ class PlanSubmission(models.Model):
 
     def __str__(self):
         return f"run {self.run_id} plan for revision {self.revision}"
-
-
-class EvaluationSuite(models.Model):
-    """A set of tasks in the scenario format, each solvable directly or with planning."""
-
-    name = models.CharField(max_length=120, unique=True)
-    description = models.TextField(blank=True)
-    tasks = models.JSONField(help_text="A list of scenario objects (design.md, 'Scenario files').")
-    planning_mode = models.CharField(max_length=20, default="scripted",
-                                     help_text="The planner its evaluations use unless told otherwise.")
-    bundled = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self):
-        return self.name
-
-
-class Evaluation(models.Model):
-    """One run of a suite in both modes under equivalent limits."""
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        COMPLETED = "completed"
-        FAILED = "failed"
-
-    suite = models.ForeignKey(EvaluationSuite, on_delete=models.PROTECT, related_name="evaluations")
-    label = models.CharField(max_length=200, blank=True, help_text="e.g. 'before the retry policy change'")
-    planning_mode = models.CharField(max_length=20, default="scripted",
-                                     help_text="The planner used in planning mode (scripted, rules, llm).")
-    planner_config = models.JSONField(default=dict, blank=True,
-                                      help_text="Settings of that planner (llm: base_url, model, api_key_env...).")
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
-    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    tasks_total = models.PositiveIntegerField(default=0)
-    tasks_done = models.PositiveIntegerField(default=0)
-    summary = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        permissions = [("run_evaluation", "Can start evaluations")]
-        indexes = [models.Index(fields=["suite", "-created_at"], name="evaluation_suite_created_idx")]
-        constraints = [
-            models.CheckConstraint(condition=Q(status__in=["queued", "running", "completed", "failed"]),
-                                   name="evaluation_status_valid"),
-            models.CheckConstraint(condition=Q(tasks_done__lte=F("tasks_total")), name="evaluation_progress_bounded"),
-        ]
-
-    def __str__(self):
-        return f"{self.suite.name} #{self.pk}"
-
-
-class EvaluationResult(models.Model):
-    """One task in one mode: the measures the seed's section 8 asks for."""
-
-    class Mode(models.TextChoices):
-        DIRECT = "direct"
-        PLANNING = "planning"
-
-    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="results")
-    task = models.CharField(max_length=200)
-    mode = models.CharField(max_length=10, choices=Mode.choices)
-    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    verified_success = models.BooleanField()
-    status = models.CharField(max_length=20)
-    stop_reason = models.CharField(max_length=40, blank=True)
-    tool_calls = models.PositiveIntegerField(default=0)
-    repeated_actions = models.PositiveIntegerField(default=0)
-    revisions = models.PositiveIntegerField(default=0)
-    retries = models.PositiveIntegerField(default=0)
-    failed_observations = models.PositiveIntegerField(default=0)
-    recovered = models.BooleanField(default=False, help_text="Completed after at least one failed observation.")
-    tokens = models.PositiveIntegerField(default=0)
-    cost = models.FloatField(default=0.0)
-    simulated_latency_s = models.FloatField(default=0.0)
-    wall_latency_s = models.FloatField(default=0.0)
-    details = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["evaluation", "task", "mode"]
-        constraints = [
-            models.UniqueConstraint(fields=["evaluation", "task", "mode"], name="evaluation_result_unique"),
-            models.CheckConstraint(condition=Q(mode__in=["direct", "planning"]), name="evaluation_result_mode_valid"),
-        ]
-
-    def __str__(self):
-        return f"{self.task} ({self.mode})"
 
 
 class RunLabel(models.Model):

@@ -25,6 +25,10 @@ import os
 import threading
 from typing import Any
 
+from capabilities.executors.base import traceparent
+from runs.models import Decision, Run
+from runs.runtime import events as ev
+
 log = logging.getLogger(__name__)
 
 SCOPE = "agentops.runs"
@@ -51,8 +55,6 @@ def capture_content() -> bool:
 
 def w3c_trace_id(trace_id: str) -> str:
     """The trace id as callees see it in `traceparent` (runs' ids already have this shape)."""
-    from capabilities.executors.base import traceparent
-
     return traceparent(trace_id, "0" * 15 + "1").split("-")[1]
 
 
@@ -77,7 +79,9 @@ def _exporter():
                 or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip().lower()
     if protocol == "grpc":
         try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter,
+            )
         except ImportError:
             log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc; "
                         "exporting over http/protobuf instead")
@@ -139,8 +143,15 @@ def flush(timeout_ms: int = 5000) -> bool:
 def _emit(*, name: str, trace_id: str, span_id: str, parent_span_id: str | None, start: float, end: float,
           attributes: dict[str, Any], events: list[tuple[str, dict[str, Any], float]] = (),
           error: str | None = None) -> None:
-    from opentelemetry import context as otel_context, trace
-    from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.trace import (
+        NonRecordingSpan,
+        SpanContext,
+        Status,
+        StatusCode,
+        TraceFlags,
+    )
 
     tracer = _tracer()
     if tracer is None:
@@ -217,8 +228,6 @@ def _model_of(run) -> str:
 
 
 def _export_transition(run: dict[str, Any], transition) -> None:
-    from runs.runtime import events as ev
-
     decisions = {e.attempt_id: e for e in transition.events if isinstance(e, ev.DecisionMade) and e.attempt_id}
     for event in transition.events:
         if isinstance(event, ev.PlanProposed):
@@ -281,7 +290,6 @@ def _export_attempt(run: dict[str, Any], event, decision) -> None:
             attributes["gen_ai.tool.call.result"] = _content(observation.output)
     span_id = (observation.span_id or "").lower()
     if len(span_id) != 16:
-        from capabilities.executors.base import traceparent
 
         span_id = traceparent(trace_id, observation.span_id or event.attempt_id).split("-")[2]
     _emit(name=f"execute_tool {event.capability}", trace_id=trace_id, span_id=span_id,
@@ -290,8 +298,6 @@ def _export_attempt(run: dict[str, Any], event, decision) -> None:
 
 
 def _export_run(run_id: int) -> None:
-    from runs.models import Decision, Run
-
     run = Run.objects.filter(pk=run_id).first()
     if run is None or not run.finished_at:
         return

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.conf import settings
@@ -19,40 +20,20 @@ from django.utils import timezone
 
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.outputs import store_json, stored_output_for
-from runs.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
+from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
+from runs.leases import Lease, fenced_update
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 from runs.runtime import events as ev
-from runs.runtime.approvals import ApprovalDecision, ApprovalRequest
 from runs.runtime.controller import Transition
-from runs.leases import Lease, fenced_update
 from runs.runtime.intents import CallIntent, LeaseLost
-from runs.runtime.state import RunState
 from runs.runtime.signatures import arguments_hash
+from runs.runtime.state import RunState
 from runs.runtime.stop import status_for_stop, stop_kind
+from runs.services import run_close_open_records
 
 
 def _at(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, tz=dt_timezone.utc)
-
-
-class DjangoApprovalBook:
-    """Answers the controller from the Approval table: exactly this request's decision."""
-
-    def __init__(self, run: Run):
-        self.run = run
-
-    def decision_for(self, request: ApprovalRequest) -> ApprovalDecision | None:
-        rows = Approval.objects.filter(run=self.run, kind=request.kind, revision__number=request.revision,
-                                       state__in=[ApprovalState.APPROVED, ApprovalState.REJECTED])
-        if request.kind == "step":
-            rows = rows.filter(step__key=request.step_id, arguments_hash=request.arguments_hash or "")
-        else:
-            rows = rows.filter(plan_hash=request.plan_hash or "")
-        approval = rows.select_related("decided_by").order_by("-decided_at").first()
-        if approval is None:
-            return None
-        who = approval.decided_by.get_username() if approval.decided_by else ""
-        return ApprovalDecision(approval.state == ApprovalState.APPROVED, approval.comment, who)
 
 
 def record_transition(run: Run, transition: Transition) -> None:
@@ -158,7 +139,6 @@ class PassWriter:
             if attempt is not None:
                 Run.objects.filter(pk=run.pk).update(stop_attempt=attempt)
             run.stop_attempt = attempt
-            from runs.services import run_close_open_records
 
             run_close_open_records(run_id=run.pk, now=now)
         for name, value in values.items():

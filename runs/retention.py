@@ -16,7 +16,10 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from runs.choices import FINISHED_STATUSES
+from capabilities.models import StoredOutput
+from core.choices import FINISHED_STATUSES
+from core.errors import InvalidInput
+from core.models import AuditAction, AuditEvent
 from runs.models import Attempt, Run
 
 log = logging.getLogger(__name__)
@@ -45,8 +48,6 @@ def purgeable_runs(cutoff: datetime):
 def purge_runs(*, older_than_days: int, dry_run: bool = False, batch_size: int = BATCH_SIZE, now=None,
                progress: Callable[[PurgeReport, int], None] | None = None) -> PurgeReport:
     """Delete (or, dry_run, count) finished runs older than the cutoff; progress(report, total) per batch."""
-    from agentops.models import AuditAction, AuditEvent
-    from agentops.services import InvalidInput
 
     if not isinstance(older_than_days, int) or older_than_days < 1:
         raise InvalidInput("--older-than must be a whole number of days, at least 1.")
@@ -78,8 +79,6 @@ def purge_runs(*, older_than_days: int, dry_run: bool = False, batch_size: int =
 
 
 def _outputs_only_these_runs_use(run_ids: list[int]) -> set[int]:
-    from capabilities.models import StoredOutput
-
     if not run_ids:
         return set()
     referenced = set(Attempt.objects.filter(run_id__in=run_ids, output_ref__isnull=False)
@@ -92,8 +91,6 @@ def _outputs_only_these_runs_use(run_ids: list[int]) -> set[int]:
 
 @transaction.atomic
 def _purge_batch(ids: list[int], report: PurgeReport) -> None:
-    from capabilities.models import StoredOutput
-
     # Re-check inside the transaction: a run cannot un-finish, but it may be gone already.
     ids = list(Run.objects.filter(pk__in=ids, status__in=list(FINISHED_STATUSES)).values_list("pk", flat=True))
     outputs = _outputs_only_these_runs_use(ids)

@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, FloatField, Func, IntegerField, Max, Min, Q, QuerySet, Sum, Value
 from django.db.models.functions import Cast, Floor, Greatest, Ln
 
-from runs.choices import FINISHED_STATUSES
+from core.choices import FINISHED_STATUSES
 from runs.models import Approval, Attempt, Run
 from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup
 

@@ -12,9 +12,17 @@ from typing import Any
 
 from django.conf import settings
 
-from agentops.services import InvalidInput
+from capabilities.models import Capability, CapabilityVersion
+from core.errors import InvalidInput
 from runs.models import Approval, Attempt, PlanRevision, Run
-from runs.runtime.replay import RecordedApproval, RecordedAttempt, RecordedPlan, scenario_from_record
+from runs.runtime import events as ev
+from runs.runtime.replay import (
+    RecordedApproval,
+    RecordedAttempt,
+    RecordedPlan,
+    scenario_from_record,
+)
+from runs.runtime.sim.scenario import ScenarioError, load_scenario, run_scenario
 
 _HTTP_STATUS = re.compile(r"^HTTP (\d{3})\b")
 EXPECTED_COUNTS = ("tool_calls", "revisions", "retries", "approvals_requested", "tokens", "side_effects_committed")
@@ -37,8 +45,6 @@ def run_scenario_export(*, run: Run) -> dict[str, Any]:
 
 def _capability_specs(run: Run, plans: list[RecordedPlan]):
     """The version each capability ran against (the latest the run used), else the current one."""
-    from capabilities.models import Capability, CapabilityVersion
-
     used = {}
     for version in (CapabilityVersion.objects.filter(steps__run=run).select_related("capability__mcp_server")
                     .order_by("number").distinct()):
@@ -103,9 +109,6 @@ def response_choices(scenario: dict[str, Any]) -> list[tuple[str, str]]:
 
 def scenario_what_if(*, scenario: dict[str, Any], response: str, replacement: str) -> dict[str, Any]:
     """Run the scenario with one response replaced; returns the result and its decisions."""
-    from runs.runtime import events as ev
-    from runs.runtime.scenario import ScenarioError, load_scenario, run_scenario
-
     name, _, index = response.rpartition(":")
     capability = next((c for c in scenario.get("capabilities", []) if c["name"] == name), None)
     if capability is None or not index.isdigit() or int(index) >= len(capability.get("responses", [])):
@@ -131,9 +134,6 @@ def scenario_what_if(*, scenario: dict[str, Any], response: str, replacement: st
 
 def scenario_replay(*, scenario: dict[str, Any]) -> dict[str, Any]:
     """The exported scenario as it is: what the runtime decides on the recorded responses."""
-    from runs.runtime import events as ev
-    from runs.runtime.scenario import ScenarioError, load_scenario, run_scenario
-
     try:
         result = run_scenario(load_scenario(scenario))
     except ScenarioError as exc:  # e.g. a capability policy the scenario format cannot express

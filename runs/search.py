@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from django.db import transaction
 
-from agentops.services import InvalidInput
+from core.errors import InvalidInput
 from runs.labels import runs_with_labels
 from runs.models import Run, SavedView
 

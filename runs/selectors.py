@@ -9,16 +9,28 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterator
 
-from django.db.models import CharField, Count, Exists, Func, OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    CharField,
+    Count,
+    Exists,
+    Func,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from capabilities.models import Capability
+from core.choices import ApprovalState
 from runs import search
-from runs.choices import ApprovalState
+from runs.budget_usage import run_budget_usage
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
 from runs.pagination import Ordering
 from runs.querytools import one_of
 from runs.runtime.plan import step_changes
+from runs.trace_review import with_review_fields
 
 RUNS_PER_PAGE = 50
 # A filter matching at most this many runs is resolved to their ids first (see _used_capability).
@@ -165,8 +177,6 @@ def run_steps(*, run: Run) -> list[Step]:
 
 def run_attempts(*, run: Run) -> QuerySet[Attempt]:
     """A run's attempts in order, light enough to page through thousands."""
-    from runs.trace_review import with_review_fields
-
     return with_review_fields(Attempt.objects.filter(run=run).select_related("step", "decision", "output_ref")
                               .defer("output", "output_ref__content", "decision__usage").order_by("started_at", "id"))
 
@@ -203,8 +213,6 @@ def run_approvals(*, run: Run) -> list[Approval]:
 
 
 def attempt_get(*, run_id: int, uid: str) -> Attempt:
-    from runs.trace_review import with_review_fields
-
     return (with_review_fields(Attempt.objects.select_related("run", "step", "step__revision", "decision",
                                                               "output_ref", "capability_version__capability"))
             .defer("output_ref__content").get(run_id=run_id, uid=uid))
@@ -244,8 +252,6 @@ def budget_gauges(*, run: Run, capability_calls: dict[str, int] | None = None) -
     The rows come from runs.budget_usage, which the API reports too: the page only
     labels them. (capability_calls is accepted for callers that still pass it.)
     """
-    from runs.budget_usage import run_budget_usage
-
     stopped_by = run.stop_reason.split(":", 1)[1] if run.stop_reason.startswith("budget_exhausted:") else None
     gauges = []
     for row in run_budget_usage(run):
@@ -334,8 +340,6 @@ def approval_card(*, approval_id: int) -> Approval:
 
 def decorate_approvals(approvals: list[Approval]) -> list[Approval]:
     """Attach what a card shows: steps before it, plan steps with side effects. Two queries."""
-    from capabilities.models import Capability
-
     revision_ids = {a.revision_id for a in approvals if a.kind == "step"}
     siblings: dict[int, list[Step]] = {}
     if revision_ids:

@@ -11,12 +11,20 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agentops.models import AuditAction
-from agentops.services import Conflict, InvalidInput, NotAllowed, audit
-from runs import otel
-from runs.choices import ApprovalState, RunStatus
+from core.audit import audit
+from core.choices import ApprovalState, RunStatus
+from core.errors import Conflict, InvalidInput, NotAllowed
+from core.models import AuditAction
+from core.permissions import require
+from core.roles import MANAGE_ALL_RUNS
+from runs import otel, queue, rollup
 from runs.labels import labels_errors
-from runs.models import Approval, Run, RunLabel, Step
+from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
+from runs.planners import validate_planner_config
+from runs.planners.external import awaited_revision
+from runs.runtime.budgets import Budgets
+from runs.runtime.completion import completion_errors
+from runs.runtime.state import RunState
 
 log = logging.getLogger(__name__)
 
@@ -26,23 +34,15 @@ def _enqueue_advance(run_id: int, countdown: float | None = None) -> None:
 
 
 def _send_advance(run_id: int, countdown: float | None) -> None:
-    from runs.tasks import advance_run
-
     try:
-        advance_run.apply_async((run_id,), countdown=countdown)
+        queue.advance_later(run_id, countdown)
     except Exception:  # the change is committed: a broker outage must not turn it into an error page
         log.exception("could not queue run %s; the orphaned-run sweep will queue it again", run_id)
 
 
-def _require(user, perm: str, action: str) -> None:
-    if not user.has_perm(perm):
-        raise NotAllowed(f"You do not have permission to {action}.")
-
 
 def can_manage_run(user, run: Run) -> bool:
     """An operator acts on (cancels, resubmits, plans for) their own runs; others' need manage_all_runs."""
-    from agentops.roles import MANAGE_ALL_RUNS
-
     return run.owner_id == user.pk or user.has_perm(MANAGE_ALL_RUNS)
 
 
@@ -55,7 +55,7 @@ def _require_manage(user, run: Run, action: str) -> None:
 @transaction.atomic
 def run_cancel(*, run_id: int, user) -> Run:
     """Cancel a run: at once when no worker holds it, else at the next step boundary."""
-    _require(user, "runs.cancel_run", "cancel runs")
+    require(user, "runs.cancel_run", "cancel runs")
     run = Run.objects.select_for_update().get(pk=run_id)
     _require_manage(user, run, "cancel")
     if run.is_finished:
@@ -103,8 +103,6 @@ def run_close_open_records(*, run_id: int, now, newly_finished: bool = True) -> 
 
     Call once the run row says it finished; `newly_finished` False when it had finished before
     (it is then counted on the dashboard already)."""
-    from runs.models import Attempt
-
     # Every way a run stops comes through here: its own span is exported once this commits.
     otel.export_run_on_commit(run_id)
     # Nobody may approve a step of a finished run.
@@ -119,7 +117,6 @@ def run_close_open_records(*, run_id: int, now, newly_finished: bool = True) -> 
                       "the side effect may or may not have happened.")
     if newly_finished:
         # The dashboard's counts of this run and its attempts, in this same transaction.
-        from runs import rollup
 
         rollup.record_run_finished(run_id=run_id)
 
@@ -132,7 +129,7 @@ def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
     expected_hash is the arguments (or plan) hash the operator saw; if the request
     now binds to something else, the decision is refused.
     """
-    _require(user, "runs.decide_approval", "approve or reject steps")
+    require(user, "runs.decide_approval", "approve or reject steps")
     try:
         approval = Approval.objects.select_related("run", "decided_by").get(pk=approval_id)
     except Approval.DoesNotExist:
@@ -154,7 +151,6 @@ def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         raise Conflict(f"Already {approval.state} by {who} at {approval.decided_at:%Y-%m-%d %H:%M:%S} UTC.")
     approval.refresh_from_db()
-    from runs import rollup
 
     rollup.record_decision(approval.pk)  # time to decision on the dashboard, in this transaction
     if approval.step_id:
@@ -204,7 +200,6 @@ def budget_errors(budgets) -> dict[str, str]:
     """
     from dataclasses import fields as dc_fields
 
-    from runs.runtime.budgets import Budgets
 
     if not isinstance(budgets, dict):
         return {"budgets": "budgets must be an object"}
@@ -248,12 +243,8 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
     """Validate and queue a run; a worker picks it up once this commits."""
     import uuid
 
-    from runs.planners import validate_planner_config
-    from runs.runtime.budgets import Budgets
-    from runs.runtime.completion import completion_errors
-    from runs.runtime.state import RunState
 
-    _require(owner, "runs.start_run", "start runs")
+    require(owner, "runs.start_run", "start runs")
     budgets = {} if budgets is None else budgets
     planner_config = planner_config or {}
     errors: dict[str, str] = {}
@@ -316,10 +307,8 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
     """
     from django.db import IntegrityError
 
-    from runs.models import PlanSubmission
-    from runs.planners.external import awaited_revision
 
-    _require(user, "runs.start_run", "submit plans")
+    require(user, "runs.start_run", "submit plans")
     run = Run.objects.select_for_update().get(pk=run_id)
     _require_manage(user, run, "submit plans for")
     if run.planner != "external":

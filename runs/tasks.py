@@ -5,17 +5,20 @@ import socket
 from celery import shared_task
 from django.conf import settings
 
-from runs import engine
+from runs import engine, sweeps
+from runs.leases import INFRASTRUCTURE_ERRORS
+from runs.queue import ADVANCE_RUN
+from runs.retention import purge_by_setting
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="runs.advance_run", bind=True, acks_late=True, ignore_result=True)
+@shared_task(name=ADVANCE_RUN, bind=True, acks_late=True, ignore_result=True)
 def advance_run(self, run_id: int) -> None:
     worker = f"{self.request.hostname or socket.gethostname()}:{self.request.id}"
     try:
         countdown = engine.run_advance(run_id=run_id, worker=worker)
-    except engine.INFRASTRUCTURE_ERRORS:
+    except INFRASTRUCTURE_ERRORS:
         # The database is down or restarting: nothing was decided. Try again once our
         # lease (which we could not release) has expired; the orphan sweep is the net.
         log.warning("run %s: database unavailable; advancing again later", run_id)
@@ -26,37 +29,18 @@ def advance_run(self, run_id: int) -> None:
 
 @shared_task(name="runs.sweep_overdue_runs", ignore_result=True)
 def sweep_overdue_runs() -> int:
-    from runs.approval_expiry import sweep_expired_approvals
-
     # Expired approvals first: a request expires at the deadline at the latest, so a run
     # waiting on one stops approval_expired rather than budget_exhausted:deadline.
-    return sweep_expired_approvals() + engine.sweep_overdue_runs()
-
-
-@shared_task(name="runs.run_evaluation", acks_late=True, ignore_result=True)
-def run_evaluation(evaluation_id: int) -> None:
-    from runs.evaluation.runner import evaluation_run
-
-    # Claims the evaluation with a conditional UPDATE: a repeated delivery finds it taken and returns.
-    evaluation_run(evaluation_id=evaluation_id)
+    return sweeps.sweep_expired_approvals() + sweeps.sweep_overdue_runs()
 
 
 @shared_task(name="runs.requeue_orphaned_runs", ignore_result=True)
 def requeue_orphaned_runs() -> int:
-    return engine.requeue_orphaned_runs()
-
-
-@shared_task(name="runs.fail_stale_evaluations", ignore_result=True)
-def fail_stale_evaluations() -> int:
-    from runs.evaluation.services import evaluation_fail_stale
-
-    return evaluation_fail_stale()
+    return sweeps.requeue_orphaned_runs()
 
 
 @shared_task(name="runs.purge_old_runs", ignore_result=True)
 def purge_old_runs() -> int:
     """Daily, from the scheduler: AGENTOPS_RETENTION_DAYS (0 keeps everything)."""
-    from runs.retention import purge_by_setting
-
     report = purge_by_setting()
     return report.runs if report else 0

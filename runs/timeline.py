@@ -1,6 +1,6 @@
 """The run's waterfall: planner calls, attempts, waits and approvals on one time axis, as SVG.
 
-Server-rendered like runs.charts (no JavaScript). One query whatever the run's size
+Server-rendered like core.charts (no JavaScript). One query whatever the run's size
 (revisions and approvals come from the page), and the markup stays bounded: bars
 narrower than a pixel, or landing on a pixel another bar of the lane already took,
 are merged into one column (MERGE_PX wide) that counts what it holds.
@@ -20,8 +20,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import (BooleanField, Case, CharField, Count, F, FloatField, Func, IntegerField, Min,
-                              OuterRef, Q, Subquery, Sum, Value, When)
+from django.db.models import (
+    BooleanField,
+    Case,
+    CharField,
+    Count,
+    F,
+    FloatField,
+    Func,
+    IntegerField,
+    Min,
+    OuterRef,
+    Q,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Cast, Coalesce, Concat, Floor, Greatest, Least
 from django.utils import timezone
 from django.utils.html import escape

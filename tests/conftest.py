@@ -58,10 +58,10 @@ def _role_groups():
     """The role groups as the data migrations made them. Their rows vanish when a transactional
     test flushes the database (its post_migrate signal brings the permissions back, not the
     groups): then they are put back from what the first call saw, in three queries —
-    agentops.roles.sync_role_groups again (create_permissions for every app) cost ~0.15 s."""
+    core.roles.sync_role_groups again (create_permissions for every app) cost ~0.15 s."""
     from django.contrib.auth.models import Group, Permission
 
-    from agentops.roles import ROLE_PERMISSIONS
+    from core.roles import ROLE_PERMISSIONS
 
     Through = Group.permissions.through
     # One cheap query in the common case.
@@ -73,7 +73,7 @@ def _role_groups():
     if not _MIGRATED_ROLES:  # flushed before any test saw the migrated groups
         from django.apps import apps
 
-        from agentops.roles import sync_role_groups
+        from core.roles import sync_role_groups
 
         sync_role_groups(apps)
         return _role_groups()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from capabilities.pyregistry import CallContext, capability
+from capabilities.kinds.python.registry import CallContext, capability
+from capabilities.models import OutboxMessage, Ticket
 
 from . import search
 
@@ -36,8 +37,6 @@ def _ticket_result(ticket: Any) -> dict[str, Any]:
 
 def create_ticket_status(arguments: dict, idempotency_key: str | None) -> tuple[bool, Any]:
     """Did the create_ticket call with this key commit? (the ticket, if so)"""
-    from capabilities.models import Ticket
-
     ticket = Ticket.objects.filter(idempotency_key=idempotency_key).first() if idempotency_key else None
     return (True, _ticket_result(ticket)) if ticket else (False, None)
 
@@ -47,8 +46,6 @@ def create_ticket_status(arguments: dict, idempotency_key: str | None) -> tuple[
             status_lookup=create_ticket_status)
 def create_ticket(title: str, body: str = "", *, context: CallContext) -> dict[str, Any]:
     """Open a support ticket; calling again with the same idempotency key returns the same ticket."""
-    from capabilities.models import Ticket
-
     title = title.strip()
     if not title:
         raise ValueError("title must not be empty")
@@ -62,8 +59,6 @@ def create_ticket(title: str, body: str = "", *, context: CallContext) -> dict[s
 @capability(side_effect="read", timeout_s=5, polling={"max_attempts": 10, "interval_s": 5})
 def get_ticket_status(ticket_id: int) -> dict[str, Any]:
     """Current status of a support ticket (open or resolved); poll until it is resolved."""
-    from capabilities.models import Ticket
-
     ticket = Ticket.objects.filter(pk=ticket_id).first()
     if ticket is None:
         raise LookupError(f"no ticket {ticket_id}")
@@ -79,8 +74,6 @@ def _message_result(message: Any) -> dict[str, Any]:
 
 def send_notification_status(arguments: dict, idempotency_key: str | None) -> tuple[bool, Any]:
     """Did the send_notification call with this key commit? (the outbox message, if so)"""
-    from capabilities.models import OutboxMessage
-
     message = OutboxMessage.objects.filter(idempotency_key=idempotency_key).first() if idempotency_key else None
     return (True, _message_result(message)) if message else (False, None)
 
@@ -90,7 +83,6 @@ def send_notification_status(arguments: dict, idempotency_key: str | None) -> tu
 def send_notification(channel: Literal["email", "slack"], recipient: str, message: str, *,
                       context: CallContext) -> dict[str, Any]:
     """Send a notification (queued in the outbox); the same idempotency key never sends twice."""
-    from capabilities.models import OutboxMessage
 
     if not recipient.strip() or not message.strip():
         raise ValueError("recipient and message must not be empty")

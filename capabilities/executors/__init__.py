@@ -1,7 +1,2 @@
-"""Capability executors: one module per kind (python, http, mcp) behind BaseExecutor."""
-from .base import BaseExecutor, CapabilityError, FileOutputStore, OutputStore
-from .dispatch import CapabilityExecutor, Executor
-from .netguard import NetGuard, URLRefused, validate_url
-
-__all__ = ["BaseExecutor", "CapabilityError", "CapabilityExecutor", "Executor", "FileOutputStore", "NetGuard",
-           "OutputStore", "URLRefused", "validate_url"]
+"""What every executor shares (base: the observation contract, output store) and the dispatcher by kind;
+the kinds themselves live in capabilities/kinds/{python,http,mcp}/."""

@@ -19,11 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from runs.runtime import schemas
-
-from .secrets import Redactor, redactor_for, secret_env_names
+from capabilities.executors.secrets import Redactor, redactor_for, secret_env_names
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import ErrorCode, Observation, OutputRef, SideEffectStatus
+from runs.runtime.validation import argument_errors
 
 PREVIEW_CHARS = 500
 
@@ -240,15 +239,9 @@ class BaseExecutor(ABC):
             # Terminal and not retryable: the operator switched it off, so the
             # planner must choose an authorized alternative or stop.
             return Observation.failure(ErrorCode.PERMISSION_DENIED, f"capability {spec.name} is disabled")
-        if not isinstance(arguments, dict):
-            return Observation.failure(ErrorCode.INVALID_ARGUMENTS, "arguments must be a JSON object")
-        size = len(canonical_json(arguments))
-        if size > spec.max_argument_bytes:
-            return Observation.failure(ErrorCode.INVALID_ARGUMENTS,
-                                       f"arguments are {size} bytes, over the limit of {spec.max_argument_bytes}")
-        errors = schema_errors(spec.schema, arguments)
-        if errors:
-            return Observation.failure(ErrorCode.INVALID_ARGUMENTS, "; ".join(errors))
+        problems = argument_errors(spec, arguments)
+        if problems:
+            return Observation.failure(ErrorCode.INVALID_ARGUMENTS, "; ".join(p.message for p in problems))
         if timeout_s <= 0:
             return Observation.failure(ErrorCode.TIMEOUT, "no time left for the call")
         return None
@@ -277,9 +270,3 @@ class BaseExecutor(ABC):
         preview = content[: PREVIEW_CHARS * 4].decode("utf-8", errors="ignore")[:PREVIEW_CHARS]
         ref = OutputRef(uri=uri, size_bytes=len(content), sha256=digest, preview=preview)
         return replace(observation, output=None, output_ref=ref)
-
-
-def schema_errors(schema: dict | None, arguments: Any) -> list[str]:
-    """Every way the arguments fail the schema, as readable strings (empty when valid)."""
-    return [message if where == "schema" else f"{where or 'arguments'}: {message}"
-            for where, message in schemas.errors(schema, arguments)]

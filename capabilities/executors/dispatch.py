@@ -2,28 +2,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
 
+from capabilities.executors.base import OutputStore, default_output_store
+from capabilities.kinds.http.executor import HttpExecutor
+from capabilities.kinds.mcp.executor import McpExecutor
+from capabilities.kinds.python.executor import PythonExecutor
+from capabilities.netguard import NetGuard
 from runs.runtime.capability import CapabilitySpec, Kind
 from runs.runtime.observation import ErrorCode, Observation
-
-from .base import OutputStore, default_output_store
-from .http import HttpExecutor
-from .mcp import McpExecutor
-from .netguard import NetGuard
-from .python import PythonExecutor
-
-
-class Executor(Protocol):
-    def execute(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None,
-                timeout_s: float, trace_id: str, span_id: str) -> Observation: ...
-
-    def lookup_status(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None,
-                      timeout_s: float) -> Observation | None: ...
+from runs.runtime.ports import Executor
 
 
 class CapabilityExecutor:
-    """Implements the Executor protocol by `spec.kind`.
+    """Implements the runtime's Executor port by `spec.kind`.
 
     Executors not given are built with the shared output store; the http and
     mcp ones get a guard that allows no host at all until one is configured

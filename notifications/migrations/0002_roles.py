@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from agentops.roles import sync_role_groups
+from core.roles import sync_role_groups
 
 
 class Migration(migrations.Migration):

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import math
 import os
-import re
 
-from runs.runtime.planners import ScriptedPlanner
+from runs.planners.external import ExternalPlanner
+from runs.planners.llm import LLMConfig, LLMPlanner, UnavailablePlanner
+from runs.planners.rules import RulesPlanner
+from runs.runtime.sim.planners import ScriptedPlanner
 
 PLANNER_HELP = {
     "scripted": "A fixed list of plans (planner_config: {\"plans\": [...]}) — tests and scenarios.",
@@ -40,18 +42,15 @@ def planner_from(kind: str, config: dict, *, run_id: int | None = None):
     if kind == "scripted":
         return ScriptedPlanner(config.get("plans", []))
     if kind == "rules":
-        from runs.planners.rules import RulesPlanner
 
         return RulesPlanner()
     if kind == "llm":
         from django.conf import settings
 
-        from runs.planners.llm import LLMConfig, LLMPlanner
 
         endpoints = settings.AGENTOPS_LLM_ENDPOINTS
         name = config.get("endpoint")
         if name not in endpoints:
-            from runs.planners.llm import UnavailablePlanner
 
             # Removed since the run started: the run is told why, as for an endpoint that is down.
             return UnavailablePlanner(f"the LLM endpoint {name!r} is not configured on this server: {ENDPOINTS_HELP}")
@@ -59,7 +58,6 @@ def planner_from(kind: str, config: dict, *, run_id: int | None = None):
         # The lease is renewed while the planner thinks; this only bounds one propose() call.
         return LLMPlanner(llm_config, time_limit_s=max(96.0, settings.AGENTOPS_RUN_LEASE_SECONDS * 0.8))
     if kind == "external" and run_id is not None:
-        from runs.planners.external import ExternalPlanner
 
         return ExternalPlanner(run_id)
     raise ValueError(f"planner {kind!r} is not available")

@@ -38,9 +38,9 @@ from typing import Any
 
 import httpx
 
-from capabilities.executors.http import retry_after_seconds
-from capabilities.executors.netguard import GuardedTransport, NetGuard, URLRefused
 from capabilities.executors.secrets import Redactor
+from capabilities.kinds.http.executor import retry_after_seconds
+from capabilities.netguard import GuardedTransport, NetGuard, URLRefused
 from runs.runtime.observation import RETRYABLE_CODES, error_code_for_http_status
 from runs.runtime.plan import PlanError
 from runs.runtime.planning import PlanningRequest, PlanProposal

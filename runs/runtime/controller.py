@@ -19,18 +19,33 @@ from .capability import CapabilitySpec
 from .checkpoint import bounded_for_history
 from .completion import completion_met, until_condition
 from .decide import Decision, Verdict, decide
-from .events import (ApprovalDecided, ApprovalRequested, AttemptFinished, DecisionMade, Event, PlanProposed,
-                     RunStopped, StatusChanged)
+from .events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    AttemptFinished,
+    DecisionMade,
+    Event,
+    PlanProposed,
+    RunStopped,
+    StatusChanged,
+)
 from .history import AttemptKind, HistoryEntry, appended, repeated_without_progress
 from .ids import RandomIds
 from .intents import CallIntent, IntentLog, LeaseLost, NoIntentLog
 from .observation import AdmissionRefused, ErrorCode, Observation, SideEffectStatus, Status
 from .plan import PlanError, Step, parse_plan, step_changes
-from .planning import PlanNotReady, PlanningRequest, PlanProposal
+from .planning import PlanningRequest, PlanNotReady, PlanProposal
 from .ports import ApprovalBook, Authorizer, CapabilityRegistry, Clock, Executor, IdSource, Planner
 from .retry import retry_allowed, retry_delay_s
-from .signatures import (action_signature, arguments_hash, idempotency_key, outcome_fingerprint, plan_hash,
-                         signature_text)
+from .signatures import (
+    action_signature,
+    arguments_hash,
+    canonical_json,
+    idempotency_key,
+    outcome_fingerprint,
+    plan_hash,
+    signature_text,
+)
 from .state import PlanAwaitingApproval, PlanningNeed, RunState, StepProgress, StepStatus
 from .stop import ReplanReason, RunStatus, StallKind, StopKind, status_for_stop, stop_reason
 from .validation import validate_plan
@@ -709,6 +724,5 @@ def _outcome_text(observation: Observation) -> str:
 
 
 def _args_text(arguments: dict[str, Any]) -> str:
-    from .signatures import canonical_json
     text = canonical_json(arguments)
     return f" {text[:80]}{'...' if len(text) > 80 else ''}"

@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from . import events as ev
 from .capability import CapabilitySpec
 from .observation import ErrorCode, error_code_for_http_status
 from .stop import ReplanReason
@@ -70,8 +71,6 @@ class RecordedApproval:
 def record_from_events(events: Iterable[Any]) -> tuple[list[RecordedPlan], list[RecordedAttempt],
                                                         list[RecordedApproval]]:
     """The records in a list of controller events (a scenario's result, a transition log)."""
-    from . import events as ev
-
     plans, attempts, approvals, decided = [], [], [], set()
     stop_reason = None
     for event in events:

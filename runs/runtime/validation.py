@@ -5,13 +5,14 @@ the plan and needs to see everything that is wrong with it.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from . import schemas
 from .budgets import Budgets
 from .capability import CapabilitySpec
 from .plan import Plan, PlanError
 from .ports import Authorizer, CapabilityRegistry
 from .signatures import canonical_json
-
 
 # Validation errors are PlanErrors (code, message, step_id), the same type parse errors use.
 ValidationError = PlanError
@@ -53,13 +54,22 @@ def validate_plan(plan: Plan, registry: CapabilityRegistry, budgets: Budgets,
     return tuple(errors)
 
 
-def argument_errors(spec: CapabilitySpec, arguments: dict, step_id: str | None = None) -> list[PlanError]:
+def argument_errors(spec: CapabilitySpec, arguments: Any, step_id: str | None = None) -> list[PlanError]:
+    return argument_problems(spec.schema, arguments, spec.max_argument_bytes, step_id)
+
+
+def argument_problems(schema: dict | None, arguments: Any, max_bytes: int | None,
+                      step_id: str | None = None) -> list[PlanError]:
+    """The one argument check, all problems listed: asked of a plan's steps, by every executor
+    before anything is sent, and by Try it."""
+    if not isinstance(arguments, dict):
+        return [PlanError(ErrorCodes.INVALID_ARGUMENTS, "arguments must be a JSON object", step_id)]
     errors: list[PlanError] = []
     size = len(canonical_json(arguments).encode("utf-8"))
-    if size > spec.max_argument_bytes:
+    if max_bytes is not None and size > max_bytes:
         errors.append(PlanError(ErrorCodes.ARGUMENTS_TOO_LARGE,
-                                f"arguments are {size} bytes, over the limit of {spec.max_argument_bytes}", step_id))
-    for where, message in schemas.errors(spec.schema, arguments):
+                                f"arguments are {size} bytes, over the limit of {max_bytes}", step_id))
+    for where, message in schemas.errors(schema, arguments):
         if where == "schema":
             errors.append(PlanError(ErrorCodes.INVALID_SCHEMA, message, step_id))
         else:

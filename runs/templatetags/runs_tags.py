@@ -11,7 +11,7 @@ from datetime import timedelta
 from django import template
 from django.utils.html import format_html, format_html_join
 
-from runs.choices import STOP_REASON_VALUES
+from core.choices import STOP_REASON_VALUES
 
 register = template.Library()
 
@@ -175,7 +175,8 @@ def _human_scalar(key: str, value) -> str:
         return "yes" if value is True else "no" if value is False else "—"
     if isinstance(value, (int, float)):
         if lowered.endswith(_MOMENT_SUFFIXES) and 1e8 < value < 1e11:
-            from datetime import datetime, timezone as tz
+            from datetime import datetime
+            from datetime import timezone as tz
 
             return datetime.fromtimestamp(value, tz=tz.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
         if lowered.endswith(_SECONDS_SUFFIXES) or lowered in ("deadline", "time"):

@@ -13,7 +13,7 @@ class TestApiConventions:
         assert set(response.json()["error"]) >= {"code", "message"}
 
     def test_it_accepts_token_authentication(self, operator):
-        from agentops.tokens import token_create
+        from core.tokens import token_create
 
         _, key = token_create(user=operator, name="test")
         api = APIClient()

@@ -128,7 +128,7 @@ def lead_operator(roles):
 
 
 def test_only_the_lead_operator_role_holds_manage_all_runs():
-    from agentops.roles import MANAGE_ALL_RUNS, ROLE_PERMISSIONS
+    from core.roles import MANAGE_ALL_RUNS, ROLE_PERMISSIONS
 
     assert [role for role, perms in ROLE_PERMISSIONS.items() if MANAGE_ALL_RUNS in perms] == ["lead operator"]
     assert set(ROLE_PERMISSIONS["operator"]) < set(ROLE_PERMISSIONS["lead operator"])

@@ -3,7 +3,7 @@ import subprocess
 import sys
 import time
 
-from agentops.management.commands.serve import Supervisor
+from core.management.commands.serve import Supervisor
 
 
 def test_a_process_that_dies_is_restarted_and_the_others_go_on():

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_reviewer_compares_the_modes_and_drills_into_a_run(page, live_server, login, operator, viewer, shot):
-    from runs.evaluation.services import evaluation_run_now, evaluation_suites_sync
+    from evaluation.services import evaluation_run_now, evaluation_suites_sync
 
     suite = next(s for s in evaluation_suites_sync() if s.name == "standard")
     evaluation = evaluation_run_now(user=operator, suite_id=suite.pk, label="browser check")

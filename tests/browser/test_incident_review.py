@@ -217,7 +217,7 @@ def test_the_evaluation_table_keeps_task_and_verdict_in_view_and_explains_verdic
         page, live_server, login, operator, viewer, shot, outside_requests):
     from axe_playwright_python.sync_playwright import Axe
 
-    from runs.evaluation.services import evaluation_run_now, evaluation_suites_sync
+    from evaluation.services import evaluation_run_now, evaluation_suites_sync
 
     suite = next(s for s in evaluation_suites_sync() if s.name == "standard")
     evaluation = evaluation_run_now(user=operator, suite_id=suite.pk, label="narrow check")

@@ -6,8 +6,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_an_admin_with_the_stdio_role_imports_a_real_stdio_servers_tool(page, live_server, login, registry,
                                                                        stdio_allowed, settings, shot):
-    from agentops.models import AuditEvent
     from capabilities.models import Capability
+    from core.models import AuditEvent
 
     settings.AGENTOPS_MCP_STDIO_COMMANDS = ["python -m mcp_server_time"]
     login(stdio_allowed).goto(f"{live_server.url}/capabilities/mcp-servers/new/")

@@ -40,8 +40,9 @@ def test_an_operator_sets_up_a_rule_and_sees_its_delivery(page, live_server, log
     page.get_by_role("button", name="Add rule").click()
     expect(page.get_by_role("alert").first).to_contain_text("a list of budgets")
 
-    from runs.models import RunLabel
     from django.utils import timezone
+
+    from runs.models import RunLabel
 
     run = Run.objects.create(goal="Payments refund stuck", completion={}, budgets={}, planner="rules", owner=operator,
                              status="stopped", stop_reason="stalled", stop_detail="same search twice",

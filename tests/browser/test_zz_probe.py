@@ -1,6 +1,8 @@
 import pytest
+
 pytestmark = pytest.mark.django_db(transaction=True)
 from tests.browser.test_incident_review import stalled_run
+
 
 def test_probe(page, live_server, login, registry, manual_advance, operator):
     run = stalled_run(operator)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from capabilities.demo import functions
-from capabilities.executors.python import PythonExecutor
-from capabilities.pyregistry import CallContext
+from capabilities.kinds.python.executor import PythonExecutor
+from capabilities.kinds.python.registry import CallContext
 from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
 
 pytestmark = pytest.mark.django_db(transaction=True)

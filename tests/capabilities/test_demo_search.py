@@ -8,7 +8,7 @@ import pytest
 from capabilities.demo import search
 from capabilities.demo.functions import get_document as get_document_capability
 from capabilities.demo.functions import search_documents as search_capability
-from capabilities.executors.python import PythonExecutor
+from capabilities.kinds.python.executor import PythonExecutor
 from runs.runtime.observation import ErrorCode
 
 

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from capabilities.executors.base import FileOutputStore
-from capabilities.executors.http import HttpExecutor, retry_after_seconds
-from capabilities.executors.netguard import NetGuard
+from capabilities.kinds.http.executor import HttpExecutor, retry_after_seconds
+from capabilities.netguard import NetGuard
 from runs.runtime.capability import CapabilitySpec, Kind, SideEffect
 from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
 

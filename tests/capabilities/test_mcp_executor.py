@@ -2,15 +2,23 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from capabilities.executors.base import CapabilityError, FileOutputStore
-from capabilities.executors.mcp import McpExecutor, StdioPolicy, ToolHints, ToolInfo, code_for_error_text, list_tools, suggested_policy
+from capabilities.kinds.mcp.executor import (
+    McpExecutor,
+    StdioPolicy,
+    ToolHints,
+    ToolInfo,
+    code_for_error_text,
+    list_tools,
+    suggested_policy,
+)
 from runs.runtime.capability import CapabilitySpec, Kind, SideEffect
 from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
 
@@ -173,7 +181,7 @@ def test_it_reads_the_error_code_from_the_tool_error_text(text, code):
 
 class TestHttpTransport:
     def test_it_lists_and_calls_tools_over_streamable_http(self, http_mcp_server, tmp_path):
-        from capabilities.executors.netguard import NetGuard
+        from capabilities.netguard import NetGuard
 
         guard = NetGuard(["127.0.0.1"])
         config = {"transport": "http", "url": http_mcp_server}
@@ -184,7 +192,7 @@ class TestHttpTransport:
         assert run(executor, spec, {"a": 1, "b": 2}).output == {"result": 3}
 
     def test_it_refuses_a_server_off_the_allowlist(self, http_mcp_server, tmp_path):
-        from capabilities.executors.netguard import NetGuard
+        from capabilities.netguard import NetGuard
 
         executor = McpExecutor(guard=NetGuard(["tools.example.com"]), output_store=FileOutputStore(tmp_path))
         spec = CapabilitySpec(name="mcp_add", kind=Kind.MCP,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from capabilities.executors.netguard import NetGuard, URLRefused, validate_url
+from capabilities.netguard import NetGuard, URLRefused, validate_url
 
 
 def resolving_to(*addresses):

@@ -9,9 +9,14 @@ from typing import Annotated, Any, Literal, Optional
 import pytest
 
 from capabilities.executors.base import CapabilityError, FileOutputStore
-from capabilities.executors.python import PythonExecutor
-from capabilities.pyregistry import (CallContext, capability, registered_capabilities, resolve,
-                                     schema_from_signature)
+from capabilities.kinds.python.executor import PythonExecutor
+from capabilities.kinds.python.registry import (
+    CallContext,
+    capability,
+    registered_capabilities,
+    resolve,
+    schema_from_signature,
+)
 from runs.runtime.capability import Kind, SideEffect
 from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentops.models import AuditEvent
 from capabilities.models import Capability
+from core.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 

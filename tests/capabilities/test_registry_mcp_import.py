@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from agentops.models import AuditEvent
 from capabilities.models import Capability, McpServer
+from core.models import AuditEvent
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.usefixtures("try_inline", "stdio_allowed")]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from agentops.models import AuditEvent
 from capabilities import services
 from capabilities.models import Capability
+from core.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 

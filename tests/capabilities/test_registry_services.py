@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentops.models import AuditEvent
-from agentops.services import Conflict, InvalidInput, NotAllowed
 from capabilities import services
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.selectors import capability_version_diff, capability_versions
+from core.errors import Conflict, InvalidInput, NotAllowed
+from core.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 
@@ -288,7 +288,7 @@ class TestSync:
     def test_sync_creates_a_missing_capability_with_an_audit_event(self):
         from dataclasses import replace
 
-        from capabilities.pyregistry import registered_capabilities
+        from capabilities.kinds.python.registry import registered_capabilities
 
         definition = replace(registered_capabilities()["get_document"], name="fetch_document")
         result = services.python_capabilities_sync(definitions={"fetch_document": definition})
@@ -308,7 +308,7 @@ class TestSync:
     def test_sync_keeps_an_operators_edit_and_applies_only_what_the_code_changed(self, registry_admin):
         from dataclasses import replace
 
-        from capabilities.pyregistry import registered_capabilities
+        from capabilities.kinds.python.registry import registered_capabilities
 
         search = Capability.objects.get(name="search_documents")
         services.capability_update(user=registry_admin, capability_id=search.pk, policy={"requires_approval": True})

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from capabilities.selectors import Usage, capability_usage
+from capabilities.usage import Usage, capability_usage
 
 pytestmark = pytest.mark.django_db
 

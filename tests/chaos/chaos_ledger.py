@@ -22,7 +22,7 @@ import time
 from contextlib import contextmanager
 from typing import Any
 
-from capabilities.pyregistry import CallContext, capability
+from capabilities.kinds.python.registry import CallContext, capability
 
 
 def _path() -> str:

@@ -6,7 +6,7 @@ import pytest
 
 @pytest.fixture
 def standard_suite(db):
-    from runs.evaluation.services import evaluation_suites_sync
+    from evaluation.services import evaluation_suites_sync
 
     return next(s for s in evaluation_suites_sync() if s.name == "standard")
 
@@ -14,7 +14,7 @@ def standard_suite(db):
 @pytest.fixture
 def run_suite(db):
     """Run an evaluation of a suite now, in this process, through the production runner."""
-    from runs.evaluation.services import evaluation_run_now
+    from evaluation.services import evaluation_run_now
 
     def run(suite, user, label=""):
         return evaluation_run_now(user=user, suite_id=suite.pk, label=label)
@@ -27,8 +27,8 @@ def small_suite(db):
     """A two-task suite: a simple lookup and an empty result that needs a broader query."""
     import json
 
-    from runs.evaluation.suites import SUITES_DIR
-    from runs.models import EvaluationSuite
+    from evaluation.models import EvaluationSuite
+    from evaluation.suites import SUITES_DIR
 
     tasks = json.loads((SUITES_DIR / "standard.json").read_text())["tasks"]
     chosen = [t for t in tasks if t["name"] in ("lookup-policy-by-id", "empty-result-needs-broader-query")]

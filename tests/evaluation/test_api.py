@@ -1,7 +1,7 @@
 """The evaluation API: start (202), follow, list suites; one end-to-end run on a real worker."""
 import pytest
 
-from runs.models import Evaluation
+from evaluation.models import Evaluation
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +63,7 @@ class TestEvaluationReadApi:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_an_evaluation_started_through_the_api_runs_on_a_real_worker(celery_worker, api_for, operator, wait_until):
-    from runs.evaluation.services import evaluation_suites_sync
+    from evaluation.services import evaluation_suites_sync
 
     evaluation_suites_sync()
     response = api_for(operator).post("/api/evaluations/", {"suite": "standard", "label": "e2e"}, format="json")

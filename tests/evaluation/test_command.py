@@ -5,7 +5,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from runs.models import Evaluation, EvaluationSuite
+from evaluation.models import Evaluation, EvaluationSuite
 
 pytestmark = pytest.mark.django_db
 

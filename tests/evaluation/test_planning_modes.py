@@ -5,8 +5,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agentops.services import InvalidInput
-from runs.evaluation.services import evaluation_create, evaluation_run_now, evaluation_suites_sync
+from core.errors import InvalidInput
+from evaluation.services import evaluation_create, evaluation_run_now, evaluation_suites_sync
 from runs.models import Attempt, PlanRevision
 
 pytestmark = pytest.mark.django_db
@@ -144,6 +144,6 @@ class TestRegisteredCapabilities:
 
 
 def demo_suite_tasks():
-    from runs.evaluation.suites import SUITES_DIR
+    from evaluation.suites import SUITES_DIR
 
     return json.loads((SUITES_DIR / "demo-capabilities.json").read_text())["tasks"]

@@ -3,7 +3,7 @@ from datetime import timedelta
 
 import pytest
 
-from runs.readiness import readiness_review
+from evaluation.readiness import readiness_review
 
 pytestmark = pytest.mark.django_db
 

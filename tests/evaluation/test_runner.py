@@ -1,7 +1,8 @@
 """The runner: both modes through the production controller, persisted as real runs."""
 import pytest
 
-from runs.models import Approval, Attempt, Decision, Evaluation, EvaluationResult, PlanRevision, Run
+from evaluation.models import Evaluation, EvaluationResult
+from runs.models import Approval, Attempt, Decision, PlanRevision, Run
 
 pytestmark = pytest.mark.django_db
 
@@ -9,7 +10,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(scope="class")
 def standard_evaluation(class_operator):
     """The bundled suite evaluated once per class: its tests only read the results (~0.6 s a run)."""
-    from runs.evaluation.services import evaluation_run_now, evaluation_suites_sync
+    from evaluation.services import evaluation_run_now, evaluation_suites_sync
 
     suite = next(s for s in evaluation_suites_sync() if s.name == "standard")
     return evaluation_run_now(user=class_operator, suite_id=suite.pk, label="baseline")
@@ -121,8 +122,8 @@ class TestRunning:
         import copy
         import json
 
-        from runs.evaluation.suites import SUITES_DIR
-        from runs.models import EvaluationSuite
+        from evaluation.models import EvaluationSuite
+        from evaluation.suites import SUITES_DIR
 
         tasks = json.loads((SUITES_DIR / "standard.json").read_text())["tasks"]
         task = copy.deepcopy(next(t for t in tasks if t["name"] == "open-ticket-with-approval"))
@@ -134,8 +135,8 @@ class TestRunning:
         assert Approval.objects.get(run=row.run).state == "expired"
 
     def test_a_second_delivery_of_the_same_evaluation_does_nothing(self, small_suite, operator):
-        from runs.evaluation.runner import evaluation_run
-        from runs.evaluation.services import evaluation_create
+        from evaluation.runner import evaluation_run
+        from evaluation.services import evaluation_create
 
         evaluation = evaluation_create(user=operator, suite_id=small_suite.pk)
         assert evaluation_run(evaluation_id=evaluation.pk).status == "completed"
@@ -143,8 +144,8 @@ class TestRunning:
         assert EvaluationResult.objects.filter(evaluation=evaluation).count() == 4
 
     def test_an_invalid_suite_fails_the_evaluation_with_its_problems(self, operator, small_suite):
-        from runs.evaluation.runner import evaluation_run
-        from runs.evaluation.services import evaluation_create
+        from evaluation.runner import evaluation_run
+        from evaluation.services import evaluation_create
 
         evaluation = evaluation_create(user=operator, suite_id=small_suite.pk)
         small_suite.tasks = [{"name": "x"}]

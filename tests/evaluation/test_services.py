@@ -1,10 +1,10 @@
 """Services: syncing the bundled suites, starting an evaluation."""
 import pytest
 
-from agentops.models import AuditEvent
-from agentops.services import InvalidInput, NotAllowed
-from runs.evaluation import services
-from runs.models import Evaluation, EvaluationSuite
+from core.errors import InvalidInput, NotAllowed
+from core.models import AuditEvent
+from evaluation import services
+from evaluation.models import Evaluation, EvaluationSuite
 
 pytestmark = pytest.mark.django_db
 

@@ -4,9 +4,16 @@ import json
 
 import pytest
 
-from runs.evaluation.suites import (SUITES_DIR, SuiteError, bundled_suites, load_suite_file, parse_suite,
-                                    scenario_dict, task_problems)
-from runs.runtime.scenario import load_scenario
+from evaluation.suites import (
+    SUITES_DIR,
+    SuiteError,
+    bundled_suites,
+    load_suite_file,
+    parse_suite,
+    scenario_dict,
+    task_problems,
+)
+from runs.runtime.sim.scenario import load_scenario
 
 STANDARD = json.loads((SUITES_DIR / "standard.json").read_text())
 

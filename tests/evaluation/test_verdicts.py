@@ -1,8 +1,15 @@
 """Verdicts and aggregates: pure functions, no database."""
 import pytest
 
-from runs.evaluation.verdicts import (VERDICT_LABELS, Outcome, VerdictCode, aggregate_deltas, mode_aggregate,
-                                      task_verdict, verdict_counts)
+from evaluation.verdicts import (
+    VERDICT_LABELS,
+    Outcome,
+    VerdictCode,
+    aggregate_deltas,
+    mode_aggregate,
+    task_verdict,
+    verdict_counts,
+)
 
 
 def ok(**kw):

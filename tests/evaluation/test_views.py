@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from runs.models import Evaluation, EvaluationResult, EvaluationSuite
+from evaluation.models import Evaluation, EvaluationResult, EvaluationSuite
 
 pytestmark = pytest.mark.django_db
 
@@ -106,7 +106,7 @@ class TestDetail:
     def test_it_escapes_labels_and_task_names(self, client_for, viewer, operator, run_suite):
         import copy
 
-        from runs.evaluation.suites import SUITES_DIR
+        from evaluation.suites import SUITES_DIR
 
         tasks = json.loads((SUITES_DIR / "standard.json").read_text())["tasks"]
         task = copy.deepcopy(tasks[0])
@@ -141,8 +141,8 @@ class TestExport:
     def test_csv_cells_cannot_become_spreadsheet_formulas(self, operator, run_suite):
         import copy
 
-        from runs.evaluation.export import evaluation_csv
-        from runs.evaluation.suites import SUITES_DIR
+        from evaluation.export import evaluation_csv
+        from evaluation.suites import SUITES_DIR
 
         task = copy.deepcopy(json.loads((SUITES_DIR / "standard.json").read_text())["tasks"][0])
         task["name"] = "=HYPERLINK(\"http://x\")"

@@ -8,8 +8,8 @@ from http.server import ThreadingHTTPServer
 import pytest
 from django.utils import timezone
 
-from agentops.models import AuditEvent
-from agentops.services import InvalidInput, NotAllowed
+from core.errors import InvalidInput, NotAllowed
+from core.models import AuditEvent
 from notifications import outbox, services
 from notifications.models import Channel, Delivery, Rule
 from runs.models import RunLabel

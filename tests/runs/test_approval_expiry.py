@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from agentops.services import Conflict
 from capabilities.models import CapabilityVersion, Ticket
+from core.errors import Conflict
 from runs import engine, services
-from runs.approval_expiry import sweep_expired_approvals
 from runs.models import Approval, Run
+from runs.sweeps import sweep_expired_approvals
 
 TICKET_PLAN = [[{"capability": "create_ticket", "arguments": {"title": "Printer on fire"}}]]
 TICKET_DONE = {"capability": "create_ticket", "path": "ticket_id", "exists": True}

@@ -86,7 +86,7 @@ class TestDashboardNumbers:
         assert len(data["labels"]) == 28
 
     def test_it_leaves_evaluation_runs_out(self, known_dataset, operator, make_run):
-        from runs.models import Evaluation, EvaluationSuite
+        from evaluation.models import Evaluation, EvaluationSuite
 
         suite = EvaluationSuite.objects.create(name="s", tasks=[])
         evaluation = Evaluation.objects.create(suite=suite, started_by=operator)
@@ -131,7 +131,7 @@ class TestDashboardView:
         assert 'aria-current="true">Last hour' in body
 
     def test_it_escapes_capability_names_in_charts(self, db):
-        from runs.charts import bars, stacked_bars
+        from core.charts import bars, stacked_bars
 
         svg = bars(title="t<script>", items=[("<b>x</b>", 1)], x_label="n")
         assert "<b>x</b>" not in svg and "&lt;b&gt;x&lt;/b&gt;" in svg and "t<script>" not in svg

@@ -6,7 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from capabilities.models import CapabilityVersion, Ticket
-from runs import engine, services
+from runs import adapters, engine, leases, services, sweeps
 from runs.models import Approval, Attempt, Run
 from runs.persistence import PassWriter
 from runs.runtime.intents import LeaseLost
@@ -41,12 +41,12 @@ class Slice:
     """One worker's slice, driven pass by pass the way engine.run_advance drives it."""
 
     def __init__(self, run_id, worker):
-        self.lease = engine.claim(run_id, worker)
+        self.lease = leases.claim(run_id, worker)
         assert self.lease is not None
         run = Run.objects.get(pk=run_id)
         self.writer = PassWriter(run, self.lease)
         self.writer.load_interrupted()
-        self.controller = engine.build_controller(run, self.writer)
+        self.controller = adapters.build_controller(run, self.writer)
         self.state = RunState.from_dict(run.state)
         self.writer.previous = self.state
 
@@ -62,25 +62,25 @@ class Slice:
 class TestFencedLeases:
     def test_every_claim_raises_the_token(self, operator, demo_capabilities):
         run = ticket_run(operator)
-        first = engine.claim(run.pk, "a")
+        first = leases.claim(run.pk, "a")
         expire_lease(run.pk)
-        second = engine.claim(run.pk, "b")
+        second = leases.claim(run.pk, "b")
         assert second.token == first.token + 1
 
     def test_the_heartbeat_renews_only_a_lease_still_held(self, operator, demo_capabilities):
         run = ticket_run(operator)
-        lease = engine.claim(run.pk, "a")
+        lease = leases.claim(run.pk, "a")
         Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() + timedelta(seconds=1))
-        assert engine.renew(lease)
+        assert leases.renew(lease)
         assert Run.objects.get(pk=run.pk).lease_expires_at > timezone.now() + timedelta(seconds=5)
         expire_lease(run.pk)
-        assert engine.claim(run.pk, "b")
-        assert not engine.renew(lease)
+        assert leases.claim(run.pk, "b")
+        assert not leases.renew(lease)
 
     def test_a_redelivered_copy_cannot_reclaim_its_own_live_lease(self, operator, demo_capabilities):
         run = ticket_run(operator)
-        assert engine.claim(run.pk, "host:task-1")
-        assert engine.claim(run.pk, "host:task-1") is None
+        assert leases.claim(run.pk, "host:task-1")
+        assert leases.claim(run.pk, "host:task-1") is None
 
     def test_a_worker_that_lost_its_lease_writes_nothing(self, operator, demo_capabilities):
         run = start(operator, [{"capability": "search_documents", "arguments": {"q": "travel"}}],
@@ -88,7 +88,7 @@ class TestFencedLeases:
         stale = Slice(run.pk, "stale")
         transition = stale.advance()                      # the plan pass, computed but not yet written
         expire_lease(run.pk)
-        assert engine.claim(run.pk, "new-owner")          # someone else takes over meanwhile
+        assert leases.claim(run.pk, "new-owner")          # someone else takes over meanwhile
         with pytest.raises(LeaseLost):
             stale.write(transition)
         run.refresh_from_db()
@@ -105,7 +105,7 @@ class TestFencedLeases:
         worker.write(transition)
         assert Run.objects.get(pk=run.pk).cancel_requested_at is not None
         assert worker.writer.cancel_requested           # read back by the pass's own UPDATE ... RETURNING
-        engine.release(worker.lease)
+        leases.release(worker.lease)
         engine.run_advance(run_id=run.pk, worker="w2")
         run.refresh_from_db()
         assert run.status == "cancelled" and run.stop_reason == "cancelled"
@@ -176,7 +176,7 @@ class TestNothingStranded:
         approval = Approval.objects.get(run=run, state="pending")
         services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
         later = timezone.now() + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS + 5)
-        assert engine.requeue_orphaned_runs(now=later) == 1
+        assert sweeps.requeue_orphaned_runs(now=later) == 1
 
     def test_the_sweep_requeues_a_run_left_awaiting_an_approval_already_decided(self, operator, second_operator,
                                                                                demo_capabilities):
@@ -187,5 +187,5 @@ class TestNothingStranded:
         # As a run decided before this release would be: still awaiting_approval.
         Run.objects.filter(pk=run.pk).update(status="awaiting_approval",
                                              updated_at=timezone.now() - timedelta(seconds=5))
-        assert engine.requeue_orphaned_runs() == 1
+        assert sweeps.requeue_orphaned_runs() == 1
         assert Run.objects.get(pk=run.pk).status == "queued"

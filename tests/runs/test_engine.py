@@ -2,7 +2,7 @@
 import pytest
 
 from capabilities.models import CapabilityVersion, Ticket
-from runs import engine, services
+from runs import engine, leases, services, sweeps
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run
 
 
@@ -92,8 +92,8 @@ class TestRunAdvance:
     def test_a_second_worker_does_not_take_a_held_run(self, operator, demo_capabilities):
         run = start(operator, [[{"capability": "search_documents", "arguments": {"q": "travel"}}]],
                     {"capability": "search_documents", "path": "documents.0.id", "exists": True})
-        assert engine.claim(run.pk, "worker-a")
-        assert not engine.claim(run.pk, "worker-b")
+        assert leases.claim(run.pk, "worker-a")
+        assert not leases.claim(run.pk, "worker-b")
         assert engine.run_advance(run_id=run.pk, worker="worker-b") is None
         assert Run.objects.get(pk=run.pk).status == "queued"
 
@@ -145,15 +145,15 @@ class TestPlanApprovalAndPolicy:
                     {"capability": "create_ticket", "path": "ticket_id", "exists": True})
         run = advance(run)
         assert run.status == "awaiting_approval"
-        assert engine.sweep_overdue_runs(now=timezone.now()) == 0
-        assert engine.sweep_overdue_runs(now=timezone.now() + timezone.timedelta(seconds=61)) == 1
+        assert sweeps.sweep_overdue_runs(now=timezone.now()) == 0
+        assert sweeps.sweep_overdue_runs(now=timezone.now() + timezone.timedelta(seconds=61)) == 1
         run.refresh_from_db()
         assert run.stop_reason == "budget_exhausted:deadline" and "awaiting approval" in run.stop_detail
         assert Approval.objects.get(run=run).state == "expired"
 
     def test_an_approval_decided_twice_is_refused_the_second_time(self, operator, second_operator, viewer,
                                                                   demo_capabilities):
-        from agentops.services import Conflict, NotAllowed
+        from core.errors import Conflict, NotAllowed
 
         run = start(operator, [[{"capability": "create_ticket", "arguments": {"title": "Twice"}}]],
                     {"capability": "create_ticket", "path": "ticket_id", "exists": True})
@@ -169,7 +169,7 @@ class TestPlanApprovalAndPolicy:
             services.approval_decide(approval_id=approval.pk, user=operator, approve=True)
 
     def test_four_eyes_forbids_approving_ones_own_run(self, operator, settings, demo_capabilities):
-        from agentops.services import NotAllowed
+        from core.errors import NotAllowed
 
         settings.AGENTOPS_FOUR_EYES = True
         run = start(operator, [[{"capability": "create_ticket", "arguments": {"title": "Mine"}}]],
@@ -208,7 +208,7 @@ class TestOrphanedRuns:
 
     def test_it_queues_again_a_run_no_worker_has_touched(self, operator, queued):
         run = self._run(operator)
-        assert engine.requeue_orphaned_runs() == 1 and queued == [run.pk]
+        assert sweeps.requeue_orphaned_runs() == 1 and queued == [run.pk]
 
     def test_it_leaves_held_waiting_and_recent_runs_alone(self, operator, queued):
         from django.utils import timezone
@@ -219,7 +219,7 @@ class TestOrphanedRuns:
         self._run(operator, status="awaiting_approval")                      # waits for a person
         start(operator, [[{"capability": "search_documents", "arguments": {"q": "x"}}]],
               {"capability": "search_documents", "path": "documents.0.id", "exists": True})  # just queued
-        assert engine.requeue_orphaned_runs() == 0 and queued == []
+        assert sweeps.requeue_orphaned_runs() == 0 and queued == []
 
 
 @pytest.mark.django_db(transaction=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentops.models import AuditEvent
-from runs import engine, services
+from core.models import AuditEvent
+from runs import engine, services, sweeps
 from runs.models import PlanRevision, PlanSubmission, Run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -205,8 +205,8 @@ class TestSweep:
         from django.utils import timezone
 
         run = advance(start(operator, deadline_s=5))
-        assert engine.sweep_overdue_runs(now=timezone.now()) == 0
-        assert engine.sweep_overdue_runs(now=timezone.now() + timezone.timedelta(seconds=6)) == 1
+        assert sweeps.sweep_overdue_runs(now=timezone.now()) == 0
+        assert sweeps.sweep_overdue_runs(now=timezone.now() + timezone.timedelta(seconds=6)) == 1
         run.refresh_from_db()
         assert run.status == "stopped" and run.stop_reason == "budget_exhausted:deadline"
         assert "waiting for the external agent's plan for revision 1" in run.stop_detail
@@ -218,13 +218,13 @@ class TestSweep:
         woken = []
         monkeypatch.setattr(tasks.advance_run, "apply_async", lambda args, **kw: woken.append(args[0]))
         run = advance(start(operator))
-        assert engine.sweep_overdue_runs() == 0 and woken == []
+        assert sweeps.sweep_overdue_runs() == 0 and woken == []
         PlanSubmission.objects.create(run=run, revision=1, plan=[SEARCH_STEP], submitted_by=operator)
-        engine.sweep_overdue_runs()
+        sweeps.sweep_overdue_runs()
         assert woken == [run.pk]
         advance(run)
         woken.clear()
-        engine.sweep_overdue_runs()
+        sweeps.sweep_overdue_runs()
         assert woken == []
 
 
@@ -281,7 +281,7 @@ class TestWithAWorker:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_readme_client_example_runs_as_written(celery_worker, live_server, operator, demo_capabilities):
-    from agentops.tokens import token_create
+    from core.tokens import token_create
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("\n## Planners"):]

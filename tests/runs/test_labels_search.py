@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agentops.services import InvalidInput
+from core.errors import InvalidInput
 from runs import services
 from runs.models import Run, RunLabel, SavedView
 

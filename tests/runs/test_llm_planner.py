@@ -14,7 +14,7 @@ from runs.planners.llm import LLMConfig, LLMPlanner
 from runs.runtime.controller import Controller
 from runs.runtime.events import PlanProposed
 from runs.runtime.planning import PlanningRequest
-from runs.runtime.scenario import prepare_scenario
+from runs.runtime.sim.scenario import prepare_scenario
 from runs.runtime.stop import RunStatus
 
 SEARCH = {"name": "search", "timeout_s": 2, "retry": {"max_attempts": 1},

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from runs import selectors
 from runs.pagination import InvalidCursor, capped_count, encode_cursor, keyset_page
-from runs.views import SORT_CHOICES
+from runs.web.views import SORT_CHOICES
 
 
 @pytest.fixture

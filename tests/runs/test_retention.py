@@ -7,9 +7,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from agentops.models import AuditEvent
 from capabilities.models import StoredOutput
 from capabilities.outputs import store_json
+from core.models import AuditEvent
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, RunLabel, Step
 from runs.retention import purge_by_setting, purge_runs
 

@@ -37,7 +37,7 @@ class TestRecording:
         assert row.latency_min == row.latency_max == pytest.approx(0.3)
 
     def test_it_leaves_evaluation_runs_out(self, make_run, operator):
-        from runs.models import Evaluation, EvaluationSuite
+        from evaluation.models import Evaluation, EvaluationSuite
 
         evaluation = Evaluation.objects.create(suite=EvaluationSuite.objects.create(name="s", tasks=[]),
                                                started_by=operator)

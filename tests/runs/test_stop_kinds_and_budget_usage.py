@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from capabilities.models import CapabilityVersion
 from runs import engine, services
 from runs.budget_usage import run_budget_usage
 from runs.models import Run

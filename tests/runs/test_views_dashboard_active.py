@@ -36,7 +36,7 @@ class TestActiveRuns:
         assert rows[0].time_left == timedelta(seconds=5)
 
     def test_it_leaves_evaluation_runs_out_unless_asked(self, make_run):
-        from runs.models import Evaluation, EvaluationSuite
+        from evaluation.models import Evaluation, EvaluationSuite
 
         suite = EvaluationSuite.objects.create(name="s", tasks=[])
         evaluation = Evaluation.objects.create(suite=suite, started_by=make_run().owner)
@@ -101,7 +101,7 @@ class TestDashboardPage:
 @pytest.mark.django_db
 class TestRunListFilters:
     def test_evaluation_runs_are_hidden_until_shown_and_the_choice_is_remembered(self, client_for, viewer, make_run):
-        from runs.models import Evaluation, EvaluationSuite
+        from evaluation.models import Evaluation, EvaluationSuite
 
         suite = EvaluationSuite.objects.create(name="s", tasks=[])
         evaluation = Evaluation.objects.create(suite=suite, started_by=viewer)
@@ -141,7 +141,8 @@ class TestRunListFilters:
 
 
 def test_an_upper_bound_rounds_up_to_the_next_second():
-    from datetime import datetime, timezone as tz
+    from datetime import datetime
+    from datetime import timezone as tz
 
     moment = datetime(2026, 12, 1, 15, 0, 5, 500_000, tzinfo=tz.utc)
     assert dashboard_active.local_param(moment).endswith(":05")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from runs.choices import STOP_REASON_VALUES
+from core.choices import STOP_REASON_VALUES
 from runs.models import Run
 
 

@@ -184,7 +184,7 @@ class TestTimeline:
 
 @pytest.mark.django_db
 def test_an_evaluation_run_links_to_its_twin_in_the_other_mode(client_for, viewer, make_run):
-    from runs.models import Evaluation, EvaluationResult, EvaluationSuite
+    from evaluation.models import Evaluation, EvaluationResult, EvaluationSuite
 
     suite = EvaluationSuite.objects.create(name="s", tasks=[])
     evaluation = Evaluation.objects.create(suite=suite, started_by=viewer)
@@ -194,8 +194,11 @@ def test_an_evaluation_run_links_to_its_twin_in_the_other_mode(client_for, viewe
         EvaluationResult.objects.create(evaluation=evaluation, task="lookup", mode=mode, run=run,
                                         verified_success=ok, status=run.status)
     body = client_for(viewer).get(url(direct)).content.decode()
-    assert f'<a href="/runs/{planning.pk}/">the planning twin of task lookup (run #{planning.pk}, succeeded)</a>' in body
     assert f'href="/evaluations/{evaluation.pk}/"' in body
+    # The twins come from the evaluation app, loaded into the page by htmx.
+    assert f'hx-get="/evaluations/runs/{direct.pk}/twins/"' in body
+    twins = client_for(viewer).get(f"/evaluations/runs/{direct.pk}/twins/").content.decode()
+    assert f'<a href="/runs/{planning.pk}/">the planning twin of task lookup (run #{planning.pk}, succeeded)</a>' in twins
 
 
 @pytest.mark.django_db

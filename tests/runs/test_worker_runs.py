@@ -1,8 +1,8 @@
 """Whole runs through a real Celery worker process on the configured database and broker."""
 import pytest
 
-from agentops.models import AuditEvent
 from capabilities.models import CapabilityVersion, Ticket
+from core.models import AuditEvent
 from runs import services
 from runs.models import Approval, Run
 

@@ -2,7 +2,7 @@
 from runs.runtime.events import AttemptFinished, RunStopped
 from runs.runtime.ids import SequentialIds
 from runs.runtime.observation import AdmissionRefused
-from runs.runtime.scenario import prepare_scenario
+from runs.runtime.sim.scenario import prepare_scenario
 
 SEARCH = {"name": "search", "responses": [{"return": {"documents": [{"id": "POL-7"}]}}]}
 FOUND = {"capability": "search", "path": "documents.0.id", "equals": "POL-7"}

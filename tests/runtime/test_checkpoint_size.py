@@ -3,7 +3,7 @@ import json
 
 from runs.runtime.checkpoint import HISTORY_OUTPUT_BYTES, bounded_for_history
 from runs.runtime.observation import Observation
-from runs.runtime.scenario import prepare_scenario
+from runs.runtime.sim.scenario import prepare_scenario
 
 
 def polling_run(output):

@@ -1,7 +1,13 @@
 import pytest
 
-from runs.runtime.completion import (CompletionCriteria, completion_errors, completion_met, is_empty, register_check,
-                                     resolve_path)
+from runs.runtime.completion import (
+    CompletionCriteria,
+    completion_errors,
+    completion_met,
+    is_empty,
+    register_check,
+    resolve_path,
+)
 
 OUTPUT = {"documents": [{"id": "POL-7", "tags": []}], "total": 0}
 

@@ -7,11 +7,17 @@ import pytest
 
 from runs.runtime.approvals import ApprovalDecision
 from runs.runtime.controller import Controller
-from runs.runtime.events import (ApprovalRequested, AttemptFinished, DecisionMade, PlanProposed, RunStopped,
-                                 StatusChanged)
+from runs.runtime.events import (
+    ApprovalRequested,
+    AttemptFinished,
+    DecisionMade,
+    PlanProposed,
+    RunStopped,
+    StatusChanged,
+)
 from runs.runtime.observation import Observation, SideEffectStatus
 from runs.runtime.planning import PlanProposal
-from runs.runtime.scenario import prepare_scenario, run_scenario
+from runs.runtime.sim.scenario import prepare_scenario, run_scenario
 from runs.runtime.state import RunState
 from runs.runtime.stop import RunStatus
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from runs.runtime.intents import CallIntent, LeaseLost
-from runs.runtime.scenario import prepare_scenario
+from runs.runtime.sim.scenario import prepare_scenario
 
 
 class Crash(Exception):

@@ -1,7 +1,7 @@
 from runs.runtime.budgets import Budgets
 from runs.runtime.capability import CapabilitySpec, SideEffect
 from runs.runtime.plan import parse_plan
-from runs.runtime.simulation import StaticAuthorizer, StaticRegistry
+from runs.runtime.sim.simulation import StaticAuthorizer, StaticRegistry
 from runs.runtime.validation import find_cycles, plan_depth, validate_plan
 
 SEARCH = CapabilitySpec(name="search", schema={"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},

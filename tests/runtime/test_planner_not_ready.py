@@ -5,7 +5,7 @@ from runs.runtime.controller import Controller
 from runs.runtime.events import PlanProposed, RunStopped, StatusChanged
 from runs.runtime.plan import PlanError
 from runs.runtime.planning import PlanNotReady, PlanProposal
-from runs.runtime.scenario import prepare_scenario
+from runs.runtime.sim.scenario import prepare_scenario
 from runs.runtime.stop import RunStatus
 
 SEARCH = {"name": "search", "timeout_s": 2, "retry": {"max_attempts": 1},

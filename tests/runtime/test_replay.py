@@ -6,7 +6,7 @@ import pytest
 
 from runs.runtime import events as ev
 from runs.runtime.replay import record_from_events, scenario_from_record
-from runs.runtime.scenario import load_scenario, run_scenario
+from runs.runtime.sim.scenario import load_scenario, run_scenario
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.json"))
 COUNTS = ("status", "stop_reason", "tool_calls", "revisions", "retries", "approvals_requested", "tokens",

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from runs.runtime.capability import CapabilitySpec, RetryPolicy, SideEffect
-from runs.runtime.scenario import ScenarioError, load_scenario, run_scenario
+from runs.runtime.sim.scenario import ScenarioError, load_scenario, run_scenario
 
 MINIMAL = {"name": "minimal", "capabilities": [{"name": "search", "responses": [{"return": {"ok": 1}}]}],
            "planner": {"plans": [[{"capability": "search"}]]}}

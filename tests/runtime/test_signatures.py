@@ -1,6 +1,12 @@
 from runs.runtime.observation import Observation, OutputRef
-from runs.runtime.signatures import (action_signature, arguments_hash, canonical_json, idempotency_key,
-                                     outcome_fingerprint, signature_text)
+from runs.runtime.signatures import (
+    action_signature,
+    arguments_hash,
+    canonical_json,
+    idempotency_key,
+    outcome_fingerprint,
+    signature_text,
+)
 
 
 def test_canonical_json_ignores_key_order_and_whitespace():

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentops.services import NotAllowed
+from core.choices import RunStatus
+from core.errors import NotAllowed
 from runs import engine, services
-from runs.choices import RunStatus
 from runs.models import PlanSubmission
 
 FOUND = {"capability": "search_documents", "path": "documents.0.id", "exists": True}

@@ -12,7 +12,8 @@ import re
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings as hypothesis_settings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
@@ -73,7 +74,7 @@ def world(roles, keep_connection):
 def _headers_for(role: str) -> dict[str, str]:
     from django.contrib.auth.models import Group, User
 
-    from agentops.tokens import token_create
+    from core.tokens import token_create
 
     if role == "anonymous":
         return {}

@@ -105,7 +105,7 @@ class TestApiBodies:
         assert response.json()["budgets"]["max_calls_per_capability"] == {"search_documents": 3}
 
     def test_a_body_at_the_depth_limit_is_accepted_and_one_past_it_is_not(self, api, settings):
-        from agentops import jsonlimits
+        from core import jsonlimits
 
         limit = settings.AGENTOPS_JSON_MAX_DEPTH
         jsonlimits.loads("[" * limit + "]" * limit)
@@ -142,7 +142,7 @@ class TestFormFields:
         assert response.status_code == 400
 
     def test_start_evaluation_planner_settings(self, client, admin):
-        from runs.models import Evaluation
+        from evaluation.models import Evaluation
 
         response = _timed(lambda: self._client(client, admin).post("/evaluations/start/", {
             "planner_config": DEEP}, follow=True))

@@ -41,7 +41,7 @@ def pages(db, operator):
 
 
 def _an_evaluation(user):
-    from runs.evaluation.services import evaluation_start, evaluation_suites_sync
+    from evaluation.services import evaluation_start, evaluation_suites_sync
 
     suite = next(s for s in evaluation_suites_sync() if s.name == "standard")
     return evaluation_start(user=user, suite_id=suite.pk, label="csp")

@@ -5,15 +5,14 @@ confirmation, htmx filters) to prove it still works under the policy.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import expect
 
+from core.choices import RunStatus
 from runs import engine, services
-from runs.choices import RunStatus
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
@@ -57,7 +56,7 @@ def world(transactional_db):
     to_cancel = services.run_start(owner=admin, goal="Cancel me", planner="scripted", planner_config=plan,
                                    completion=completion, require_plan_approval=True)
     engine.run_advance(run_id=to_cancel.pk, worker="csp")
-    from runs.evaluation.services import evaluation_start, evaluation_suites_sync
+    from evaluation.services import evaluation_start, evaluation_suites_sync
 
     suite = next(s for s in evaluation_suites_sync() if s.name == "standard")
     evaluation = evaluation_start(user=admin, suite_id=suite.pk, label="csp")

@@ -6,8 +6,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from capabilities.executors.base import FileOutputStore
-from capabilities.executors.mcp import McpExecutor
-from capabilities.executors.netguard import NetGuard
+from capabilities.kinds.mcp.executor import McpExecutor
+from capabilities.netguard import NetGuard
 from runs.planners.llm import LLMConfig, LLMPlanner
 from runs.runtime.capability import CapabilitySpec, Kind
 from runs.runtime.observation import ErrorCode, Status
@@ -77,7 +77,7 @@ def test_every_mcp_http_request_goes_through_the_guard(http_mcp_server, tmp_path
 
 def test_the_client_for_new_egress_uses_the_same_guard(recorder, settings):
     from capabilities.egress import guarded_client
-    from capabilities.executors.netguard import URLRefused
+    from capabilities.netguard import URLRefused
 
     settings.AGENTOPS_HTTP_ALLOWED_HOSTS = ["127.0.0.1"]
     with guarded_client() as client:

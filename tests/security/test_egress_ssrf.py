@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from capabilities.executors.http import HttpExecutor
-from capabilities.executors.mcp import McpExecutor
-from capabilities.executors.netguard import NetGuard, URLRefused
 from capabilities.executors.base import FileOutputStore
+from capabilities.kinds.http.executor import HttpExecutor
+from capabilities.kinds.mcp.executor import McpExecutor
+from capabilities.netguard import NetGuard, URLRefused
 from runs.planners.llm import LLMConfig, LLMPlanner
 from runs.runtime import schemas
 from runs.runtime.capability import CapabilitySpec, Kind

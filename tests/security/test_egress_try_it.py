@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentops.models import AuditEvent
 from capabilities import services as registry
 from capabilities.models import Capability
+from core.models import AuditEvent
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("try_inline")]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from capabilities.executors import mcp_pool
 from capabilities.executors.base import FileOutputStore
-from capabilities.executors.mcp import McpExecutor, StdioPolicy
+from capabilities.kinds.mcp import pool as mcp_pool
+from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy
 from runs.runtime.capability import CapabilitySpec, Kind
 from runs.runtime.observation import Status
 

@@ -9,12 +9,11 @@ import pytest
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
-from agentops.models import AuditEvent
-from agentops.roles import REGISTRY_ADMIN, ROLE_PERMISSIONS, STDIO_MCP_ADMIN
-from capabilities.executors.base import FileOutputStore
-from capabilities.executors.mcp import McpExecutor, StdioPolicy, list_tools
-from capabilities.executors.base import CapabilityError
+from capabilities.executors.base import CapabilityError, FileOutputStore
+from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy, list_tools
 from capabilities.models import McpServer
+from core.models import AuditEvent
+from core.roles import REGISTRY_ADMIN, ROLE_PERMISSIONS, STDIO_MCP_ADMIN
 from runs.runtime.capability import CapabilitySpec, Kind
 from runs.runtime.observation import ErrorCode
 

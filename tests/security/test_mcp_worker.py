@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from agentops.models import AuditEvent
 from capabilities import services as registry
+from core.models import AuditEvent
 from runs import services
 from runs.models import Attempt, Run
 

@@ -7,9 +7,9 @@ import pytest
 
 from capabilities import services as registry
 from capabilities.executors.base import FileOutputStore
-from capabilities.executors.http import HttpExecutor
-from capabilities.executors.netguard import NetGuard
 from capabilities.executors.secrets import REDACTED, Redactor, is_credential_header
+from capabilities.kinds.http.executor import HttpExecutor
+from capabilities.netguard import NetGuard
 from runs.runtime.capability import CapabilitySpec, Kind
 from runs.runtime.observation import ErrorCode
 

@@ -8,8 +8,8 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agentops.models import ApiToken, AuditEvent
-from agentops.tokens import token_create
+from core.models import ApiToken, AuditEvent
+from core.tokens import token_create
 
 
 def _with_token(key):

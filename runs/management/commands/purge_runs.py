@@ -1,7 +1,7 @@
 """Delete finished runs older than N days, with everything under them; audit events stay."""
 from django.core.management.base import BaseCommand, CommandError
 
-from agentops.services import ServiceError
+from core.errors import ServiceError
 from runs.retention import BATCH_SIZE, purge_runs
 
 

@@ -1,5 +1,7 @@
 """Demo data for a first look: users per role, the bundled capabilities, a few runs.
 
+The evaluation app adds its own (seed_demo_evaluations: the bundled suites, measured once).
+
 Idempotent: users and runs are created once; passwords are generated on the
 first run, kept in var/demo-credentials.json (git-ignored) and printed each time.
 """
@@ -11,7 +13,10 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand
 
-from agentops.roles import OPERATOR, REGISTRY_ADMIN, VIEWER, sync_role_groups
+from capabilities.services import python_capabilities_sync
+from core.roles import OPERATOR, REGISTRY_ADMIN, VIEWER, sync_role_groups
+from runs import engine, services
+from runs.models import Run
 
 DEMO_USERS = (
     ("admin", None, "superuser: everything, including the Django admin"),
@@ -45,14 +50,11 @@ class Command(BaseCommand):
         parser.add_argument("--no-runs", action="store_true", help="users and capabilities only")
 
     def handle(self, *args, no_runs, **options):
-        from capabilities.services import python_capabilities_sync
-
         sync_role_groups(apps)
         python_capabilities_sync()
         credentials = self._users()
         if not no_runs:
             self._runs()
-            self._evaluation()
         self.stdout.write(self.style.SUCCESS("Demo users (also in var/demo-credentials.json):"))
         for username, group, what in DEMO_USERS:
             self.stdout.write(f"  {username:<9} {credentials[username]:<22} {group or 'superuser':<15} {what}")
@@ -75,24 +77,7 @@ class Command(BaseCommand):
         path.chmod(0o600)
         return credentials
 
-    def _evaluation(self) -> None:
-        """The bundled suite, measured once, so the comparison and readiness pages have data."""
-        from runs.evaluation.services import evaluation_run_now, evaluation_suites_sync
-        from runs.models import Evaluation
-
-        suites = evaluation_suites_sync()
-        if Evaluation.objects.exists():
-            return
-        for suite in suites:
-            evaluation = evaluation_run_now(user=User.objects.get(username="operator"), suite_id=suite.pk,
-                                            label="demo baseline")
-            self.stdout.write(f"  evaluation {evaluation.pk} ({suite.name}, {evaluation.planning_mode} planner): "
-                              f"{evaluation.summary.get('headline', evaluation.status)}")
-
     def _runs(self) -> None:
-        from runs import engine, services
-        from runs.models import Run
-
         if Run.objects.exists():
             return
         operator = User.objects.get(username="operator")

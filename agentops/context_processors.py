@@ -1,9 +1,0 @@
-"""Navigation facts every page shows (the pending-approval badge)."""
-
-
-def navigation(request):
-    if not getattr(request, "user", None) or not request.user.is_authenticated:
-        return {}
-    from runs.selectors import pending_approval_count
-
-    return {"pending_approvals": pending_approval_count()}

@@ -1,0 +1,31 @@
+"""Errors every service raises; the API and the pages turn them into 4xx answers."""
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    """A request the service refuses; the message is safe to show to the user."""
+
+    status = 400
+    code = "invalid"
+
+    def __init__(self, message: str, *, fields: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fields = fields or {}
+
+
+class InvalidInput(ServiceError):
+    status = 400
+    code = "invalid"
+
+
+class NotAllowed(ServiceError):
+    status = 403
+    code = "permission_denied"
+
+
+class Conflict(ServiceError):
+    status = 409
+    code = "conflict"

@@ -1,0 +1,92 @@
+"""Cross-cutting records: the audit trail and worker heartbeats."""
+from django.conf import settings
+from django.db import models
+
+
+class AuditAction(models.TextChoices):
+    CAPABILITY_CREATED = "capability.created"
+    CAPABILITY_UPDATED = "capability.updated"
+    CAPABILITY_DISABLED = "capability.disabled"
+    CAPABILITY_ENABLED = "capability.enabled"
+    CAPABILITY_TRIED = "capability.tried"
+    MCP_SERVER_ADDED = "mcp_server.added"
+    MCP_SERVER_STARTED = "mcp_server.started"
+    RUN_STARTED = "run.started"
+    RUN_CANCELLED = "run.cancelled"
+    STEP_APPROVED = "step.approved"
+    STEP_REJECTED = "step.rejected"
+    PLAN_APPROVED = "plan.approved"
+    PLAN_REJECTED = "plan.rejected"
+    PLAN_SUBMITTED = "plan.submitted"
+    EVALUATION_STARTED = "evaluation.started"
+    TOKEN_CREATED = "token.created"
+    TOKEN_REVOKED = "token.revoked"
+    NOTIFICATION_RULE_SAVED = "notification_rule.saved"
+    NOTIFICATION_RULE_DELETED = "notification_rule.deleted"
+    NOTIFICATION_CHANNEL_SAVED = "notification_channel.saved"
+    NOTIFICATION_CHANNEL_DELETED = "notification_channel.deleted"
+    RUNS_PURGED = "runs.purged"
+
+
+
+class AuditEvent(models.Model):
+    Action = AuditAction
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="audit_events")
+    action = models.CharField(max_length=40, choices=Action.choices)
+    target_type = models.CharField(max_length=40)
+    target_id = models.CharField(max_length=64)
+    summary = models.CharField(max_length=300)
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["target_type", "target_id", "-created_at"], name="audit_target_idx")]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(action__in=[a.value for a in AuditAction]), name="audit_action_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.action} {self.target_type}:{self.target_id}"
+
+
+class WorkerHeartbeat(models.Model):
+    """The last time each Celery worker proved it can take and finish a task."""
+
+    worker = models.CharField(max_length=200, unique=True)
+    seen_at = models.DateTimeField()
+    tasks_seen = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self):
+        return f"{self.worker} @ {self.seen_at:%H:%M:%S}"
+
+
+class ApiToken(models.Model):
+    """An API token: only its SHA-256 is stored; the key is shown once, at creation.
+
+    A key is 32 random bytes, so a plain (unsalted, fast) hash is enough: there is
+    nothing to guess from it. Tokens expire, and are revoked by their owner or when
+    the owner's password changes (core.tokens).
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12, help_text="The key's first characters, to recognise it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_reason = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "-created_at"], name="apitoken_user_created_idx")]
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…) of {self.user_id}"
+
+    def is_active(self, now) -> bool:
+        return self.revoked_at is None and self.expires_at > now

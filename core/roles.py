@@ -1,0 +1,62 @@
+"""The roles and what each may do. Data migrations create the groups."""
+
+VIEWER = "viewer"
+OPERATOR = "operator"
+REGISTRY_ADMIN = "registry admin"
+LEAD_OPERATOR = "lead operator"
+# Operators cancel and resubmit only their own runs; this permission (the lead
+# operator role) extends that to everyone's.
+MANAGE_ALL_RUNS = "runs.manage_all_runs"
+# Registering and starting stdio MCP servers runs programs on the hosts: its own role, given on purpose.
+STDIO_MCP_ADMIN = "stdio mcp admin"
+
+_VIEW = [
+    "runs.view_run", "runs.view_planrevision", "runs.view_step", "runs.view_attempt", "runs.view_decision",
+    "runs.view_approval", "runs.view_plansubmission", "evaluation.view_evaluationsuite", "evaluation.view_evaluation",
+    "evaluation.view_evaluationresult", "capabilities.view_capability", "capabilities.view_capabilityversion",
+    "capabilities.view_mcpserver", "capabilities.view_storedoutput", "capabilities.view_ticket",
+    "capabilities.view_outboxmessage", "agentops.view_auditevent", "agentops.view_workerheartbeat",
+    "notifications.view_rule", "notifications.view_channel", "notifications.view_delivery",
+]
+
+ROLE_PERMISSIONS = {
+    VIEWER: _VIEW,
+    OPERATOR: _VIEW + [
+        # cancel_run covers the operator's own runs; others' need MANAGE_ALL_RUNS.
+        "runs.start_run", "runs.cancel_run", "runs.decide_approval", "evaluation.run_evaluation",
+        # What the demo capabilities require of a run's owner.
+        "capabilities.create_ticket", "capabilities.send_notification",
+        "notifications.manage_notifications",
+    ],
+    LEAD_OPERATOR: [],  # filled below: an operator who may act on every run
+    REGISTRY_ADMIN: _VIEW + [
+        "capabilities.add_capability", "capabilities.change_capability", "capabilities.add_mcpserver",
+        "capabilities.change_mcpserver",
+    ],
+    STDIO_MCP_ADMIN: _VIEW + ["capabilities.run_stdio_mcpserver"],
+}
+
+ROLE_PERMISSIONS[LEAD_OPERATOR] = ROLE_PERMISSIONS[OPERATOR] + [MANAGE_ALL_RUNS]
+
+
+def sync_role_groups(apps, schema_editor=None):
+    """Create or update the role groups (usable from migrations: takes `apps`)."""
+    from django.contrib.auth.management import create_permissions
+
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    for role, names in ROLE_PERMISSIONS.items():
+        group, _ = Group.objects.get_or_create(name=role)
+        perms = []
+        for name in names:
+            app_label, codename = name.split(".")
+            # A permission added by a later migration does not exist yet in an earlier
+            # one; that later migration syncs again.
+            perm = Permission.objects.filter(content_type__app_label=app_label, codename=codename).first()
+            if perm is not None:
+                perms.append(perm)
+        group.permissions.set(perms)

@@ -1,0 +1,10 @@
+"""The evaluation API: planning against the direct baseline."""
+from django.urls import path
+
+from evaluation import api as api_evaluation
+
+urlpatterns = [
+    path("evaluations/", api_evaluation.EvaluationListStartApi.as_view(), name="api-evaluation-list"),
+    path("evaluations/<int:evaluation_id>/", api_evaluation.EvaluationDetailApi.as_view(), name="api-evaluation-detail"),
+    path("evaluation-suites/", api_evaluation.EvaluationSuiteListApi.as_view(), name="api-evaluation-suite-list"),
+]

@@ -1,0 +1,30 @@
+from django.urls import path
+
+from runs.api import runs as api
+
+urlpatterns = [
+    path("runs/", api.RunListApi.as_view(), name="api-run-list"),
+    path("runs/start/", api.RunStartApi.as_view(), name="api-run-start"),
+    path("runs/<int:run_id>/", api.RunDetailApi.as_view(), name="api-run-detail"),
+    path("runs/<int:run_id>/cancel/", api.RunCancelApi.as_view(), name="api-run-cancel"),
+    path("runs/<int:run_id>/revisions/", api.RunRevisionsApi.as_view(), name="api-run-revisions"),
+    path("runs/<int:run_id>/attempts/", api.RunAttemptsApi.as_view(), name="api-run-attempts"),
+    path("approvals/", api.ApprovalListApi.as_view(), name="api-approval-list"),
+    path("approvals/<int:approval_id>/decide/", api.ApprovalDecideApi.as_view(), name="api-approval-decide"),
+]
+
+# The external planner: an agent reads what the run needs and submits plans.
+from runs.api import planning as api_planning  # noqa: E402
+
+urlpatterns += [
+    path("runs/<int:run_id>/planning/", api_planning.RunPlanningApi.as_view(), name="api-run-planning"),
+    path("runs/<int:run_id>/plans/", api_planning.RunPlanSubmitApi.as_view(), name="api-run-plan-submit"),
+]
+
+# Saved views of the runs list (runs.search).
+from runs.api import search as api_search  # noqa: E402
+
+urlpatterns += [
+    path("saved-views/", api_search.SavedViewListApi.as_view(), name="api-saved-view-list"),
+    path("saved-views/<int:view_id>/", api_search.SavedViewDetailApi.as_view(), name="api-saved-view-detail"),
+]

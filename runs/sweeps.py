@@ -1,0 +1,129 @@
+"""The scheduler's sweeps: what no worker is there to do.
+
+Approval requests that expire undecided stop their run `approval_expired`, at that moment:
+a request expires at the earlier of its TTL and the run's deadline (the runtime sets
+expires_at so). A run awaiting approval has no worker advancing it, so the scheduler's
+sweep stops it; a worker that advances it after the expiry reaches the same stop
+through the runtime (controller._take_approval).
+"""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus
+from runs import queue
+from runs.models import Approval, PlanSubmission, Run
+from runs.planners.external import awaited_revision
+from runs.services import run_finish
+
+log = logging.getLogger(__name__)
+
+
+def sweep_expired_approvals(now=None) -> int:
+    """Stop every run whose pending approval request has expired; returns how many."""
+    now = now or timezone.now()
+    stopped = 0
+    expired = (Approval.objects.filter(state=ApprovalState.PENDING, expires_at__lte=now)
+               .exclude(run__status__in=FINISHED_STATUSES)
+               .filter(Q(run__lease_expires_at__isnull=True) | Q(run__lease_expires_at__lt=now))
+               .values_list("pk", "run_id"))
+    for approval_id, run_id in expired[:500]:
+        with transaction.atomic():
+            run = Run.objects.select_for_update().get(pk=run_id)
+            approval = Approval.objects.select_related("step").get(pk=approval_id)
+            # Decided or stopped meanwhile, or a worker holds the run: nothing to do here.
+            if run.is_finished or approval.state != ApprovalState.PENDING or (
+                    run.lease_expires_at and run.lease_expires_at > now):
+                continue
+            run_finish(run=run, status=RunStatus.STOPPED, stop_reason="approval_expired",
+                       detail=expired_detail(approval, run), now=now)
+            stopped += 1
+    return stopped
+
+
+def expired_detail(approval: Approval, run: Run) -> str:
+    what = (f"step {approval.step.key} ({approval.capability_name})" if approval.kind == "step"
+            else f"plan revision {approval.revision.number}")
+    by = "the run's deadline" if run.deadline_at and approval.expires_at >= run.deadline_at else "its TTL"
+    return (f"The approval request for {what} expired undecided at {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC "
+            f"({by}).")
+
+
+def sweep_overdue_runs(now=None) -> int:
+    """Stop runs whose deadline passed while no worker advanced them (e.g. awaiting approval)."""
+    now = now or timezone.now()
+    stopped = 0
+    overdue = Run.objects.filter(deadline_at__lt=now).exclude(status__in=FINISHED_STATUSES).filter(
+        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)).values_list("pk", flat=True)
+    for run_id in overdue[:500]:
+        with transaction.atomic():
+            run = Run.objects.select_for_update().get(pk=run_id)
+            if run.is_finished or (run.lease_expires_at and run.lease_expires_at > now):
+                continue
+            waited = _waiting_for(run)
+            run_finish(run=run, status=RunStatus.STOPPED, stop_reason="budget_exhausted:deadline",
+                       detail=f"The deadline ({run.budgets.get('deadline_s')} s) passed {waited}.", now=now)
+            stopped += 1
+    _wake_runs_with_submitted_plans(now)
+    return stopped
+
+
+def _waiting_for(run: Run) -> str:
+    if run.status == RunStatus.AWAITING_APPROVAL:
+        return "while awaiting approval"
+    awaited = awaited_revision(run) if run.planner == "external" else None
+    if awaited is not None:
+        return f"while waiting for the external agent's plan for revision {awaited}"
+    return "while queued" if run.status == RunStatus.QUEUED else "while waiting to be advanced"
+
+
+def _wake_runs_with_submitted_plans(now) -> None:
+    """Safety net: a plan submitted while a worker was finishing the pass that found none."""
+    waiting = Run.objects.filter(planner="external", status=RunStatus.RUNNING, next_action_at__isnull=True).filter(
+        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)).filter(
+        plan_submissions__isnull=False).distinct()
+    for run in waiting[:500]:
+        awaited = awaited_revision(run)
+        if awaited is not None and PlanSubmission.objects.filter(run=run, revision=awaited).exists():
+            queue.advance_later(run.pk)
+
+
+def requeue_orphaned_runs(now=None) -> int:
+    """Queue again the runs nobody is advancing, and say how many.
+
+    A task can be lost: a worker killed mid-run (the embedded broker does not
+    redeliver; Redis only after its visibility timeout) or a broker that was down
+    when the run was committed. A run counts as orphaned when it is queued or
+    running, no lease is live, no wait is pending and it has not changed for a
+    lease period. External runs wait for their agent, not a worker; they are woken
+    by plan submissions. A duplicate task is harmless: claim() lets one through.
+    """
+    now = now or timezone.now()
+    quiet_since = now - timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)
+    orphans = list(
+        Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING], updated_at__lt=quiet_since)
+        .exclude(planner="external")
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+        .filter(Q(next_action_at__isnull=True) | Q(next_action_at__lt=quiet_since))
+        .values_list("pk", flat=True)[:500])
+    # A decided approval whose run still says awaiting_approval (decided before this
+    # version moved runs out of it, or a wake-up lost with its worker): queue it too.
+    decided = list(
+        Run.objects.filter(status=RunStatus.AWAITING_APPROVAL,
+                           approvals__state__in=[ApprovalState.APPROVED, ApprovalState.REJECTED],
+                           approvals__decided_at__gte=F("updated_at"))
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+        .values_list("pk", flat=True).distinct()[:500])
+    if decided:
+        Run.objects.filter(pk__in=decided, status=RunStatus.AWAITING_APPROVAL).update(status=RunStatus.QUEUED,
+                                                                                       updated_at=now)
+    for run_id in orphans + decided:
+        log.warning("run %s had no worker for over %s s: queued again", run_id, settings.AGENTOPS_RUN_LEASE_SECONDS)
+        queue.advance_later(run_id)
+    return len(orphans) + len(decided)

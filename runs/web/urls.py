@@ -1,0 +1,35 @@
+from django.urls import path
+
+from runs.web import views
+
+app_name = "runs"
+urlpatterns = [
+    path("", views.run_list, name="list"),
+    path("start/", views.run_start_page, name="start"),
+    path("approvals/", views.approval_inbox, name="approvals"),
+    path("approvals/badge/", views.approval_badge, name="approval_badge"),
+    path("approvals/<int:approval_id>/", views.approval_card, name="approval_card"),
+    path("approvals/<int:approval_id>/decide/", views.approval_decide, name="approval_decide"),
+    path("dashboard/", views.run_dashboard, name="dashboard"),
+    path("<int:run_id>/", views.run_detail, name="detail"),
+    path("<int:run_id>/trace.json", views.trace_json, name="trace_json"),
+    path("<int:run_id>/cancel/", views.run_cancel, name="cancel"),
+    path("<int:run_id>/attempts/<str:uid>/", views.attempt_detail, name="attempt"),
+    path("<int:run_id>/attempts/<str:uid>/output.json", views.attempt_output, name="output"),
+]
+
+# Saved views of the runs list (runs.search).
+from runs.web import views_search  # noqa: E402
+
+urlpatterns += [
+    path("views/save/", views_search.saved_view_save, name="saved_view_save"),
+    path("views/<int:view_id>/delete/", views_search.saved_view_delete, name="saved_view_delete"),
+]
+
+# A run as a scenario: download, and replay with one response changed (runs.scenario_export).
+from runs.web import views_scenario  # noqa: E402
+
+urlpatterns += [
+    path("<int:run_id>/scenario.json", views_scenario.scenario_download, name="scenario"),
+    path("<int:run_id>/what-if/", views_scenario.scenario_what_if, name="what_if"),
+]

@@ -1,0 +1,609 @@
+"""Operator pages for runs: list, trace, approval inbox, dashboard.
+
+Views read through runs.selectors / runs.dashboard and change state only
+through runs.services. htmx requests get the page's partial ("page.html#name").
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import replace
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.core.paginator import Paginator
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseStopPolling, trigger_client_event
+
+from capabilities.models import Capability
+from core import charts
+from core.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
+from core.errors import NotAllowed, ServiceError
+from core.permissions import allowed, forbidden, permission_needed
+from runs import dashboard as dashboard_data
+from runs import dashboard_active as active
+from runs import search, selectors, services, timeline, trace_review
+from runs.labels import label_filters_parse
+from runs.models import Approval, Attempt, Planner, Run
+from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
+from runs.trace_review import TraceFilters
+from runs.web.forms import RunStartForm, initial_from_run
+
+APPROVALS_CHANGED_EVENT = "approvals-changed"
+
+
+def _page_number(request, name="page") -> str:
+    return request.GET.get(name) or "1"
+
+
+# --- Runs list -----------------------------------------------------------------------
+
+
+def _page_int(request) -> int:
+    """The page number shown (and, without a cursor, served by OFFSET); junk means page 1, and
+    no page lies beyond the millionth (an OFFSET the database could not even hold)."""
+    try:
+        return min(max(1, int(request.GET.get("page") or 1)), 1_000_000)
+    except ValueError:
+        return 1
+
+
+SORT_CHOICES = [("-created", "newest first"), ("created", "oldest first"), ("-finished", "finished, latest first"),
+                ("finished", "finished, earliest first"), ("-tool_calls", "most tool calls"),
+                ("tool_calls", "fewest tool calls"), ("-tokens", "most tokens"), ("tokens", "fewest tokens"),
+                ("-cost", "highest cost"), ("cost", "lowest cost")]
+
+
+class RunFilterForm(forms.Form):
+    status = forms.ChoiceField(choices=[("", "any"), ("active", "active (queued, running, awaiting approval)"),
+                                        ("finished", "finished (any outcome)")] + RunStatus.choices, required=False)
+    stop_reason = forms.ChoiceField(label="Stop reason", choices=[("", "any")] + StopReason.choices, required=False)
+    capability = forms.ChoiceField(label="Capability used", choices=[("", "any")], required=False)
+    owner = forms.ChoiceField(choices=[("", "anyone")], required=False)
+    planner = forms.ChoiceField(choices=[("", "any")] + Planner.choices, required=False)
+    created_from = forms.DateTimeField(label="Created from", required=False,
+                                       widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    created_to = forms.DateTimeField(label="Created to", required=False,
+                                     widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    sort = forms.ChoiceField(label="Sort by", choices=SORT_CHOICES, required=False)
+    labels = forms.CharField(label="Labels", required=False, max_length=1000,
+                             widget=forms.TextInput(attrs={"placeholder": "team=payments, agent"}))
+    goal = forms.CharField(label="Goal contains", required=False, max_length=200)
+    evaluation_runs = forms.ChoiceField(label="Evaluation runs", required=False, choices=[
+        ("hide", "hidden"), ("show", "shown"), ("only", "only these")])
+    # Reached from the dashboard's links; shown only while set.
+    stop_kind = forms.ChoiceField(label="Stop kind", required=False, choices=[
+        ("", "any"), ("budget_exhausted", "a budget ran out"), ("terminal_failure", "a terminal failure")])
+    stop_capability = forms.CharField(label="Stopped at capability", required=False, max_length=80)
+    finished_from = forms.DateTimeField(label="Finished from", required=False,
+                                        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    finished_to = forms.DateTimeField(label="Finished to", required=False,
+                                      widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    repeated = forms.BooleanField(label="With repeated attempts", required=False)
+    DRILL_DOWN = ("stop_kind", "stop_capability", "finished_from", "finished_to", "repeated")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        search.add_stall_kind_field(self)
+        # Registries and teams are small; these stay one query each however many runs exist.
+        self.fields["capability"].choices += [(n, n) for n in Capability.objects.order_by("name")
+                                              .values_list("name", flat=True)]
+        self.fields["owner"].choices += [(n, n) for n in get_user_model().objects.filter(is_active=True)
+                                         .order_by("username").values_list("username", flat=True)]
+
+    def clean_labels(self):
+        wanted, problems = label_filters_parse(self.cleaned_data["labels"])
+        if problems:
+            raise forms.ValidationError("; ".join(problems))
+        return wanted
+
+    def filters(self) -> selectors.RunFilters:
+        # An invalid field is left out of cleaned_data: the other filters still apply.
+        return selectors.RunFilters(**{k: v for k, v in self.cleaned_data.items() if v not in (None, "", False)})
+
+    def visible_fields_now(self):
+        """The drill-down fields only while one of them is set, so the everyday form stays short."""
+        data = self.data if self.is_bound else {}
+        return [f for f in self if f.name not in self.DRILL_DOWN or data.get(f.name)]
+
+
+def evaluation_runs_preference(request) -> str:
+    """hide | show | only: the list's own choice, remembered for the session (default: hidden)."""
+    choice = request.GET.get("evaluation_runs")
+    if choice in ("hide", "show", "only"):
+        request.session["evaluation_runs"] = choice
+        return choice
+    return request.session.get("evaluation_runs", "hide")
+
+
+@permission_needed("runs.view_run", "view runs")
+@require_GET
+def run_list(request):
+    preference = evaluation_runs_preference(request)
+    data = None
+    if request.GET:
+        data = request.GET.copy()
+        data.setdefault("evaluation_runs", preference)
+    form = RunFilterForm(data, initial={"evaluation_runs": preference})
+    if form.is_bound:
+        form.is_valid()
+        filters = form.filters()
+    else:
+        filters = selectors.RunFilters()
+    filters = replace(filters, evaluation_runs=preference)
+    try:
+        page = keyset_page(selectors.run_list(filters=filters), ordering=selectors.run_ordering(filters.sort),
+                           per_page=selectors.RUNS_PER_PAGE, after=request.GET.get("after"),
+                           before=request.GET.get("before"), number=_page_int(request))
+    except InvalidCursor as exc:
+        return forbidden(request, str(exc), status=400)
+    live = any(run.status in selectors.LIVE_STATUSES for run in page.object_list)
+    context = {"form": form, "page": page, "live": live, "sort": filters.sort, "count_cap": COUNT_CAP,
+               "filtered": any(v for k, v in vars(filters).items() if k not in ("sort", "evaluation_runs")),
+               "evaluation_runs": preference,
+               "saved_views": search.saved_views(user=request.user), "view_query": search.view_query(request.GET)}
+    template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
+    return render(request, template, context)
+
+
+@permission_needed("runs.start_run", "start runs")
+def run_start_page(request):
+    capabilities = list(Capability.objects.filter(enabled=True).order_by("name").values_list("name", flat=True))
+    initial, source = None, None
+    if request.method == "GET" and request.GET.get("from_run"):
+        # "Start a run with the same settings": the earlier run's goal, criteria, budgets and planner.
+        try:
+            source = Run.objects.get(pk=int(request.GET["from_run"]))
+        except (ValueError, Run.DoesNotExist):
+            return forbidden(request, "There is no run to copy the settings from.", status=404)
+        initial = initial_from_run(source)
+    form = RunStartForm(request.POST or None, capabilities=capabilities, initial=initial)
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                run = services.run_start(owner=request.user, **form.run_start_arguments())
+            except ServiceError as exc:
+                form.add_service_errors(exc.fields or {"goal": exc.message})
+            else:
+                messages.success(request, f"Run {run.pk} started.")
+                return redirect("runs:detail", run_id=run.pk)
+        else:
+            # Every error in one round: the budget checks run_start would make, beside the form's own.
+            form.add_budget_errors_now()
+    return render(request, "runs/start.html", {"form": form, "source": source}, status=400 if form.errors else 200)
+
+
+# --- Run trace -------------------------------------------------------------------------
+
+
+def _get_run(run_id: int) -> Run:
+    try:
+        return selectors.run_get(run_id=run_id)
+    except Run.DoesNotExist:
+        raise Http404("No such run.") from None
+
+
+def _group_steps(revisions, steps, attempts):
+    """Revisions -> steps -> the attempts on this page, for the trace's nested tables."""
+    by_step: dict[int, list[Attempt]] = {}
+    for attempt in attempts:
+        by_step.setdefault(attempt.step_id, []).append(attempt)
+    steps_by_revision: dict[int, list] = {}
+    for step in steps:
+        step.page_attempts = by_step.get(step.pk, [])
+        steps_by_revision.setdefault(step.revision_id, []).append(step)
+    for revision in revisions:
+        revision.step_rows = steps_by_revision.get(revision.pk, [])
+    return revisions
+
+
+class TraceFilterForm(forms.Form):
+    """Filters inside one trace; GET, so every filtered view is a link."""
+
+    capability = forms.ChoiceField(choices=[("", "any")], required=False)
+    status = forms.ChoiceField(choices=[("", "any")] + ObservationStatus.choices, required=False)
+    error_code = forms.ChoiceField(label="Error code", choices=[("", "any")] + ErrorCode.choices, required=False)
+    repeated = forms.BooleanField(label="Repeated only", required=False)
+
+    def __init__(self, *args, capabilities=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["capability"].choices += [(c, c) for c in sorted(capabilities)]
+
+    def filters(self) -> TraceFilters:
+        if not self.is_bound or not self.is_valid():
+            return TraceFilters()
+        return TraceFilters(**{k: v for k, v in self.cleaned_data.items() if v})
+
+
+TRACE_FILTER_KEYS = ("capability", "status", "error_code", "repeated")
+
+
+@permission_needed("runs.view_run", "view runs")
+@require_GET
+def run_detail(request, run_id: int):
+    run = _get_run(run_id)
+    capability_calls = selectors.run_capability_calls(run=run)
+    bound = any(key in request.GET for key in TRACE_FILTER_KEYS)
+    filter_form = TraceFilterForm(request.GET if bound else None, capabilities=capability_calls.keys())
+    # A filter value the trace does not know is a bad link: say so (400), show the whole trace.
+    status = 400 if bound and not filter_form.is_valid() else 200
+    trace_filters = filter_form.filters()
+    # Paged by id on the (run, started_at, id) index, then the page's rows are read.
+    attempt_ids = trace_review.filter_attempts(selectors.run_attempt_ids(run=run), trace_filters)
+    page_number = _page_number(request, "attempts_page")
+    if request.GET.get("attempt"):
+        position = selectors.attempt_position(run=run, uid=request.GET["attempt"]) if not trace_filters.active \
+            else None
+        if position is not None:
+            page_number = position // selectors.ATTEMPTS_PER_PAGE + 1
+    attempts_page = Paginator(attempt_ids, selectors.ATTEMPTS_PER_PAGE).get_page(page_number)
+    # The page's ids stay a subquery: one query reads the page's rows by id.
+    attempts_page.object_list = selectors.attempts_in_order(run=run, ids=attempts_page.object_list)
+    revisions = selectors.run_revisions(run=run)
+    revision_numbers = {rev.pk: rev.number for rev in revisions}
+    for rev in revisions:
+        attempt = rev.triggering_attempt
+        if attempt is not None:
+            attempt.label = trace_review.attempt_label(revision_numbers.get(attempt.step.revision_id),
+                                                       attempt.step.key, attempt.number)
+    approvals = selectors.run_approvals(run=run)
+    trigger = trace_review.stop_trigger(run=run, approvals=approvals, revisions=revisions)
+    for approval in approvals:
+        approval.is_stop_trigger = bool(trigger and trigger.anchor == f"approval-{approval.pk}")
+    attempts = trace_review.mark_attempts(list(attempts_page.object_list), run=run,
+                                          revision_numbers=revision_numbers, trigger=trigger)
+    # When the stopping attempt is a repeat, the stop box names the attempt it repeats too.
+    trigger_repeats = next((a.repeats for a in attempts if a.is_stop_trigger and a.repeats), None)
+    steps = selectors.run_steps(run=run)
+    for step in steps:
+        # A step a stopped run never reached is not "pending": nothing will run it.
+        step.never_ran = run.is_finished and step.status in ("pending", "running") and not step.attempt_count
+    last_failure = trace_review.last_failure(run=run) if run.is_finished and run.stop_reason != "completed" else None
+    if last_failure is not None:
+        last_failure.label = trace_review.attempt_label(last_failure.step.revision.number, last_failure.step.key,
+                                                        last_failure.number)
+    stall_kind = trace_review.stall_kind(run)
+    context = {
+        "run": run,
+        "revisions": _group_steps(revisions, steps, attempts),
+        "attempts_page": attempts_page,
+        "gauges": selectors.budget_gauges(run=run, capability_calls=capability_calls),
+        "approvals": approvals,
+        "can_cancel": (allowed(request.user, "runs.cancel_run") and not run.is_finished
+                       and services.can_manage_run(request.user, run)),
+        "can_start": allowed(request.user, "runs.start_run"),
+        "trigger": trigger,
+        "trigger_repeats": trigger_repeats,
+        "stall_kind": stall_kind,
+        "last_failure": last_failure,
+        "first_failure_uid": trace_review.first_failure_uid(run=run),
+        "filter_form": filter_form,
+        "trace_filters": trace_filters,
+        "timeline": timeline.run_timeline(run=run, revisions=revisions, approvals=approvals, trigger=trigger),
+    }
+    if request.htmx:
+        html = render_to_string("runs/detail.html#trace", context, request=request)
+        # A finished run will not change again: tell htmx to stop asking.
+        return HttpResponseStopPolling(html) if run.is_finished else HttpResponse(html, status=status)
+    return render(request, "runs/detail.html", context, status=status)
+
+
+@permission_needed("runs.view_run", "view runs")
+@require_GET
+def attempt_detail(request, run_id: int, uid: str):
+    try:
+        attempt = selectors.attempt_get(run_id=run_id, uid=uid)
+    except Attempt.DoesNotExist:
+        raise Http404("No such attempt in this run.") from None
+    run = selectors.run_get(run_id=run_id)
+    trigger = trace_review.stop_trigger(run=run, approvals=[], revisions=[])
+    trace_review.mark_attempts([attempt], run=run, revision_numbers={attempt.step.revision_id:
+                                                                     attempt.step.revision.number}, trigger=trigger)
+    position = selectors.attempt_position(run=run, uid=uid) or 0
+    context = {"run": run, "attempt": attempt,
+               "attempts_page_number": position // selectors.ATTEMPTS_PER_PAGE + 1}
+    template = "runs/attempt.html#attempt_detail" if request.htmx else "runs/attempt.html"
+    return render(request, template, context)
+
+
+@permission_needed("runs.view_run", "view runs")
+@require_GET
+def attempt_output(request, run_id: int, uid: str):
+    """The stored large output of one attempt, served as JSON (inline outputs too)."""
+    attempt = (Attempt.objects.select_related("output_ref").filter(run_id=run_id, uid=uid).first())
+    if attempt is None:
+        raise Http404("No such attempt in this run.")
+    if attempt.output_ref is None:
+        body = json.dumps(attempt.output, cls=DjangoJSONEncoder)
+    else:
+        body = attempt.output_ref.content
+        try:
+            json.loads(body)
+        except ValueError:
+            body = json.dumps(body)  # not JSON: serve it as one JSON string rather than guess
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    response["Content-Disposition"] = f'inline; filename="run-{run_id}-attempt-{uid}-output.json"'
+    return response
+
+
+@permission_needed("runs.view_run", "view runs")
+@require_GET
+def trace_json(request, run_id: int):
+    run = _get_run(run_id)
+    response = StreamingHttpResponse(_trace_chunks(run), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
+    return response
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
+
+
+def _trace_chunks(run: Run):
+    """The whole trace as one JSON document, written piece by piece as it is read."""
+    yield '{"run": ' + _dumps(_run_dict(run))
+    yield ', "revisions": ['
+    revision_numbers = {}
+    for i, rev in enumerate(run.plan_revisions.select_related("triggering_attempt").order_by("number")):
+        revision_numbers[rev.pk] = rev.number
+        yield ("," if i else "") + _dumps({
+            "number": rev.number, "accepted": rev.accepted, "reason_code": rev.reason_code, "reason": rev.reason,
+            "triggering_attempt": rev.triggering_attempt.uid if rev.triggering_attempt else None,
+            "steps": rev.steps, "changes": rev.changes, "validation_errors": rev.validation_errors,
+            "tokens": rev.tokens, "cost": rev.cost, "planner_output": rev.planner_output,
+            "capabilities_seen": rev.capabilities_seen, "needs_approval": rev.needs_approval,
+            "created_at": rev.created_at})
+    yield '], "steps": ['
+    for i, step in enumerate(run.steps.select_related("revision").order_by("revision__number", "index")):
+        yield ("," if i else "") + _dumps({
+            "revision": step.revision.number, "index": step.index, "key": step.key,
+            "capability": step.capability_name, "capability_version_id": step.capability_version_id,
+            "arguments": step.arguments, "arguments_hash": step.arguments_hash,
+            "expected_outcome": step.expected_outcome, "depends_on": step.depends_on, "status": step.status,
+            "approval_state": step.approval_state})
+    yield '], "attempts": ['
+    yield from _trace_attempts_json(run, revision_numbers)
+    yield '], "decisions_without_attempt": ['
+    for i, decision in enumerate(selectors.trace_decisions_without_attempt(run=run)):
+        yield ("," if i else "") + _dumps(_decision_dict(decision))
+    yield '], "approvals": ['
+    for i, approval in enumerate(run.approvals.select_related("decided_by", "step", "revision")
+                                 .order_by("requested_at", "id")):
+        yield ("," if i else "") + _dumps({
+            "kind": approval.kind, "revision": approval.revision.number,
+            "step": approval.step.key if approval.step else None, "capability": approval.capability_name,
+            "arguments": approval.arguments, "arguments_hash": approval.arguments_hash,
+            "plan_hash": approval.plan_hash, "state": approval.state, "requested_at": approval.requested_at,
+            "expires_at": approval.expires_at, "decided_at": approval.decided_at,
+            "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
+            "comment": approval.comment})
+    yield "]}"
+
+
+def _run_dict(run: Run) -> dict:
+    return {
+        "id": run.pk, "goal": run.goal, "completion": run.completion, "budgets": run.budgets,
+        "planner": run.planner, "owner": run.owner.get_username(), "status": run.status,
+        "stop_reason": run.stop_reason or None, "stop_detail": run.stop_detail,
+        "stop_attempt": run.stop_attempt.uid if run.stop_attempt else None,
+        "usage": {name: getattr(run, name) for name in (
+            "iterations", "revisions", "tool_calls", "retries", "tokens", "cost", "side_effects_committed",
+            "approvals_requested", "repeated_attempts")},
+        "trace_id": run.trace_id, "created_at": run.created_at, "started_at": run.started_at,
+        "finished_at": run.finished_at, "cancel_requested_at": run.cancel_requested_at,
+    }
+
+
+def _decision_dict(decision) -> dict:
+    return {"decision": decision.decision, "reason": decision.reason, "usage": decision.usage,
+            "created_at": decision.created_at}
+
+
+def _trace_attempts_json(run: Run, revision_numbers: dict[int, int], rows_per_chunk: int = 200):
+    """The attempts array's items, a chunk per `rows_per_chunk` attempts.
+
+    Rows come as tuples with outputs as the database's own JSON text; that text is
+    put in place of a per-download random marker after the rest is serialised, so an
+    output is never parsed and serialised again (the download runs at the rate the
+    rows are read). The marker cannot occur in the data: it is new for each download.
+    """
+    token = uuid.uuid4().hex
+    output_mark, usage_mark = f"\x00{token}o", f"\x00{token}u"
+    output_quoted, usage_quoted = _dumps(output_mark), _dumps(usage_mark)
+    output_url = reverse("runs:output", args=[run.pk, token]).replace(token, "{}")
+    buffer = []
+    for i, row in enumerate(selectors.trace_attempt_rows(run=run)):
+        a = dict(zip(selectors.TRACE_ATTEMPT_COLUMNS, row))
+        decision = None
+        if a["decision__id"] is not None:
+            decision = {"decision": a["decision__decision"], "reason": a["decision__reason"], "usage": usage_mark,
+                        "created_at": a["decided_text"]}
+        text = _dumps({
+            "uid": a["uid"], "step": a["step__key"], "number": a["number"], "kind": a["kind"],
+            # The same unique label as the trace page: r2·s1#1.
+            "label": trace_review.attempt_label(revision_numbers.get(a["step__revision_id"]), a["step__key"],
+                                                a["number"]),
+            "capability": a["capability_name"], "capability_version_id": a["capability_version_id"],
+            "signature": a["signature"], "signature_hash": a["signature_hash"],
+            "idempotency_key": a["idempotency_key"], "started_at": a["started_text"], "ended_at": a["ended_text"],
+            "latency_s": a["latency_s"], "trace_id": a["trace_id"], "span_id": a["span_id"],
+            "repeated_without_progress": a["repeated_without_progress"],
+            "observation": {
+                "status": a["status"], "state_changed": a["state_changed"], "output": output_mark,
+                "output_ref": output_url.format(a["uid"]) if a["output_ref_id"] else None,
+                "error_code": a["error_code"] or None, "error_category": a["error_category"] or None,
+                "error_message": a["error_message"], "retry_guidance": a["retry_guidance"],
+                "retry_after_s": a["retry_after_s"], "side_effect": a["side_effect_status"],
+            },
+            "decision": decision,
+        })
+        text = text.replace(output_quoted, a["output_json"] or "null", 1)
+        if decision is not None:
+            text = text.replace(usage_quoted, a["usage_json"] or "null", 1)
+        buffer.append(("," if i else "") + text)
+        if len(buffer) >= rows_per_chunk:
+            yield "".join(buffer)
+            buffer = []
+    yield "".join(buffer)
+
+
+@permission_needed("runs.cancel_run", "cancel runs")
+@require_POST
+def run_cancel(request, run_id: int):
+    try:
+        run = services.run_cancel(run_id=run_id, user=request.user)
+    except Run.DoesNotExist:
+        raise Http404("No such run.") from None
+    except NotAllowed as exc:
+        return forbidden(request, exc.message)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        if run.is_finished:
+            messages.success(request, f"Run {run.pk} was cancelled.")
+        else:
+            messages.success(request, f"Cancellation requested: run {run.pk} stops at its next step boundary.")
+    return redirect("runs:detail", run_id=run_id)
+
+
+# --- Approval inbox ------------------------------------------------------------------------
+
+
+@permission_needed("runs.view_run", "view approval requests")
+@require_GET
+def approval_inbox(request):
+    page = Paginator(selectors.pending_approvals(), selectors.APPROVALS_PER_PAGE).get_page(_page_number(request))
+    approvals = selectors.decorate_approvals(list(page.object_list))
+    context = {"page": page, "approvals": approvals, "can_decide": allowed(request.user, "runs.decide_approval")}
+    template = "runs/approvals.html#approval_list" if request.htmx else "runs/approvals.html"
+    return render(request, template, context)
+
+
+@permission_needed("runs.decide_approval", "approve or reject requests")
+@require_POST
+def approval_decide(request, approval_id: int):
+    decision = request.POST.get("decision")
+    if decision not in ("approve", "reject"):
+        return _card_response(request, approval_id, "Choose approve or reject.", status=400)
+    if decision == "reject" and request.POST.get("confirm") != "yes":
+        # A rejection stops the run for good: ask once more (works without JavaScript too).
+        return _card_response(request, approval_id, None, confirm_reject=True,
+                              comment=request.POST.get("comment", "")[:5000])
+    try:
+        services.approval_decide(approval_id=approval_id, user=request.user, approve=decision == "approve",
+                                 comment=request.POST.get("comment", ""),
+                                 expected_hash=request.POST.get("expected_hash") or None)
+    except NotAllowed as exc:
+        if not request.htmx:
+            return forbidden(request, exc.message)
+        return _card_response(request, approval_id, exc.message, status=exc.status)
+    except ServiceError as exc:
+        if not request.htmx:
+            messages.error(request, exc.message)
+            return redirect("runs:approvals")
+        return _card_response(request, approval_id, exc.message, status=exc.status)
+    if not request.htmx:
+        messages.success(request, f"Request {'approved' if decision == 'approve' else 'rejected'}.")
+        return redirect("runs:approvals")
+    return _card_response(request, approval_id, None)
+
+
+def _card_response(request, approval_id: int, error: str | None, status: int = 200, *, confirm_reject=False,
+                   comment: str = ""):
+    try:
+        approval = selectors.approval_card(approval_id=approval_id)
+    except Approval.DoesNotExist:
+        return forbidden(request, "This approval request does not exist.", status=404)
+    context = {"approval": approval, "error": error, "can_decide": allowed(request.user, "runs.decide_approval"),
+               "pending_approvals": selectors.pending_approval_count(), "oob_badge": bool(request.htmx),
+               "confirm_reject": confirm_reject and approval.state == "pending", "comment": comment,
+               "just_swapped": True}
+    if not request.htmx:
+        if confirm_reject:
+            return render(request, "runs/approval_confirm.html", context)
+        return forbidden(request, error or "", status=status)
+    response = render(request, "runs/approvals.html#approval_card", context, status=status)
+    return trigger_client_event(response, APPROVALS_CHANGED_EVENT) if not confirm_reject else response
+
+
+@permission_needed("runs.view_run", "view approval requests")
+@require_GET
+def approval_card(request, approval_id: int):
+    """One card as it stands (the confirm step's "Keep it waiting" returns here)."""
+    if not request.htmx:
+        return redirect(reverse("runs:approvals") + f"#approval-{approval_id}")
+    try:
+        approval = selectors.approval_card(approval_id=approval_id)
+    except Approval.DoesNotExist:
+        return forbidden(request, "This approval request does not exist.", status=404)
+    return render(request, "runs/approvals.html#approval_card",
+                  {"approval": approval, "can_decide": allowed(request.user, "runs.decide_approval"), "refocus": True})
+
+
+@permission_needed("runs.view_run", "view approval requests")
+@require_GET
+def approval_badge(request):
+    return render(request, "runs/approvals.html#approval_badge",
+                  {"pending_approvals": selectors.pending_approval_count()})
+
+
+# --- Dashboard ---------------------------------------------------------------------------------
+
+
+@permission_needed("runs.view_run", "view the dashboard")
+@require_http_methods(["GET"])
+def run_dashboard(request):
+    window_key = request.GET.get("window", dashboard_data.DEFAULT_WINDOW)
+    if window_key not in dashboard_data.WINDOWS:
+        choices = ", ".join(dashboard_data.WINDOWS)
+        return forbidden(request, f"Unknown time window “{window_key}”: choose one of {choices}.", status=400)
+    now = timezone.now()
+    label_text = request.GET.get("label", "")[:1000]
+    wanted, label_problems = label_filters_parse(label_text)
+    data = dashboard_data.dashboard(window_key=window_key, now=now, labels=wanted if not label_problems else ())
+    data.update(label=label_text, label_problems=label_problems)
+    window = data["window"]
+    # The same figures one window earlier, for the trend beside each card.
+    previous = active.previous_figures(start=data["start"] - window.span, end=data["start"])
+    include_evaluations = evaluation_runs_preference(request) != "hide"
+    active_rows, active_total = active.active_runs_by_burn(include_evaluations=include_evaluations, now=now)
+    links = active.drill_down_links(start=data["start"], end=data["end"])
+    bucket_links = [active.runs_url(created_from=active.local_param(start),
+                                    created_to=active.local_param(min(start + window.bucket, now), upper=True))
+                    for start in data["bucket_starts"]] if "bucket_starts" in data else None
+    finished_links = [active.runs_url(status="finished", finished_from=active.local_param(start),
+                                      finished_to=active.local_param(min(start + window.bucket, now), upper=True))
+                      for start in data["bucket_starts"]] if "bucket_starts" in data else None
+    data["outcomes_chart"] = charts.stacked_bars(
+        title=f"Runs created per interval by outcome, {window.label}", labels=data["labels"],
+        series=data["outcomes"], y_label="runs", x_label="time", links=bucket_links) if data["outcomes"] else None
+    data["stop_chart"] = charts.stacked_bars(
+        title=f"Runs finished per interval by stop reason, {window.label}", labels=data["labels"],
+        series=data["stop_reasons"], y_label="runs", x_label="time",
+        links=finished_links) if data["stop_reasons"] else None
+    data["budget_chart"] = charts.bars(
+        title="Runs stopped per exhausted budget", items=data["budget_stops"], x_label="runs stopped",
+        links=[active.runs_url(stop_reason=f"budget_exhausted:{name}", finished_from=active.local_param(data["start"]))
+               for name, _ in data["budget_stops"]]) if data["budget_stops"] else None
+    for row in data["capabilities"]:
+        row["runs_url"] = active.runs_url(capability=row["capability_name"],
+                                          created_from=active.local_param(data["start"]))
+    capability_stops = active.stops_per_capability(start=data["start"], end=data["end"],
+                                                   include_evaluations=include_evaluations)
+    active.add_previous_stops(capability_stops, active.stops_per_capability(
+        start=data["start"] - window.span, end=data["start"], include_evaluations=include_evaluations))
+    data.update({
+        "active_runs": active_rows, "active_total": active_total, "links": links,
+        "trends": active.trends(data, previous),
+        "capability_stops": capability_stops,
+        "include_evaluations": include_evaluations,
+    })
+    template = "runs/dashboard.html#dashboard_body" if request.htmx else "runs/dashboard.html"
+    return render(request, template, data)
