@@ -130,7 +130,7 @@ def call_layer(port: int, concurrency: int, waves: int, delay: float) -> list[tu
 def register(port: int):
     from django.contrib.auth.models import User
 
-    from capabilities import services as capability_services
+    from capabilities.policy import capability_create, capability_update
     from capabilities.models import Capability
 
     user, created = User.objects.get_or_create(username="bench", defaults={"is_superuser": True, "is_staff": True})
@@ -143,9 +143,9 @@ def register(port: int):
     policy = {"side_effect": "none", "timeout_s": 5, "retry_max_attempts": 1,
               "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}
     if existing is None:
-        capability_services.capability_create(user=user, name=CAPABILITY, kind="http", policy=policy, config=config)
+        capability_create(user=user, name=CAPABILITY, kind="http", policy=policy, config=config)
     else:
-        capability_services.capability_update(user=user, capability_id=existing.pk, policy=policy, config=config)
+        capability_update(user=user, capability_id=existing.pk, policy=policy, config=config)
     return user
 
 

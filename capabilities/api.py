@@ -1,7 +1,7 @@
 """The registry's JSON API: one APIView per URL, nested Input/Output serializers, services for writes.
 
 Serializers only check types; ranges, schema validity and the URL allowlist are
-the services' (so the pages and the API refuse the same things with the same
+checked by capabilities.policy and the kinds' config rules (so the pages and the API refuse the same things with the same
 field-keyed messages, in the shared error body of core.api).
 """
 from __future__ import annotations
@@ -14,14 +14,11 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from capabilities import selectors, services
+from capabilities import policy, selectors, try_it
+from capabilities.kinds.mcp import servers
 from capabilities.models import Capability, CapabilityVersion, Kind, McpServer
 from core.api import Pagination
-from core.choices import SideEffect
 from core.permissions import MethodPermission
-
-ERROR_CODES = services.ERROR_CODES
-SIDE_EFFECTS = [s.value for s in SideEffect]
 
 
 class RegistryApi(APIView):
@@ -50,9 +47,9 @@ def policy_fields(*, required: bool) -> dict[str, serializers.Field]:
         "retry_max_attempts": serializers.IntegerField(help_text="1..20; 1 means never retry", **opt),
         "retry_backoff_base_s": serializers.FloatField(**opt),
         "retry_backoff_cap_s": serializers.FloatField(**opt),
-        "retry_on": serializers.ListField(child=serializers.ChoiceField(choices=ERROR_CODES),
+        "retry_on": serializers.ListField(child=serializers.ChoiceField(choices=policy.ERROR_CODES),
                                           help_text="Empty: the default retryable codes.", **opt),
-        "side_effect": serializers.ChoiceField(choices=SIDE_EFFECTS, **opt),
+        "side_effect": serializers.ChoiceField(choices=policy.SIDE_EFFECTS, **opt),
         "requires_approval": serializers.BooleanField(**opt),
         "idempotent": serializers.BooleanField(**opt),
         "status_lookup": serializers.BooleanField(**opt),
@@ -145,7 +142,7 @@ class CapabilityListCreateApi(RegistryApi):
         operation_id="capabilities_list", responses=PageOutput,
         parameters=[OpenApiParameter("q", str, description="search name and description"),
                     OpenApiParameter("kind", str, enum=[k.value for k in Kind]),
-                    OpenApiParameter("side_effect", str, enum=SIDE_EFFECTS),
+                    OpenApiParameter("side_effect", str, enum=list(policy.SIDE_EFFECTS)),
                     OpenApiParameter("enabled", bool),
                     OpenApiParameter("page", int), OpenApiParameter("page_size", int)])
     def get(self, request):
@@ -162,7 +159,7 @@ class CapabilityListCreateApi(RegistryApi):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
-        capability = services.capability_create(
+        capability = policy.capability_create(
             user=request.user, name=data.pop("name"), kind=data.pop("kind"), mcp_server=data.pop("mcp_server", None),
             config=data.pop("config", None), change_note=data.pop("change_note", ""), policy=data)
         capability = selectors.capability_get(name=capability.name)
@@ -191,7 +188,7 @@ class CapabilityDetailApi(RegistryApi):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
-        services.capability_update(user=request.user, capability_id=capability.pk, config=data.pop("config", None),
+        policy.capability_update(user=request.user, capability_id=capability.pk, config=data.pop("config", None),
                                    change_note=data.pop("change_note", ""),
                                    expected_version=data.pop("expected_version", None), policy=data)
         return Response(CapabilityOutput(capability_data(_capability(name))).data)
@@ -203,7 +200,7 @@ class _SetEnabledApi(RegistryApi):
 
     def post(self, request, name):
         capability = _capability(name)
-        services.capability_set_enabled(user=request.user, capability_id=capability.pk, enabled=self.enabled)
+        policy.capability_set_enabled(user=request.user, capability_id=capability.pk, enabled=self.enabled)
         return Response(CapabilityOutput(capability_data(_capability(name))).data)
 
 
@@ -268,7 +265,7 @@ class CapabilityTryApi(RegistryApi):
         capability = _capability(name)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        observation = services.capability_try(user=request.user, capability_id=capability.pk,
+        observation = try_it.capability_try(user=request.user, capability_id=capability.pk,
                                               arguments=serializer.validated_data["arguments"],
                                               confirm=serializer.validated_data["confirm"])
         return Response(self.OutputSerializer(observation.to_dict()).data)
@@ -303,14 +300,14 @@ class McpServerCreateApi(RegistryApi):
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        server = services.mcp_server_create(user=request.user, **serializer.validated_data)
+        server = servers.mcp_server_create(user=request.user, **serializer.validated_data)
         return Response(McpServerOutput(server).data, status=status.HTTP_201_CREATED)
 
 
 ToolOutput = _serializer("McpToolOutput", {
     "name": serializers.CharField(), "title": serializers.CharField(allow_blank=True),
     "description": serializers.CharField(allow_blank=True), "schema": serializers.JSONField(),
-    "side_effect": serializers.ChoiceField(choices=SIDE_EFFECTS, help_text="suggested, from untrusted hints"),
+    "side_effect": serializers.ChoiceField(choices=policy.SIDE_EFFECTS, help_text="suggested, from untrusted hints"),
     "requires_approval": serializers.BooleanField(), "idempotent": serializers.BooleanField(),
     "notes": serializers.ListField(child=serializers.CharField()),
     "capability_name": serializers.CharField(help_text="suggested registry name"),
@@ -328,7 +325,7 @@ class McpServerToolsApi(RegistryApi):
     def post(self, request, server_id):
         if not McpServer.objects.filter(pk=server_id).exists():
             raise Http404
-        tools = services.mcp_server_tools(user=request.user, server_id=server_id)
+        tools = servers.mcp_server_tools(user=request.user, server_id=server_id)
         return Response(ToolOutput(tools, many=True).data)
 
 
@@ -353,7 +350,7 @@ class McpServerImportApi(RegistryApi):
             raise Http404
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        created = services.mcp_tools_import(user=request.user, server_id=server_id,
+        created = servers.mcp_tools_import(user=request.user, server_id=server_id,
                                             tools=[dict(t) for t in serializer.validated_data["tools"]])
         data = [capability_data(selectors.capability_get(name=c.name)) for c in created]
         return Response(CapabilityOutput(data, many=True).data, status=status.HTTP_201_CREATED)

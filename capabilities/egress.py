@@ -1,8 +1,8 @@
-"""Settings-driven wiring of everything that leaves the server (and of stdio MCP).
+"""What may leave the server, from settings: the egress guard, the stdio MCP policy, the redactor.
 
-One place builds the guard, the stdio policy and the redactor from settings,
-for the run engine, try it, MCP import and the LLM planner alike, so they can
-never disagree about what is allowed.
+One place builds them, for the capability executor (runs, try it, evaluation),
+registration checks, MCP import and notifications alike, so they can never
+disagree about what is allowed.
 """
 from __future__ import annotations
 
@@ -15,14 +15,10 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from capabilities.executors.dispatch import CapabilityExecutor
 from capabilities.executors.secrets import Redactor, secret_env_names
-from capabilities.kinds.http.executor import HttpExecutor
-from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy
-from capabilities.kinds.python.executor import PythonExecutor
+from capabilities.kinds.mcp.executor import StdioPolicy
 from capabilities.models import Capability, McpServer
-from capabilities.netguard import GuardedTransport, NetGuard
-from capabilities.outputs import DatabaseOutputStore
+from capabilities.netguard import GuardedTransport, NetGuard, URLRefused, validate_url
 from core.models import AuditAction, AuditEvent
 
 log = logging.getLogger(__name__)
@@ -31,6 +27,16 @@ log = logging.getLogger(__name__)
 def capability_guard() -> NetGuard:
     """HTTP capabilities and MCP over HTTP: AGENTOPS_HTTP_ALLOWED_HOSTS / _ALLOW_PRIVATE."""
     return NetGuard(settings.AGENTOPS_HTTP_ALLOWED_HOSTS, allow_private=settings.AGENTOPS_HTTP_ALLOW_PRIVATE)
+
+
+def registration_refusal(url: str) -> str | None:
+    """Why a URL cannot be registered (its scheme, the allowlist), or None; each call checks again,
+    on the resolved addresses."""
+    try:
+        validate_url(url, capability_guard(), resolve=False)
+    except URLRefused as exc:
+        return f"{exc} (outbound allowlist: AGENTOPS_HTTP_ALLOWED_HOSTS)"
+    return None
 
 
 def guarded_client(guard: NetGuard | None = None, **kw: Any):
@@ -84,16 +90,3 @@ def stdio_policy(*, actor=None, context: Mapping[str, Any] | None = None) -> Std
         log.info("starting stdio MCP server %s: %s", server, command)
 
     return StdioPolicy(commands=tuple(settings.AGENTOPS_MCP_STDIO_COMMANDS), on_start=audited)
-
-
-def capability_executor(*, actor=None, context: Mapping[str, Any] | None = None, output_store=None):
-    """The executor every capability call goes through (runs and try it): guard, stdio policy, redactor."""
-    store = output_store or DatabaseOutputStore()
-    guard = capability_guard()
-    redactor = server_redactor()
-    return CapabilityExecutor(
-        output_store=store, guard=guard,
-        python=PythonExecutor(output_store=store, redactor=redactor),
-        http=HttpExecutor(guard, output_store=store, redactor=redactor),
-        mcp=McpExecutor(guard=guard, stdio=stdio_policy(actor=actor, context=context), output_store=store,
-                        redactor=redactor))

@@ -1,7 +1,7 @@
 """Forms for the registry pages: they parse and label input; services validate it.
 
 Ranges, the JSON Schema metaschema check and the URL allowlist live in
-capabilities.services, so the API and the pages refuse exactly the same things;
+capabilities.policy and the kinds' config rules, so the API and the pages refuse exactly the same things;
 a form only turns text into values and puts a service's field errors back on
 the right input.
 """
@@ -14,7 +14,8 @@ from django import forms
 from django.urls import reverse
 
 from capabilities.models import CapabilityVersion, Kind, McpServer
-from capabilities.services import ERROR_CODES, HTTP_METHODS, SIDE_EFFECTS
+from capabilities.kinds.http import config as http_config
+from capabilities.policy import ERROR_CODES, SIDE_EFFECTS
 from core import jsonlimits
 
 LABELS_AND_HELP: dict[str, tuple[str, str]] = {
@@ -109,7 +110,7 @@ class CapabilityForm(forms.Form):
     tool = forms.CharField(required=False, label="MCP tool name", help_text="The tool's name on the server.")
     url = forms.CharField(required=False, label="URL", help_text="Must be on the outbound allowlist "
                           "(AGENTOPS_HTTP_ALLOWED_HOSTS). {idempotency_key} is replaced per call.")
-    method = forms.ChoiceField(choices=[(m, m) for m in HTTP_METHODS], required=False, initial="GET",
+    method = forms.ChoiceField(choices=[(m, m) for m in http_config.METHODS], required=False, initial="GET",
                                label="HTTP method", help_text="GET sends arguments as query parameters, "
                                "others as a JSON body.")
     headers = JSONTextField(required=False, empty={}, label="Headers",

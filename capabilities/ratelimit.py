@@ -13,9 +13,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from capabilities.egress import capability_executor
 from capabilities.models import RateLimitWindow
-from capabilities.outputs import DatabaseOutputStore
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import AdmissionRefused, ErrorCode, Observation
 
@@ -71,8 +69,3 @@ def as_observation(result: Observation | AdmissionRefused) -> Observation:
     if isinstance(result, AdmissionRefused):
         return Observation.failure(ErrorCode.RATE_LIMITED, result.reason, retry_after_s=result.retry_after_s)
     return result
-
-
-def rate_limited_executor(*, actor=None, context: dict | None = None) -> RateLimitedExecutor:
-    """`actor` and `context` (e.g. the run) go into the audit event of a stdio server start."""
-    return RateLimitedExecutor(capability_executor(actor=actor, context=context, output_store=DatabaseOutputStore()))

@@ -1,17 +1,11 @@
-"""Reads for the registry's pages and API. Writes live in capabilities.services."""
+"""Reads for the registry's pages and API. Writes live in capabilities.policy (and sync, kinds/mcp/servers)."""
 from __future__ import annotations
-
-import json
-from typing import Any
 
 from django.db.models import Q, QuerySet
 
 from capabilities.models import Capability, CapabilityVersion, McpServer
+from capabilities.policy import capability_version_diff
 from core.models import AuditEvent
-
-# JSON fields whose changes are shown leaf by leaf ("schema.properties.q.type").
-JSON_FIELDS = ("schema", "config")
-MISSING = None  # how a diff shows "not present" (rendered as an em dash)
 
 
 # -- the registry list ---------------------------------------------------------------------
@@ -70,48 +64,6 @@ def capability_versions(*, capability: Capability) -> list[CapabilityVersion]:
     for newer, older in zip(versions, versions[1:] + [None]):
         newer.diff = capability_version_diff(older, newer) if older is not None else []
     return versions
-
-
-def capability_version_diff(old: CapabilityVersion | dict, new: CapabilityVersion | dict) -> list[tuple[str, Any, Any]]:
-    """(field, old, new) for every policy field that differs.
-
-    The schema and config are compared leaf by leaf with dotted paths
-    ("schema.properties.limit.maximum") so a one-word schema change reads as one
-    line; a value that is absent on one side is None.
-    """
-    old_policy = old.policy() if isinstance(old, CapabilityVersion) else dict(old)
-    new_policy = new.policy() if isinstance(new, CapabilityVersion) else dict(new)
-    changes: list[tuple[str, Any, Any]] = []
-    for field in CapabilityVersion.POLICY_FIELDS:
-        before, after = old_policy.get(field), new_policy.get(field)
-        if field in JSON_FIELDS and isinstance(before, dict) and isinstance(after, dict):
-            changes.extend(_json_diff(field, before, after))
-        elif before != after:
-            changes.append((field, before, after))
-    return changes
-
-
-def _json_diff(path: str, before: Any, after: Any) -> list[tuple[str, Any, Any]]:
-    if isinstance(before, dict) and isinstance(after, dict):
-        changes = []
-        for key in sorted(set(before) | set(after), key=str):
-            if key not in after:
-                changes.append((f"{path}.{key}", _readable(before[key]), MISSING))
-            elif key not in before:
-                changes.append((f"{path}.{key}", MISSING, _readable(after[key])))
-            else:
-                changes.extend(_json_diff(f"{path}.{key}", before[key], after[key]))
-        return changes
-    if before != after:
-        return [(path, _readable(before), _readable(after))]
-    return []
-
-
-def _readable(value: Any) -> Any:
-    """Lists and objects as compact JSON text; scalars unchanged."""
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)
-    return value
 
 
 def capability_audit_trail(*, capability: Capability, limit: int = 50) -> QuerySet[AuditEvent]:

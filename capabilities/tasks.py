@@ -7,7 +7,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from capabilities.models import Ticket
-from capabilities.services import capability_try_execute
+from capabilities.try_it import capability_try_execute
 
 # How long a demo ticket stays open before the "support team" resolves it, so a
 # run polling get_ticket_status sees it change after a few polls.

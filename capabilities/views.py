@@ -6,16 +6,15 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from capabilities import selectors, services, usage
+from capabilities import policy, selectors, try_it, usage
 from capabilities.forms import CapabilityForm, McpServerForm, TryForm, import_choices
+from capabilities.kinds.mcp import servers
 from capabilities.models import Capability, Kind, McpServer
 from core import jsonlimits
-from core.choices import SideEffect
 from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, forbidden, permission_needed
 
 FILTER_KINDS = [(k.value, k.label) for k in Kind]
-FILTER_SIDE_EFFECTS = [s.value for s in SideEffect]
 
 
 def _capability_or_404(name: str) -> Capability:
@@ -34,7 +33,7 @@ def capability_list(request):
     figures = usage.capability_usage(names=[c.name for c in capabilities])
     rows = [{"capability": c, "version": c.current_version, "usage": figures.get(c.name, usage.Usage()),
              "flags": selectors.capability_flags(c.current_version)} for c in capabilities]
-    context = {"rows": rows, "filters": filters, "kinds": FILTER_KINDS, "side_effects": FILTER_SIDE_EFFECTS}
+    context = {"rows": rows, "filters": filters, "kinds": FILTER_KINDS, "side_effects": policy.SIDE_EFFECTS}
     template = "capabilities/list.html#results" if request.htmx else "capabilities/list.html"
     return render(request, template, context)
 
@@ -52,7 +51,7 @@ def _detail_context(request, capability: Capability, *, try_form=None, observati
         "try_form": try_form or TryForm(),
         "observation": observation,
         "try_error": try_error,
-        "changes_state": version is not None and version.side_effect in services.CHANGES_STATE,
+        "changes_state": version is not None and version.side_effect in policy.CHANGES_STATE,
         "can_change": allowed(request.user, "capabilities.change_capability"),
     }
 
@@ -70,7 +69,7 @@ def capability_set_enabled(request, name):
     capability = _capability_or_404(name)
     enabled = request.POST.get("enabled") == "true"
     try:
-        services.capability_set_enabled(user=request.user, capability_id=capability.pk, enabled=enabled)
+        policy.capability_set_enabled(user=request.user, capability_id=capability.pk, enabled=enabled)
     except NotAllowed as exc:
         return forbidden(request, exc.message)
     messages.success(request, f"{capability.name} is now {'enabled' if enabled else 'disabled'}.")
@@ -85,7 +84,7 @@ def capability_try(request, name):
     observation = error = None
     if form.is_valid():
         try:
-            observation = services.capability_try(user=request.user, capability_id=capability.pk,
+            observation = try_it.capability_try(user=request.user, capability_id=capability.pk,
                                                   arguments=form.cleaned_data["arguments"],
                                                   confirm=form.cleaned_data["confirm"])
         except ServiceError as exc:
@@ -106,7 +105,7 @@ def capability_create(request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            capability = services.capability_create(
+            capability = policy.capability_create(
                 user=request.user, name=data["name"].strip(), kind=data["kind"], policy=form.policy(),
                 config=form.config(data["kind"]), mcp_server=data.get("mcp_server"),
                 change_note=data.get("change_note") or "")
@@ -130,7 +129,7 @@ def capability_edit(request, name):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            version = services.capability_update(
+            version = policy.capability_update(
                 user=request.user, capability_id=capability.pk, policy=form.policy(),
                 config=form.config(capability.kind), change_note=data.get("change_note") or "",
                 expected_version=data.get("expected_version"))
@@ -162,7 +161,7 @@ def validate_schema(request):
     else:
 
         try:
-            errors = services.schema_problems(jsonlimits.loads(text))
+            errors = policy.schema_problems(jsonlimits.loads(text))
         except jsonlimits.JSONLimitError as exc:
             errors = [str(exc)]
     return render(request, "capabilities/form.html#schema_errors", {"schema_errors": errors, "checked": True})
@@ -176,7 +175,7 @@ def mcp_server_create(request):
     form = McpServerForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            server = services.mcp_server_create(user=request.user, **form.service_kwargs())
+            server = servers.mcp_server_create(user=request.user, **form.service_kwargs())
         except ServiceError as exc:
             form.add_service_errors(exc.fields)
             if not exc.fields:
@@ -193,12 +192,12 @@ def mcp_server_create(request):
 def mcp_import(request, server_id):
     """GET shows the server; listing its tools contacts (for stdio: starts) it, so only a POST does."""
     server = get_object_or_404(McpServer, pk=server_id)
-    context = {"server": server, "tools": [], "error": None, "side_effects": FILTER_SIDE_EFFECTS,
+    context = {"server": server, "tools": [], "error": None, "side_effects": policy.SIDE_EFFECTS,
                "listed": request.method == "POST"}
     if request.method == "GET":
         return render(request, "capabilities/mcp_import.html", context)
     try:
-        tools = services.mcp_server_tools(user=request.user, server_id=server.pk)
+        tools = servers.mcp_server_tools(user=request.user, server_id=server.pk)
     except NotAllowed as exc:
         return forbidden(request, exc.message)
     except ServiceError as exc:
@@ -208,7 +207,7 @@ def mcp_import(request, server_id):
     if request.POST.get("action") == "import":
         chosen = import_choices(request.POST, tools)
         try:
-            created = services.mcp_tools_import(user=request.user, server_id=server.pk, tools=chosen,
+            created = servers.mcp_tools_import(user=request.user, server_id=server.pk, tools=chosen,
                                                 available=tools)
         except NotAllowed as exc:
             return forbidden(request, exc.message)

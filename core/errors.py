@@ -29,3 +29,10 @@ class NotAllowed(ServiceError):
 class Conflict(ServiceError):
     status = 409
     code = "conflict"
+
+
+class FieldErrors(dict):
+    """Messages by field, the shape `InvalidInput(fields=...)` carries; collected, then raised at once."""
+
+    def add(self, key: str, message: str) -> None:
+        self.setdefault(key, []).append(message)

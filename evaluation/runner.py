@@ -25,7 +25,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from capabilities.ratelimit import rate_limited_executor
+from capabilities.wiring import capability_executor
 from core.choices import ApprovalState, RunStatus
 from evaluation.models import Evaluation, EvaluationResult
 from evaluation.suites import task_problems, task_scenario
@@ -213,7 +213,7 @@ def _registered(evaluation: Evaluation, scenario, mode: str) -> _Harness:
     else:
         planner = planner_from(evaluation.planning_mode, evaluation.planner_config)
     clock = WallClock()
-    controller = Controller(DjangoRegistry(), rate_limited_executor(), planner, clock,
+    controller = Controller(DjangoRegistry(), capability_executor(), planner, clock,
                             OwnerAuthorizer(evaluation.started_by_id), ScriptedApprovals(scenario.approvals),
                             rng=random.Random(scenario.seed))
     state = RunState.new(run_id="", goal=scenario.goal, completion=scenario.completion, budgets=scenario.budgets,

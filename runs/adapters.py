@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from capabilities.models import Capability
-from capabilities.ratelimit import rate_limited_executor
+from capabilities.wiring import capability_executor
 from core.choices import ApprovalState
 from runs.leases import INFRASTRUCTURE_ERRORS
 from runs.models import Approval, Run
@@ -112,7 +112,7 @@ class DjangoApprovalBook:
 
 def build_controller(run: Run, writer: PassWriter | None = None, registry: DjangoRegistry | None = None) -> Controller:
     return Controller(registry=registry or DjangoRegistry(),
-                      executor=rate_limited_executor(context={"run_id": run.pk}), planner=planner_for(run), clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
+                      executor=capability_executor(context={"run_id": run.pk}), planner=planner_for(run), clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
                       approvals=DjangoApprovalBook(run), ids=RandomIds(),
                       approval_ttl_s=settings.AGENTOPS_APPROVAL_TTL_SECONDS, intents=writer,
                       abandon_on=INFRASTRUCTURE_ERRORS)

@@ -20,6 +20,7 @@ from runs.adapters import DjangoRegistry, build_controller
 from runs.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release
 from runs.models import Run
 from runs.persistence import PassWriter
+from runs.runtime.controller import Transition
 from runs.runtime.intents import LeaseLost
 from runs.runtime.state import RunState
 
@@ -68,24 +69,27 @@ def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> f
     state = RunState.from_dict(run.state)
     writer.previous = state
     started = time.monotonic()
-    while True:
+
+    def before_pass(state: RunState) -> RunState:
+        # What the pass's fenced UPDATE returned: lease kept, cancel requested, registry version.
         if keeper.lost:
             raise LeaseLost(f"run {lease.run_id}: lease {lease.token} was taken over")
-        if writer.cancel_requested and not state.cancel_requested:
-            state = replace(state, cancel_requested=True)
         if writer.registry_version is not None:
             registry.observe_version(writer.registry_version)
-        transition = controller.advance(state)
-        if transition.events or transition.state is not state:
-            with transaction.atomic():
-                writer.write(transition)
-                otel.export_transition_on_commit(run, transition)
-        state = transition.state
-        if state.is_terminal or transition.wait_s is None:
-            return None
-        if transition.wait_s > INLINE_WAIT_SECONDS or time.monotonic() - started > slice_seconds:
-            # A countdown longer than the broker's visibility timeout would be redelivered
-            # early; hop in shorter waits instead (a hop that finds nothing due costs no write).
-            return min(transition.wait_s, MAX_COUNTDOWN_SECONDS)
-        if transition.wait_s > 0:
-            time.sleep(transition.wait_s)
+        cancelled = writer.cancel_requested and not state.cancel_requested
+        return replace(state, cancel_requested=True) if cancelled else state
+
+    def write(transition: Transition) -> None:
+        with transaction.atomic():
+            writer.write(transition)
+            otel.export_transition_on_commit(run, transition)
+
+    def hand_back(transition: Transition) -> bool:
+        return transition.wait_s > INLINE_WAIT_SECONDS or time.monotonic() - started > slice_seconds
+
+    last = controller.drive(state, before_pass=before_pass, on_transition=write, hand_back=hand_back)
+    if last.wait_s is None:
+        return None
+    # A countdown longer than the broker's visibility timeout would be redelivered early; hop in
+    # shorter waits instead (a hop that finds nothing due costs no write).
+    return min(last.wait_s, MAX_COUNTDOWN_SECONDS)

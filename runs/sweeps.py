@@ -4,7 +4,7 @@ Approval requests that expire undecided stop their run `approval_expired`, at th
 a request expires at the earlier of its TTL and the run's deadline (the runtime sets
 expires_at so). A run awaiting approval has no worker advancing it, so the scheduler's
 sweep stops it; a worker that advances it after the expiry reaches the same stop
-through the runtime (controller._take_approval).
+through the runtime (approval_gate.take_approval).
 """
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from capabilities.executors.base import OutputStore, default_output_store
+from capabilities.executors.secrets import Redactor
 from capabilities.kinds.http.executor import HttpExecutor
-from capabilities.kinds.mcp.executor import McpExecutor
+from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy
 from capabilities.kinds.python.executor import PythonExecutor
 from capabilities.netguard import NetGuard
 from runs.runtime.capability import CapabilitySpec, Kind
@@ -16,20 +17,23 @@ from runs.runtime.ports import Executor
 class CapabilityExecutor:
     """Implements the runtime's Executor port by `spec.kind`.
 
-    Executors not given are built with the shared output store; the http and
-    mcp ones get a guard that allows no host at all until one is configured
-    (fail closed). `others` plugs in more kinds (e.g. "simulated").
+    This is where each kind's executor is built, all with one output store and
+    one redactor; the http and mcp ones get the one guard (without one, no host
+    at all is allowed: fail closed), the mcp one the stdio policy (without one,
+    no command runs). An executor given for a kind replaces the built one;
+    `others` plugs in more kinds (e.g. "simulated").
     """
 
-    def __init__(self, *, python: Executor | None = None, http: Executor | None = None, mcp: Executor | None = None,
-                 output_store: OutputStore | None = None, guard: NetGuard | None = None,
+    def __init__(self, *, guard: NetGuard | None = None, stdio: StdioPolicy | None = None,
+                 output_store: OutputStore | None = None, redactor: Redactor | None = None,
+                 python: Executor | None = None, http: Executor | None = None, mcp: Executor | None = None,
                  others: Mapping[str, Executor] | None = None) -> None:
         store = output_store or default_output_store()
         guard = guard or NetGuard([])
         self.executors: dict[str, Executor] = {
-            Kind.PYTHON.value: python or PythonExecutor(output_store=store),
-            Kind.HTTP.value: http or HttpExecutor(guard, output_store=store),
-            Kind.MCP.value: mcp or McpExecutor(guard=guard, output_store=store),
+            Kind.PYTHON.value: python or PythonExecutor(output_store=store, redactor=redactor),
+            Kind.HTTP.value: http or HttpExecutor(guard=guard, output_store=store, redactor=redactor),
+            Kind.MCP.value: mcp or McpExecutor(guard=guard, stdio=stdio, output_store=store, redactor=redactor),
             **{str(kind): executor for kind, executor in (others or {}).items()},
         }
 

@@ -17,6 +17,8 @@ from typing import Any
 from urllib.parse import quote
 
 REDACTED = "[redacted]"
+# How configuration names the environment variable that holds a secret (never the secret itself).
+ENV_VAR_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 # Shorter values would redact ordinary words; no real credential is this short.
 MIN_SECRET_CHARS = 6
 

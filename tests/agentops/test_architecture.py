@@ -12,7 +12,7 @@ PACKAGES = ("agentops", "core", "capabilities", "runs", "notifications", "evalua
 # Every import of our own modules placed inside a function, with its reason (README, "Architecture").
 # Django's AppConfig.ready() is where an app hooks into others once every app's models are loaded.
 FUNCTION_LEVEL_IMPORTS = {
-    ("capabilities/apps.py", "capabilities.services"),  # ready(): sync the @capability registry on start
+    ("capabilities/apps.py", "capabilities.sync"),  # ready(): sync the @capability registry on start
     ("capabilities/apps.py", "capabilities.kinds.mcp"),  # ready(): stop the stdio MCP pool at exit
     ("core/apps.py", "core"),  # ready(): connect the token-revoking signal handlers
     ("runs/apps.py", "capabilities"),  # ready(): plug the runs' usage reader into the registry pages

@@ -60,7 +60,7 @@ def login(page, live_server):
 @pytest.fixture
 def registry(transactional_db):
     from capabilities.models import CapabilityVersion
-    from capabilities.services import python_capabilities_sync
+    from capabilities.sync import python_capabilities_sync
 
     python_capabilities_sync()
     CapabilityVersion.objects.filter(capability__name="get_ticket_status").update(polling_interval_s=0.2)

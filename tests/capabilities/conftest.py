@@ -127,7 +127,7 @@ def allowlist(settings):
 @pytest.fixture
 def make_http_capability(registry_admin, allowlist):
     """Register an http capability through the service; keyword arguments are policy fields."""
-    from capabilities.services import capability_create
+    from capabilities.policy import capability_create
 
     def make(name="create_order", *, config=None, user=None, **policy):
         policy.setdefault("schema", {"type": "object", "properties": {"item": {"type": "string"}},
@@ -167,3 +167,11 @@ def make_attempt(operator):
             error_code="" if status == "ok" else "timeout", trace_id="0" * 32, span_id="0" * 16)
 
     return make
+
+
+def audit_for(capability) -> list[str]:
+    """The actions of the capability's audit events, oldest first."""
+    from core.models import AuditEvent
+
+    return list(AuditEvent.objects.filter(target_type="capability", target_id=str(capability.pk))
+                .order_by("created_at", "id").values_list("action", flat=True))

@@ -23,7 +23,7 @@ def http_spec(url, *, method="GET", side_effect=SideEffect.NONE, timeout_s=2.0, 
 @pytest.fixture
 def executor(tmp_path):
     guard = NetGuard(["127.0.0.1"])
-    return HttpExecutor(guard, environ={"DEMO_TOKEN": SECRET}, output_store=FileOutputStore(tmp_path))
+    return HttpExecutor(guard=guard, environ={"DEMO_TOKEN": SECRET}, output_store=FileOutputStore(tmp_path))
 
 
 def run(executor, spec, arguments=None, *, key=None, timeout_s=None):
@@ -194,7 +194,7 @@ class TestRedirects:
 
     def test_it_refuses_a_redirect_even_when_the_metadata_host_is_listed_by_name(self, http_server, tmp_path):
         guard = NetGuard(["127.0.0.1", "metadata.internal"], resolver=lambda host, port: ["169.254.169.254"])
-        executor = HttpExecutor(guard, output_store=FileOutputStore(tmp_path))
+        executor = HttpExecutor(guard=guard, output_store=FileOutputStore(tmp_path))
         observation = run(executor, http_spec(f"{http_server}/redirect?to=http://metadata.internal/"))
         assert observation.error_code == ErrorCode.PERMISSION_DENIED
         assert "metadata" in observation.error_message
@@ -211,7 +211,7 @@ class TestRedirects:
     def test_it_drops_secret_headers_when_a_redirect_leaves_the_origin(self, http_server, tmp_path):
         port = http_server.rsplit(":", 1)[1]
         guard = NetGuard(["127.0.0.1", "localhost"], allow_private=True)
-        executor = HttpExecutor(guard, environ={"DEMO_TOKEN": SECRET}, output_store=FileOutputStore(tmp_path))
+        executor = HttpExecutor(guard=guard, environ={"DEMO_TOKEN": SECRET}, output_store=FileOutputStore(tmp_path))
         spec = http_spec(f"{http_server}/redirect?to=http://localhost:{port}/echo",
                          secret_headers={"X-Api-Key": "DEMO_TOKEN"})
         observation = run(executor, spec)
@@ -231,14 +231,14 @@ class TestRedirects:
 
 class TestTheGuardOnTheFirstHop:
     def test_it_refuses_loopback_unless_allowlisted(self, http_server, tmp_path):
-        executor = HttpExecutor(NetGuard(["api.example.com"]), output_store=FileOutputStore(tmp_path))
+        executor = HttpExecutor(guard=NetGuard(["api.example.com"]), output_store=FileOutputStore(tmp_path))
         observation = run(executor, http_spec(f"{http_server}/echo"))
         assert observation.error_code == ErrorCode.PERMISSION_DENIED
         assert "127.0.0.1" in observation.error_message
 
     def test_it_refuses_a_listed_name_that_resolves_to_loopback(self, http_server, tmp_path):
         port = http_server.rsplit(":", 1)[1]
-        executor = HttpExecutor(NetGuard(["localhost"]), output_store=FileOutputStore(tmp_path))
+        executor = HttpExecutor(guard=NetGuard(["localhost"]), output_store=FileOutputStore(tmp_path))
         observation = run(executor, http_spec(f"http://localhost:{port}/echo"))
         assert observation.error_code == ErrorCode.PERMISSION_DENIED
         assert "loopback" in observation.error_message

@@ -130,7 +130,7 @@ class TestTry:
         assert not AuditEvent.objects.filter(details__try_it=True).exists()
 
     def test_a_confirmed_side_effecting_try_runs_and_is_audited(self, api_for, registry_admin, operator):
-        from capabilities.services import capability_update
+        from capabilities.policy import capability_update
 
         # The pure search function, declared a write here, so the try-it does not need another DB connection.
         search = Capability.objects.get(name="search_documents")

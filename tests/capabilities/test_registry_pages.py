@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from capabilities import services
+from capabilities import policy
 from capabilities.models import Capability
 from core.models import AuditEvent
 
@@ -49,7 +49,7 @@ class TestList:
     ])
     def test_filters(self, client_for, registry_admin, make_http_capability, params, present, absent):
         capability = make_http_capability("create_order", side_effect="write")
-        services.capability_set_enabled(user=registry_admin, capability_id=capability.pk, enabled=False)
+        policy.capability_set_enabled(user=registry_admin, capability_id=capability.pk, enabled=False)
         html = client_for(registry_admin).get(reverse("capabilities:list"), params, **HTMX).content.decode()
         for name in present:
             assert f">{name}<" in html
@@ -71,7 +71,7 @@ class TestDetail:
     def test_it_shows_policy_versions_with_diffs_attempts_and_audit(self, client_for, registry_admin,
                                                                     make_http_capability, make_attempt):
         capability = make_http_capability(timeout_s=4)
-        services.capability_update(user=registry_admin, capability_id=capability.pk, policy={"timeout_s": 9},
+        policy.capability_update(user=registry_admin, capability_id=capability.pk, policy={"timeout_s": 9},
                                    change_note="upstream is slow")
         attempt = make_attempt("create_order", latency_s=0.4)
         html = client_for(registry_admin).get(reverse("capabilities:detail", args=["create_order"])).content.decode()
@@ -146,7 +146,7 @@ class TestCreateAndEditForms:
 
         capability = make_http_capability(timeout_s=4)
         stale = self._form_data(CapabilityForm(capability=capability), timeout_s="12")
-        services.capability_update(user=registry_admin, capability_id=capability.pk, policy={"timeout_s": 6})
+        policy.capability_update(user=registry_admin, capability_id=capability.pk, policy={"timeout_s": 6})
         response = client_for(registry_admin).post(reverse("capabilities:edit", args=[capability.name]), stale)
         assert response.status_code == 400
         assert "changed by someone else" in response.content.decode()

@@ -82,7 +82,7 @@ def _spec(kind, config):
 
 @pytest.mark.parametrize("url", CORPUS)
 def test_http_capabilities_refuse_the_corpus_before_sending(guard, url, tmp_path):
-    executor = HttpExecutor(guard, output_store=FileOutputStore(tmp_path), environ={})
+    executor = HttpExecutor(guard=guard, output_store=FileOutputStore(tmp_path), environ={})
     observation = executor.execute(_spec(Kind.HTTP, {"url": url}), {})
     assert observation.error_code == ErrorCode.PERMISSION_DENIED and "refused" in observation.error_message
 

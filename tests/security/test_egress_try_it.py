@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from capabilities import services as registry
+from capabilities import policy, sync
+from capabilities.kinds.mcp import servers
 from capabilities.models import Capability
+from core.errors import InvalidInput
 from core.models import AuditEvent
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("try_inline")]
@@ -12,9 +14,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("try_inline")]
 
 @pytest.fixture
 def guarded_read(registry_admin):
-    registry.python_capabilities_sync()
+    sync.python_capabilities_sync()
     search = Capability.objects.get(name="search_documents")
-    registry.capability_update(user=registry_admin, capability_id=search.pk,
+    policy.capability_update(user=registry_admin, capability_id=search.pk,
                                policy={"side_effect": "read", "permission": "capabilities.create_ticket"})
     return search
 
@@ -47,8 +49,8 @@ def test_imported_mcp_tool_schemas_with_bad_refs_are_refused(stdio_allowed):
     available = [{"name": "fetch", "capability_name": "fetch", "description": "", "side_effect": "none",
                   "requires_approval": False, "idempotent": True, "annotations": {},
                   "schema": {"type": "object", "properties": {"u": {"$ref": "http://169.254.169.254/s.json"}}}}]
-    with pytest.raises(registry.InvalidInput) as refused:
-        registry.mcp_tools_import(user=stdio_allowed, server_id=server.pk, tools=[{"name": "fetch"}],
+    with pytest.raises(InvalidInput) as refused:
+        servers.mcp_tools_import(user=stdio_allowed, server_id=server.pk, tools=[{"name": "fetch"}],
                                   available=available)
     assert "does not resolve inside the schema" in str(refused.value.fields["tools.0.schema"])
     assert not Capability.objects.filter(name="fetch").exists()

@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from capabilities import services as registry
+from capabilities import policy, sync
+from capabilities.kinds.mcp import servers
 from core.models import AuditEvent
 from runs import services
 from runs.models import Attempt, Run
@@ -24,11 +25,11 @@ READ_ONLY = {"side_effect": "none", "requires_approval": False, "retry_max_attem
 def _register(settings, admin, http_mcp_server):
     settings.AGENTOPS_MCP_STDIO_COMMANDS = ["python -m mcp_server_time", "python -m agentops_no_such_mcp_server"]
     settings.AGENTOPS_HTTP_ALLOWED_HOSTS = ["127.0.0.1"]
-    clock = registry.mcp_server_create(user=admin, name="clock", transport="stdio", **TIME_SERVER)
-    remote = registry.mcp_server_create(user=admin, name="remote", transport="http", url=http_mcp_server)
-    registry.mcp_tools_import(user=admin, server_id=clock.pk,
+    clock = servers.mcp_server_create(user=admin, name="clock", transport="stdio", **TIME_SERVER)
+    remote = servers.mcp_server_create(user=admin, name="remote", transport="http", url=http_mcp_server)
+    servers.mcp_tools_import(user=admin, server_id=clock.pk,
                               tools=[{"name": "get_current_time", "capability_name": "clock_now", **READ_ONLY}])
-    registry.mcp_tools_import(user=admin, server_id=remote.pk,
+    servers.mcp_tools_import(user=admin, server_id=remote.pk,
                               tools=[{"name": "add", "capability_name": "remote_add", **READ_ONLY}])
     return clock, remote
 
@@ -80,10 +81,10 @@ def test_a_run_calls_a_stdio_and_an_http_mcp_tool_on_a_real_worker(
 def test_a_stdio_server_that_fails_reports_its_stderr_on_the_attempt(
         celery_worker, settings, stdio_allowed, operator, wait_until):
     settings.AGENTOPS_MCP_STDIO_COMMANDS = ["python -m agentops_no_such_mcp_server"]
-    broken = registry.mcp_server_create(user=stdio_allowed, name="broken", transport="stdio", command="python",
+    broken = servers.mcp_server_create(user=stdio_allowed, name="broken", transport="stdio", command="python",
                                         args=["-m", "agentops_no_such_mcp_server"])
     # The tool cannot be listed from a server that does not start: register it by hand.
-    registry.capability_create(user=stdio_allowed, name="broken_tool", kind="mcp", mcp_server=broken.pk,
+    policy.capability_create(user=stdio_allowed, name="broken_tool", kind="mcp", mcp_server=broken.pk,
                                config={"tool": "anything"}, policy={**READ_ONLY, "schema": {"type": "object"}})
     run = _run(operator, [{"id": "s1", "capability": "broken_tool", "arguments": {}}],
                {"capability": "broken_tool", "path": "x", "exists": True}, wait_until)
@@ -97,7 +98,7 @@ def test_try_it_says_clearly_when_no_worker_answers(settings, operator):
     """No worker consumes the queue Try it sends to: the page gets a 503 saying what to do."""
     settings.AGENTOPS_TRY_QUEUE = "no-worker-listens-here"
     settings.AGENTOPS_TRY_WAIT_SECONDS = 1
-    registry.python_capabilities_sync()
+    sync.python_capabilities_sync()
     api = __import__("rest_framework.test", fromlist=["APIClient"]).APIClient()
     api.force_authenticate(operator)
     response = api.post("/api/capabilities/search_documents/try/", {"arguments": {"q": "x"}}, format="json")

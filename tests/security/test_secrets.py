@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from capabilities import services as registry
+from capabilities import policy
 from capabilities.executors.base import FileOutputStore
 from capabilities.executors.secrets import REDACTED, Redactor, is_credential_header
 from capabilities.kinds.http.executor import HttpExecutor
@@ -63,7 +63,7 @@ class TestRegistration:
 
 
 def test_a_secret_with_a_line_break_is_refused_at_call_time_naming_only_the_variable(tmp_path):
-    executor = HttpExecutor(NetGuard(["127.0.0.1"]), environ={"TOKEN_VAR": f"{SECRET}\nX-Evil: 1"},
+    executor = HttpExecutor(guard=NetGuard(["127.0.0.1"]), environ={"TOKEN_VAR": f"{SECRET}\nX-Evil: 1"},
                             output_store=FileOutputStore(tmp_path))
     spec = CapabilitySpec(name="probe", kind=Kind.HTTP, config={"url": "http://127.0.0.1:9/",
                                                                 "secret_headers": {"X-Upstream-Token": "TOKEN_VAR"}})
@@ -86,7 +86,7 @@ def test_an_echoed_secret_is_redacted_from_the_attempt_and_from_the_next_prompt(
         monkeypatch.setenv("UPSTREAM_TOKEN", SECRET)
         settings.AGENTOPS_HTTP_ALLOWED_HOSTS = ["127.0.0.1"]
         settings.AGENTOPS_LLM_ENDPOINTS = {"fake": {"base_url": f"{llm.url}/v1"}}
-        registry.capability_create(user=registry_admin, name="probe", kind="http", config={
+        policy.capability_create(user=registry_admin, name="probe", kind="http", config={
             "url": f"{recorder.url}/probe", "method": "POST", "secret_headers": {"X-Upstream-Token": "UPSTREAM_TOKEN"}},
             policy={"retry_max_attempts": 1, "schema": {"type": "object"}})
         # The webhook answers 500 quoting the headers it received (a common debugging aid upstream).
@@ -124,7 +124,7 @@ def test_an_echoed_secret_is_redacted_from_the_attempt_and_from_the_next_prompt(
                                    '{"prompt_tokens": "12", "completion_tokens": [1], "total_tokens": {"a": 1}}',
                                    '{"prompt_tokens": 1e400}'])
 def test_absurd_usage_numbers_are_clamped_never_a_crash(settings, recorder, operator, manual_advance, usage):
-    from capabilities.services import python_capabilities_sync
+    from capabilities.sync import python_capabilities_sync
     from runs import engine, services
     from runs.models import Run
 

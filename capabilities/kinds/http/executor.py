@@ -59,7 +59,7 @@ class Answer:
 
 
 class HttpExecutor(BaseExecutor):
-    def __init__(self, guard: NetGuard, *, environ: Mapping[str, str] | None = None, **kw: Any) -> None:
+    def __init__(self, *, guard: NetGuard, environ: Mapping[str, str] | None = None, **kw: Any) -> None:
         super().__init__(**kw)
         self.guard = guard
         self.environ = os.environ if environ is None else environ

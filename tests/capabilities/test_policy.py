@@ -1,20 +1,19 @@
-"""The registry's write services: versions, audit, validation, concurrency, permissions, sync."""
+"""Creating and editing versions: validation, versions, the diff, audit, concurrency, permissions."""
 from __future__ import annotations
 
 import pytest
 
-from capabilities import services
+from capabilities import policy
+from capabilities.kinds.mcp import servers
 from capabilities.models import Capability, CapabilityVersion
-from capabilities.selectors import capability_version_diff, capability_versions
+from capabilities.policy import capability_version_diff
+from capabilities.selectors import capability_versions
 from core.errors import Conflict, InvalidInput, NotAllowed
 from core.models import AuditEvent
 
+from .conftest import audit_for
+
 pytestmark = pytest.mark.django_db
-
-
-def audit_for(capability):
-    return list(AuditEvent.objects.filter(target_type="capability", target_id=str(capability.pk))
-                .order_by("created_at", "id").values_list("action", flat=True))
 
 
 class TestCreate:
@@ -30,7 +29,7 @@ class TestCreate:
 
     def test_it_refuses_python_kind_because_code_registers_those(self, registry_admin, allowlist):
         with pytest.raises(InvalidInput) as exc:
-            services.capability_create(user=registry_admin, name="x", kind="python", policy={}, config={})
+            policy.capability_create(user=registry_admin, name="x", kind="python", policy={}, config={})
         assert "kind" in exc.value.fields
 
     @pytest.mark.parametrize("name", ["Bad", "1abc", "has-dash", "x" * 81, ""])
@@ -128,7 +127,7 @@ class TestCreate:
 class TestUpdate:
     def test_an_edit_writes_a_new_version_and_keeps_the_old_one(self, make_http_capability, registry_admin):
         capability = make_http_capability(timeout_s=4)
-        version = services.capability_update(user=registry_admin, capability_id=capability.pk,
+        version = policy.capability_update(user=registry_admin, capability_id=capability.pk,
                                              policy={"timeout_s": 8, "requires_approval": True},
                                              change_note="slower upstream", expected_version=1)
         capability.refresh_from_db()
@@ -144,22 +143,22 @@ class TestUpdate:
     def test_an_edit_without_changes_is_refused(self, make_http_capability, registry_admin):
         capability = make_http_capability(timeout_s=4)
         with pytest.raises(InvalidInput, match="No changes"):
-            services.capability_update(user=registry_admin, capability_id=capability.pk, policy={"timeout_s": 4})
+            policy.capability_update(user=registry_admin, capability_id=capability.pk, policy={"timeout_s": 4})
         assert capability.versions.count() == 1
 
     def test_a_stale_expected_version_is_a_conflict(self, make_http_capability, registry_admin):
         capability = make_http_capability()
-        services.capability_update(user=registry_admin, capability_id=capability.pk, policy={"timeout_s": 3},
+        policy.capability_update(user=registry_admin, capability_id=capability.pk, policy={"timeout_s": 3},
                                    expected_version=1)
         with pytest.raises(Conflict, match="changed by someone else"):
-            services.capability_update(user=registry_admin, capability_id=capability.pk, policy={"timeout_s": 5},
+            policy.capability_update(user=registry_admin, capability_id=capability.pk, policy={"timeout_s": 5},
                                        expected_version=1)
         assert capability.versions.count() == 2
 
     def test_an_invalid_edit_writes_nothing(self, make_http_capability, registry_admin):
         capability = make_http_capability()
         with pytest.raises(InvalidInput) as exc:
-            services.capability_update(user=registry_admin, capability_id=capability.pk,
+            policy.capability_update(user=registry_admin, capability_id=capability.pk,
                                        policy={"schema": {"type": "object", "properties": 3}})
         assert "schema" in exc.value.fields
         assert capability.versions.count() == 1 and audit_for(capability) == ["capability.created"]
@@ -167,14 +166,14 @@ class TestUpdate:
     def test_a_config_change_is_validated_against_the_allowlist(self, make_http_capability, registry_admin):
         capability = make_http_capability()
         with pytest.raises(InvalidInput) as exc:
-            services.capability_update(user=registry_admin, capability_id=capability.pk,
+            policy.capability_update(user=registry_admin, capability_id=capability.pk,
                                        config={"url": "https://attacker.test/"})
         assert "config.url" in exc.value.fields
 
     def test_a_python_capabilitys_function_cannot_be_edited(self, registry_admin):
         search = Capability.objects.get(name="search_documents")
         with pytest.raises(InvalidInput) as exc:
-            services.capability_update(user=registry_admin, capability_id=search.pk,
+            policy.capability_update(user=registry_admin, capability_id=search.pk,
                                        config={"function": "os:system"})
         assert "config" in exc.value.fields
 
@@ -184,7 +183,7 @@ class TestDiff:
         capability = make_http_capability(timeout_s=4)
         new_schema = {"type": "object", "properties": {"item": {"type": "string", "maxLength": 40},
                                                        "qty": {"type": "integer"}}, "required": ["item"]}
-        services.capability_update(user=registry_admin, capability_id=capability.pk,
+        policy.capability_update(user=registry_admin, capability_id=capability.pk,
                                    policy={"timeout_s": 6, "schema": new_schema, "side_effect": "write"})
         v1, v2 = CapabilityVersion.objects.filter(capability=capability).order_by("number")
         diff = capability_version_diff(v1, v2)
@@ -196,8 +195,8 @@ class TestDiff:
 
     def test_versions_carry_their_diff_against_the_previous_one(self, make_http_capability, registry_admin):
         capability = make_http_capability(timeout_s=4)
-        services.capability_update(user=registry_admin, capability_id=capability.pk, policy={"timeout_s": 5})
-        services.capability_update(user=registry_admin, capability_id=capability.pk, policy={"idempotent": True})
+        policy.capability_update(user=registry_admin, capability_id=capability.pk, policy={"timeout_s": 5})
+        policy.capability_update(user=registry_admin, capability_id=capability.pk, policy={"idempotent": True})
         v3, v2, v1 = capability_versions(capability=capability)
         assert (v3.diff, v2.diff, v1.diff) == ([("idempotent", False, True)], [("timeout_s", 4, 5)], [])
 
@@ -205,11 +204,11 @@ class TestDiff:
 class TestEnableDisable:
     def test_disable_then_enable_each_leave_an_audit_event(self, make_http_capability, registry_admin):
         capability = make_http_capability()
-        services.capability_set_enabled(user=registry_admin, capability_id=capability.pk, enabled=False)
+        policy.capability_set_enabled(user=registry_admin, capability_id=capability.pk, enabled=False)
         capability.refresh_from_db()
         assert capability.enabled is False
         assert capability.current_version.to_spec().enabled is False
-        services.capability_set_enabled(user=registry_admin, capability_id=capability.pk, enabled=True)
+        policy.capability_set_enabled(user=registry_admin, capability_id=capability.pk, enabled=True)
         capability.refresh_from_db()
         assert capability.enabled is True
         assert audit_for(capability) == ["capability.created", "capability.disabled", "capability.enabled"]
@@ -217,136 +216,25 @@ class TestEnableDisable:
 
     def test_setting_the_same_state_again_writes_nothing(self, make_http_capability, registry_admin):
         capability = make_http_capability()
-        services.capability_set_enabled(user=registry_admin, capability_id=capability.pk, enabled=True)
+        policy.capability_set_enabled(user=registry_admin, capability_id=capability.pk, enabled=True)
         assert audit_for(capability) == ["capability.created"]
 
 
 class TestPermissions:
     def test_a_viewer_can_neither_create_edit_nor_disable(self, make_http_capability, viewer, allowlist):
         with pytest.raises(NotAllowed):
-            services.capability_create(user=viewer, name="x_y", kind="http", policy={},
+            policy.capability_create(user=viewer, name="x_y", kind="http", policy={},
                                        config={"url": "https://api.example.com/"})
         capability = make_http_capability()
         with pytest.raises(NotAllowed):
-            services.capability_update(user=viewer, capability_id=capability.pk, policy={"timeout_s": 2})
+            policy.capability_update(user=viewer, capability_id=capability.pk, policy={"timeout_s": 2})
         with pytest.raises(NotAllowed):
-            services.capability_set_enabled(user=viewer, capability_id=capability.pk, enabled=False)
+            policy.capability_set_enabled(user=viewer, capability_id=capability.pk, enabled=False)
         with pytest.raises(NotAllowed):
-            services.mcp_server_create(user=viewer, name="srv", transport="stdio", command="python")
+            servers.mcp_server_create(user=viewer, name="srv", transport="stdio", command="python")
         assert capability.versions.count() == 1
 
     def test_an_operator_cannot_register_capabilities(self, operator, allowlist):
         with pytest.raises(NotAllowed):
-            services.capability_create(user=operator, name="x_y", kind="http", policy={},
+            policy.capability_create(user=operator, name="x_y", kind="http", policy={},
                                        config={"url": "https://api.example.com/"})
-
-
-@pytest.mark.usefixtures("stdio_allowed")
-class TestMcpServer:
-    def test_it_adds_a_stdio_server_with_an_audit_event(self, registry_admin):
-        server = services.mcp_server_create(user=registry_admin, name="inventory", transport="stdio",
-                                            command="python", args=["server.py"], env_vars=["INVENTORY_TOKEN"])
-        assert server.client_config()["args"] == ["server.py"]
-        event = AuditEvent.objects.get(target_type="mcpserver")
-        assert (event.action, event.actor) == ("mcp_server.added", registry_admin)
-
-    @pytest.mark.parametrize("kwargs, field", [
-        ({"transport": "stdio", "command": ""}, "command"),
-        ({"transport": "http", "url": "https://not-allowed.test/mcp"}, "url"),
-        ({"transport": "carrier-pigeon"}, "transport"),
-        ({"transport": "stdio", "command": "python", "env_vars": ["my secret value"]}, "env_vars"),
-    ])
-    def test_it_refuses_incomplete_or_unsafe_servers(self, registry_admin, allowlist, kwargs, field):
-        with pytest.raises(InvalidInput) as exc:
-            services.mcp_server_create(user=registry_admin, name="srv", **kwargs)
-        assert field in exc.value.fields
-
-    def test_an_http_server_must_be_on_the_allowlist(self, registry_admin, allowlist):
-        server = services.mcp_server_create(user=registry_admin, name="remote", transport="http",
-                                            url="https://tools.example.org/mcp")
-        assert server.url == "https://tools.example.org/mcp"
-
-
-class TestSync:
-    def test_migrate_left_the_demo_functions_registered(self):
-        names = set(Capability.objects.filter(kind="python").values_list("name", flat=True))
-        assert {"search_documents", "get_document", "create_ticket", "get_ticket_status",
-                "send_notification"} <= names
-        create = Capability.objects.get(name="create_ticket").current_version
-        assert (create.side_effect, create.idempotent, create.status_lookup) == ("write", True, True)
-        assert create.config["function"] == "capabilities.demo.functions:create_ticket"
-
-    def test_sync_is_idempotent(self):
-        versions = CapabilityVersion.objects.count()
-        events = AuditEvent.objects.count()
-        first = services.python_capabilities_sync(modules=services.DEMO_MODULES)
-        second = services.python_capabilities_sync(modules=services.DEMO_MODULES)
-        assert not first.created and not first.updated and not first.errors
-        assert second.unchanged == first.unchanged
-        assert CapabilityVersion.objects.count() == versions and AuditEvent.objects.count() == events
-
-    def test_sync_creates_a_missing_capability_with_an_audit_event(self):
-        from dataclasses import replace
-
-        from capabilities.kinds.python.registry import registered_capabilities
-
-        definition = replace(registered_capabilities()["get_document"], name="fetch_document")
-        result = services.python_capabilities_sync(definitions={"fetch_document": definition})
-        assert result.created == ["fetch_document"]
-        capability = Capability.objects.get(name="fetch_document")
-        assert (capability.kind, capability.current_version.number, capability.current_version.created_by) == (
-            "python", 1, None)
-        assert audit_for(capability) == ["capability.created"]
-
-    def test_sync_never_re_enables_a_disabled_capability(self, registry_admin):
-        search = Capability.objects.get(name="search_documents")
-        services.capability_set_enabled(user=registry_admin, capability_id=search.pk, enabled=False)
-        services.python_capabilities_sync(modules=services.DEMO_MODULES)
-        search.refresh_from_db()
-        assert search.enabled is False
-
-    def test_sync_keeps_an_operators_edit_and_applies_only_what_the_code_changed(self, registry_admin):
-        from dataclasses import replace
-
-        from capabilities.kinds.python.registry import registered_capabilities
-
-        search = Capability.objects.get(name="search_documents")
-        services.capability_update(user=registry_admin, capability_id=search.pk, policy={"requires_approval": True})
-        definitions = {name: d for name, d in registered_capabilities().items()
-                       if d.dotted_path.startswith("capabilities.demo.")}
-        definitions["search_documents"] = replace(definitions["search_documents"], timeout_s=7.0)
-        result = services.python_capabilities_sync(definitions=definitions)
-        assert result.updated == ["search_documents"]
-        search.refresh_from_db()
-        current = search.current_version
-        assert (current.number, current.timeout_s, current.requires_approval) == (3, 7.0, True)
-        assert current.created_by is None and current.change_note.startswith("Synced from code")
-        again = services.python_capabilities_sync(definitions=definitions)
-        assert again.updated == [] and "search_documents" in again.unchanged
-
-    def test_the_command_reports_and_is_idempotent(self):
-        from io import StringIO
-
-        from django.core.management import call_command
-
-        out = StringIO()
-        call_command("sync_capabilities", stdout=out)
-        call_command("sync_capabilities", stdout=out)
-        assert "0 created, 0 updated" in out.getvalue()
-
-    def test_the_demo_ticket_task_resolves_tickets_open_for_20_seconds(self):
-        from datetime import timedelta
-
-        from django.utils import timezone
-
-        from capabilities.models import Ticket
-        from capabilities.tasks import resolve_demo_tickets
-
-        old = Ticket.objects.create(idempotency_key="k1", title="old")
-        Ticket.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(seconds=21))
-        new = Ticket.objects.create(idempotency_key="k2", title="new")
-        assert resolve_demo_tickets() == 1
-        assert resolve_demo_tickets() == 0
-        old.refresh_from_db()
-        new.refresh_from_db()
-        assert (old.status, new.status) == ("resolved", "open") and old.resolved_at is not None

@@ -1,0 +1,102 @@
+"""Side effects whose outcome is unknown: a call that timed out after it may have
+committed, or one a lost worker sent (its intent is in flight). Never a blind repeat:
+re-send with the same key, or ask whether it committed, or stop."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import budgets as B
+from .calls import Action, Attempt, call, call_timeout, count_call, count_commit, wait_for_admission
+from .history import AttemptKind
+from .intents import CallIntent
+from .observation import AdmissionRefused, ErrorCode, Observation, SideEffectStatus
+from .pass_context import Pass
+from .retry import retry_allowed
+from .state import StepProgress
+from .stop import StopKind
+
+
+def interrupted_call(p: Pass, progress: StepProgress, action: Action, intent: CallIntent) -> Attempt:
+    """The lost call, as an attempt whose outcome is unknown: it was sent and counts as a call."""
+    ended = p.ports.clock.now()
+    progress = count_call(p, progress, action, attempt_number=max(intent.attempt, progress.attempts + 1))
+    observation = Observation.failure(
+        ErrorCode.CONNECTION_ERROR, "the worker making this call was lost before its outcome was recorded",
+        side_effect=SideEffectStatus.UNKNOWN if action.spec.changes_state else SideEffectStatus.NOT_COMMITTED)
+    observation = observation.with_timing(latency_s=max(0.0, ended - intent.started_at),
+                                          attempt=progress.attempts, trace_id=p.state.trace_id,
+                                          span_id=intent.span_id or p.new_span_id())
+    attempt = Attempt(progress, intent.attempt_id, intent.kind, intent.started_at, ended, observation)
+    return count_commit(p, action.spec, attempt)
+
+
+def resolve(p: Pass, action: Action, unknown: Attempt) -> Attempt | None:
+    """Never a blind repeat: re-send with the same key, or ask whether it committed.
+
+    A re-send is a retry (design.md "Re-sends and lookups are calls"): it needs the
+    retry policy and the run's retry budget, and it is an iteration, a tool call and a
+    call of the capability. A lookup is a tool call and a call of the capability. Every
+    budget is checked before either; a refusal stops the run and the side effect stays
+    unknown. Returns None when the run stopped or waits for admission.
+    """
+    s, spec, progress = p.state, action.spec, unknown.progress
+    step, original = progress.step, unknown.observation
+    now = p.ports.clock.now()
+    resend = spec.idempotent and retry_allowed(spec.retry, original, attempts_made=1 + progress.retries_used)
+    if resend:
+        # A re-send may be the commit itself (if the first call never landed): it counts
+        # against the side-effect rate like any side-effecting call.
+        budget = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name, side_effecting=True,
+                                         retry=True, started_at=s.started_at, now=now)
+        if budget and not spec.status_lookup:
+            return p.stop(StopKind.BUDGET_EXHAUSTED, budget,
+                          f"step {step.id}: re-sending {spec.name} with its idempotency key would exceed "
+                          f"the {budget} budget; whether it committed stays unknown", unknown.attempt_id)
+        if not budget:
+            called = call(p, progress, replace(action, kind=AttemptKind.RESOLVE))
+            if isinstance(called, AdmissionRefused):
+                # Not sent: the unknown outcome is resolved once the limit admits the re-send.
+                p.state = p.state.with_step(replace(progress, next_kind=AttemptKind.RETRY))
+                wait_for_admission(p, called)
+                return None
+            return called
+    if not spec.status_lookup:
+        why = ("its retry policy allows no re-send" if spec.idempotent
+               else "it can be neither deduplicated by idempotency key")
+        return p.stop(StopKind.TERMINAL_FAILURE, ErrorCode.OUTCOME_UNKNOWN.value,
+                      f"step {step.id}: {spec.name} may or may not have committed, {why} nor looked up",
+                      unknown.attempt_id)
+    return _look_up(p, action, unknown)
+
+
+def _look_up(p: Pass, action: Action, unknown: Attempt) -> Attempt | None:
+    s, spec, progress = p.state, action.spec, unknown.progress
+    step, original = progress.step, unknown.observation
+    started = p.ports.clock.now()
+    budget = B.exhausted_before_lookup(s.budgets, s.usage, capability=spec.name, started_at=s.started_at,
+                                       now=started)
+    if budget:
+        return p.stop(StopKind.BUDGET_EXHAUSTED, budget,
+                      f"step {step.id}: looking up whether {spec.name} committed would exceed the {budget} "
+                      "budget; whether it committed stays unknown", unknown.attempt_id)
+    looked = p.ports.executor.lookup_status(spec, step.arguments, idempotency_key=action.key,
+                                            timeout_s=call_timeout(s, spec, started))
+    p.state = replace(p.state, usage=p.state.usage.counted_lookup(spec.name))
+    if looked is None or looked.side_effect is SideEffectStatus.UNKNOWN:
+        return p.stop(StopKind.TERMINAL_FAILURE, ErrorCode.OUTCOME_UNKNOWN.value,
+                      f"step {step.id}: the status lookup of {spec.name} could not tell whether it committed",
+                      unknown.attempt_id)
+    progress = replace(progress, attempts=progress.attempts + 1)
+    if looked.side_effect is SideEffectStatus.COMMITTED:
+        observation = Observation.success(looked.output, state_changed=True, side_effect=SideEffectStatus.COMMITTED,
+                                          extra={"resolved_by": "status_lookup"})
+    else:
+        # Not committed: the failure is an ordinary one, and retrying it is safe.
+        observation = replace(original, side_effect=SideEffectStatus.NOT_COMMITTED,
+                              extra={**original.extra, "resolved_by": "status_lookup"})
+    ended = p.ports.clock.now()
+    observation = observation.with_timing(latency_s=ended - started, attempt=progress.attempts,
+                                          trace_id=s.trace_id, span_id=p.new_span_id())
+    # Span id first, then attempt id: the order in which sequential ids (scenarios, tests) are recorded.
+    attempt = Attempt(progress, p.ports.ids.new_id(), AttemptKind.LOOKUP, started, ended, observation)
+    return count_commit(p, spec, attempt)
