@@ -347,6 +347,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "core.choices.RunStatus",
+        "SideEffectEnum": "core.choices.SideEffect",
+        "DecisionEnum": ["approve", "reject"],  # an approval decision
+        "DecisionKindEnum": "core.choices.DecisionKind",
+        "ObservationStatusEnum": "core.choices.ObservationStatus",
+        "SideEffectStatusEnum": "core.choices.SideEffectStatus",
         "EvaluationStatusEnum": "evaluation.models.Evaluation.Status",
     },
 }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any
 
 from django.db.models import (
     CharField,
@@ -18,8 +18,9 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
+    TextField,
 )
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from capabilities.models import Capability
@@ -398,27 +399,27 @@ def _decorate_expiry(approval: Approval) -> None:
 
 
 TRACE_ATTEMPT_COLUMNS = (
-    "uid", "step__key", "step__revision_id", "number", "kind", "capability_name", "capability_version_id", "signature", "signature_hash",
-    "idempotency_key", "started_text", "ended_text", "latency_s", "trace_id", "span_id", "repeated_without_progress",
-    "status", "state_changed", "output_json", "output_ref_id", "error_code", "error_category", "error_message",
-    "retry_guidance", "retry_after_s", "side_effect_status", "decision__id", "decision__decision",
-    "decision__reason", "usage_json", "decided_text")
+    "uid", "step__revision__number", "step__key", "number", "kind", "capability_name", "capability_version__number",
+    "arguments_json", "signature", "signature_hash", "idempotency_key", "started_text", "ended_text", "latency_s",
+    "trace_id", "span_id", "repeated_without_progress", "status", "state_changed", "output_json", "output_ref_id",
+    "output_ref__sha256", "output_ref__size_bytes", "error_code", "error_category", "error_message", "retry_guidance",
+    "retry_after_s", "side_effect_status", "decision__id", "decision__decision", "decision__reason", "usage_json",
+    "decided_text")
 
 
-def trace_attempt_rows(*, run: Run, chunk_size: int = 2000) -> Iterator[tuple]:
-    """Every attempt with its decision as plain tuples (TRACE_ATTEMPT_COLUMNS), in chunks.
+def trace_attempt_rows(*, run: Run) -> QuerySet:
+    """A run's attempts with their decisions as plain tuples (TRACE_ATTEMPT_COLUMNS), in trace order.
 
-    Outputs and usage come back as the database's JSON text, to be written out as
-    they are: no parse and re-serialise of every output, no model instances.
+    JSON (outputs, arguments, usage) and timestamps come back as the database's text, to be
+    written out as they are: no parse and re-serialise of every output, no model instances.
+    A queryset, so the API can page it and the download iterate it in chunks.
     """
-    from django.db.models import TextField
-    from django.db.models.functions import Cast
-
     return (Attempt.objects.filter(run=run).order_by("started_at", "id")
-            .annotate(output_json=Cast("output", TextField()), usage_json=Cast("decision__usage", TextField()),
+            .annotate(output_json=Cast("output", TextField()), arguments_json=Cast("step__arguments", TextField()),
+                      usage_json=Cast("decision__usage", TextField()),
                       started_text=IsoText("started_at"), ended_text=IsoText("ended_at"),
                       decided_text=IsoText("decision__created_at"))
-            .values_list(*TRACE_ATTEMPT_COLUMNS).iterator(chunk_size=chunk_size))
+            .values_list(*TRACE_ATTEMPT_COLUMNS))
 
 
 class IsoText(Func):
@@ -437,6 +438,19 @@ class IsoText(Func):
         sql, params = compiler.compile(self.source_expressions[0])
         return (f"(replace(substr({sql}, 1, 19), ' ', 'T') || '.' || "
                 f"substr(coalesce(nullif(substr({sql}, 21, 6), ''), '') || '000000', 1, 6) || 'Z')"), params
+
+
+def trace_revisions(*, run: Run) -> QuerySet[PlanRevision]:
+    return run.plan_revisions.select_related("triggering_attempt").order_by("number")
+
+
+def trace_steps(*, run: Run) -> QuerySet[Step]:
+    return run.steps.select_related("revision", "capability_version").order_by("revision__number", "index")
+
+
+def trace_approvals(*, run: Run) -> QuerySet[Approval]:
+    # Through the run's manager, so each approval's run is this one (approval_dict names its goal).
+    return run.approvals.select_related("decided_by", "step", "revision").order_by("requested_at", "id")
 
 
 def trace_decisions_without_attempt(*, run: Run) -> QuerySet[Decision]:

@@ -8,86 +8,117 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from capabilities.models import StoredOutput
 from core.api import PAGE_PARAMETERS, Pagination, paginated
-from core.choices import RunStatus
+from core.choices import ErrorCategory, ErrorCode, RunStatus, SideEffectStatus, StopReason
 from core.permissions import require_perm
-from runs import search, services
-from runs.budget_usage import revisions_used, run_budget_usage
+from runs import search, selectors, services
 from runs.labels import label_filters_parse
-from runs.models import Approval, Attempt, Planner, PlanRevision, Run
+from runs.models import Approval, Attempt, Decision, Planner, PlanRevision, Run
 from runs.selectors import RunFilters
+from runs.trace_json import approval_dict, attempt_values, revision_dict, run_dict
+
+
+# The answers' shapes, for OpenAPI: runs.trace_json makes them (the trace download writes the
+# same items), these only document them, as the model has a field where it can;
+# tests/runs/test_trace_json.py checks each against what trace_json makes.
+
+
+class BudgetUsageOutput(serializers.Serializer):
+    name = serializers.CharField()
+    used = serializers.FloatField()
+    limit = serializers.FloatField()
+    fraction = serializers.FloatField(help_text="used / limit, 0..1")
+    exhausted = serializers.BooleanField(help_text="This budget stopped the run.")
+    capability = serializers.CharField(required=False, help_text="A capability_calls row's capability.")
 
 
 class RunOutput(serializers.ModelSerializer):
-    owner = serializers.CharField(source="owner.username")
-    budget_usage = serializers.SerializerMethodField()
-    # Replans after the first plan, as the max_revisions budget and the page count them;
-    # `plans` is every plan received, the first included.
-    revisions = serializers.SerializerMethodField()
-    plans = serializers.IntegerField(source="revisions", read_only=True)
+    owner = serializers.CharField()
+    stop_reason = serializers.ChoiceField(choices=StopReason.choices, allow_null=True,
+                                          help_text="null while the run has not stopped")
+    stop_attempt = serializers.CharField(allow_null=True, help_text="uid of the attempt the run stopped on")
+    revisions = serializers.IntegerField(help_text="Replans after the first plan, as max_revisions counts them.")
+    plans = serializers.IntegerField(help_text="Every plan received, the first included.")
+    budget_usage = BudgetUsageOutput(many=True)
 
     class Meta:
         model = Run
         fields = ["id", "goal", "completion", "budgets", "planner", "owner", "require_plan_approval", "status",
-                  "stop_reason", "stop_detail", "stall_kind", "iterations", "revisions", "plans", "tool_calls",
-                  "retries", "tokens", "cost",
-                  "side_effects_committed", "approvals_requested", "repeated_attempts", "trace_id", "created_at",
-                  "started_at", "finished_at", "deadline_at", "cancel_requested_at", "budget_usage", "labels"]
-
-    def get_budget_usage(self, run) -> list[dict]:
-        return run_budget_usage(run)
-
-    def get_revisions(self, run) -> int:
-        return revisions_used(run)
+                  "stop_reason", "stop_detail", "stop_attempt", "stall_kind", "iterations", "revisions", "plans",
+                  "tool_calls", "retries", "tokens", "cost", "side_effects_committed", "approvals_requested",
+                  "repeated_attempts", "trace_id", "created_at", "started_at", "finished_at", "deadline_at",
+                  "cancel_requested_at", "budget_usage", "labels"]
 
 
 class RevisionOutput(serializers.ModelSerializer):
-    triggering_attempt = serializers.CharField(source="triggering_attempt.uid", default=None, allow_null=True,
+    triggering_attempt = serializers.CharField(allow_null=True,
                                                help_text="The attempt whose observation caused this revision.")
 
     class Meta:
         model = PlanRevision
-        fields = ["number", "accepted", "steps", "reason_code", "reason", "triggering_attempt", "changes",
+        fields = ["number", "accepted", "reason_code", "reason", "triggering_attempt", "steps", "changes",
                   "validation_errors", "tokens", "cost", "planner_output", "capabilities_seen", "needs_approval",
                   "created_at"]
 
 
-class AttemptOutput(serializers.ModelSerializer):
-    step = serializers.CharField(source="step.key")
-    revision = serializers.IntegerField(source="step.revision.number")
-    capability_version = serializers.IntegerField(source="capability_version.number", default=None, allow_null=True)
-    decision = serializers.SerializerMethodField()
-    arguments = serializers.JSONField(source="step.arguments")
-    output_ref = serializers.SerializerMethodField()
+class AttemptOutputRefOutput(serializers.ModelSerializer):
+    uri = serializers.CharField(help_text="Serves the whole output (the trace page's output.json).")
+
+    class Meta:
+        model = StoredOutput
+        fields = ["uri", "sha256", "size_bytes"]
+
+
+class AttemptObservationOutput(serializers.ModelSerializer):
+    """The runtime's normalized observation (runs/runtime/observation.py), as stored."""
+
+    output = serializers.JSONField(allow_null=True, help_text="The output, or a preview of one stored by reference.")
+    output_ref = AttemptOutputRefOutput(allow_null=True)
+    error_code = serializers.ChoiceField(choices=ErrorCode.choices, allow_null=True)
+    error_category = serializers.ChoiceField(choices=ErrorCategory.choices, allow_null=True)
+    side_effect = serializers.ChoiceField(choices=SideEffectStatus.choices)
 
     class Meta:
         model = Attempt
-        fields = ["uid", "revision", "step", "number", "kind", "capability_name", "capability_version", "arguments",
-                  "signature", "idempotency_key", "started_at", "ended_at", "latency_s", "status", "state_changed",
-                  "output", "output_ref", "error_code", "error_category", "error_message", "retry_guidance",
-                  "retry_after_s", "side_effect_status", "repeated_without_progress", "trace_id", "span_id",
-                  "decision"]
+        fields = ["status", "state_changed", "output", "output_ref", "error_code", "error_category", "error_message",
+                  "retry_guidance", "retry_after_s", "side_effect"]
 
-    def get_decision(self, attempt) -> dict | None:
-        decision = getattr(attempt, "decision", None)
-        return {"decision": decision.decision, "reason": decision.reason, "usage": decision.usage} if decision else None
 
-    def get_output_ref(self, attempt) -> dict | None:
-        ref = attempt.output_ref
-        return {"sha256": ref.sha256, "size_bytes": ref.size_bytes} if ref else None
+class AttemptDecisionOutput(serializers.ModelSerializer):
+    class Meta:
+        model = Decision
+        fields = ["decision", "reason", "usage", "created_at"]
+
+
+class AttemptOutput(serializers.ModelSerializer):
+    revision = serializers.IntegerField()
+    step = serializers.CharField(help_text="The step's key within its revision.")
+    label = serializers.CharField(help_text="Unique within the run, as the trace page shows it: r2·s1#1.")
+    capability = serializers.CharField()
+    capability_version = serializers.IntegerField(allow_null=True)
+    arguments = serializers.JSONField()
+    observation = AttemptObservationOutput()
+    decision = AttemptDecisionOutput(allow_null=True)
+
+    class Meta:
+        model = Attempt
+        fields = ["uid", "revision", "step", "number", "kind", "label", "capability", "capability_version",
+                  "arguments", "signature", "signature_hash", "idempotency_key", "started_at", "ended_at",
+                  "latency_s", "trace_id", "span_id", "repeated_without_progress", "observation", "decision"]
 
 
 class ApprovalOutput(serializers.ModelSerializer):
-    revision = serializers.IntegerField(source="revision.number")
-    step = serializers.CharField(source="step.key", default=None, allow_null=True)
-    decided_by = serializers.CharField(source="decided_by.username", default=None, allow_null=True)
-    run_goal = serializers.CharField(source="run.goal")
+    run_goal = serializers.CharField()
+    revision = serializers.IntegerField()
+    step = serializers.CharField(allow_null=True)
+    capability = serializers.CharField(allow_blank=True)
+    decided_by = serializers.CharField(allow_null=True)
 
     class Meta:
         model = Approval
-        fields = ["id", "run", "run_goal", "kind", "revision", "step", "capability_name", "arguments",
-                  "arguments_hash", "plan_hash", "state", "requested_at", "expires_at", "decided_by", "decided_at",
-                  "comment"]
+        fields = ["id", "run", "run_goal", "kind", "revision", "step", "capability", "arguments", "arguments_hash",
+                  "plan_hash", "state", "requested_at", "expires_at", "decided_at", "decided_by", "comment"]
 
 
 class RunListApi(APIView):
@@ -124,7 +155,7 @@ class RunListApi(APIView):
         filters = self.RunFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)
         paginator = Pagination()
-        runs = Run.objects.select_related("owner").order_by("-created_at", "-id")
+        runs = Run.objects.select_related("owner", "stop_attempt").order_by("-created_at", "-id")
         searched = {k: filters.validated_data.pop(k) for k in ("label", "goal", "stall_kind")
                     if k in filters.validated_data}
         runs = search.apply_search(runs, RunFilters(labels=searched.get("label", ()), goal=searched.get("goal", ""),
@@ -137,7 +168,7 @@ class RunListApi(APIView):
                       "created_to": "created_at__lte"}.get(field, field)
             runs = runs.filter(**{lookup: value})
         page = paginator.paginate_queryset(runs, request, view=self)
-        return paginator.get_paginated_response(RunOutput(page, many=True).data)
+        return paginator.get_paginated_response([run_dict(run) for run in page])
 
 
 class RunStartApi(APIView):
@@ -159,7 +190,7 @@ class RunStartApi(APIView):
         data = self.RunStartInput(data=request.data)
         data.is_valid(raise_exception=True)
         run = services.run_start(owner=request.user, **data.validated_data)
-        return Response(RunOutput(run).data, status=201)
+        return Response(run_dict(run), status=201)
 
 
 class RunDetailApi(APIView):
@@ -167,7 +198,7 @@ class RunDetailApi(APIView):
 
     @extend_schema(responses=RunOutput)
     def get(self, request, run_id: int):
-        return Response(RunOutput(get_object_or_404(Run.objects.select_related("owner"), pk=run_id)).data)
+        return Response(run_dict(get_object_or_404(Run.objects.select_related("owner", "stop_attempt"), pk=run_id)))
 
 
 class RunCancelApi(APIView):
@@ -176,7 +207,7 @@ class RunCancelApi(APIView):
     @extend_schema(request=None, responses=RunOutput)
     def post(self, request, run_id: int):
         get_object_or_404(Run, pk=run_id)
-        return Response(RunOutput(services.run_cancel(run_id=run_id, user=request.user)).data)
+        return Response(run_dict(services.run_cancel(run_id=run_id, user=request.user)))
 
 
 class RunRevisionsApi(APIView):
@@ -185,8 +216,7 @@ class RunRevisionsApi(APIView):
     @extend_schema(responses=RevisionOutput(many=True))
     def get(self, request, run_id: int):
         run = get_object_or_404(Run, pk=run_id)
-        revisions = run.plan_revisions.select_related("triggering_attempt").order_by("number")
-        return Response(RevisionOutput(revisions, many=True).data)
+        return Response([revision_dict(revision) for revision in selectors.trace_revisions(run=run)])
 
 
 class RunAttemptsApi(APIView):
@@ -195,12 +225,9 @@ class RunAttemptsApi(APIView):
     @extend_schema(operation_id="runs_attempts_list", parameters=PAGE_PARAMETERS, responses=paginated(AttemptOutput))
     def get(self, request, run_id: int):
         run = get_object_or_404(Run, pk=run_id)
-        attempts = (Attempt.objects.filter(run=run)
-                    .select_related("step__revision", "capability_version", "decision", "output_ref")
-                    .order_by("started_at", "id"))
         paginator = Pagination()
-        page = paginator.paginate_queryset(attempts, request, view=self)
-        return paginator.get_paginated_response(AttemptOutput(page, many=True).data)
+        page = paginator.paginate_queryset(selectors.trace_attempt_rows(run=run), request, view=self)
+        return paginator.get_paginated_response(attempt_values(run, page))
 
 
 class ApprovalListApi(APIView):
@@ -221,7 +248,7 @@ class ApprovalListApi(APIView):
             approvals = approvals.filter(run_id=filters.validated_data["run"])
         paginator = Pagination()
         page = paginator.paginate_queryset(approvals, request, view=self)
-        return paginator.get_paginated_response(ApprovalOutput(page, many=True).data)
+        return paginator.get_paginated_response([approval_dict(approval) for approval in page])
 
 
 class ApprovalDecideApi(APIView):
@@ -242,4 +269,4 @@ class ApprovalDecideApi(APIView):
                                             approve=data.validated_data["decision"] == "approve",
                                             comment=data.validated_data["comment"],
                                             expected_hash=data.validated_data["expected_hash"])
-        return Response(ApprovalOutput(approval).data)
+        return Response(approval_dict(approval))

@@ -6,7 +6,6 @@ through runs.services. htmx requests get the page's partial ("page.html#name").
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import replace
 
 from django import forms
@@ -29,7 +28,7 @@ from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, forbidden, permission_needed
 from runs import dashboard as dashboard_data
 from runs import dashboard_active as active
-from runs import search, selectors, services, timeline, trace_review
+from runs import search, selectors, services, timeline, trace_json, trace_review
 from runs.labels import label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
 from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
@@ -335,123 +334,11 @@ def attempt_output(request, run_id: int, uid: str):
 
 @permission_needed("runs.view_run", "view runs")
 @require_GET
-def trace_json(request, run_id: int):
+def trace_download(request, run_id: int):
     run = _get_run(run_id)
-    response = StreamingHttpResponse(_trace_chunks(run), content_type="application/json")
+    response = StreamingHttpResponse(trace_json.trace_chunks(run), content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
     return response
-
-
-def _dumps(value) -> str:
-    return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
-
-
-def _trace_chunks(run: Run):
-    """The whole trace as one JSON document, written piece by piece as it is read."""
-    yield '{"run": ' + _dumps(_run_dict(run))
-    yield ', "revisions": ['
-    revision_numbers = {}
-    for i, rev in enumerate(run.plan_revisions.select_related("triggering_attempt").order_by("number")):
-        revision_numbers[rev.pk] = rev.number
-        yield ("," if i else "") + _dumps({
-            "number": rev.number, "accepted": rev.accepted, "reason_code": rev.reason_code, "reason": rev.reason,
-            "triggering_attempt": rev.triggering_attempt.uid if rev.triggering_attempt else None,
-            "steps": rev.steps, "changes": rev.changes, "validation_errors": rev.validation_errors,
-            "tokens": rev.tokens, "cost": rev.cost, "planner_output": rev.planner_output,
-            "capabilities_seen": rev.capabilities_seen, "needs_approval": rev.needs_approval,
-            "created_at": rev.created_at})
-    yield '], "steps": ['
-    for i, step in enumerate(run.steps.select_related("revision").order_by("revision__number", "index")):
-        yield ("," if i else "") + _dumps({
-            "revision": step.revision.number, "index": step.index, "key": step.key,
-            "capability": step.capability_name, "capability_version_id": step.capability_version_id,
-            "arguments": step.arguments, "arguments_hash": step.arguments_hash,
-            "expected_outcome": step.expected_outcome, "depends_on": step.depends_on, "status": step.status,
-            "approval_state": step.approval_state})
-    yield '], "attempts": ['
-    yield from _trace_attempts_json(run, revision_numbers)
-    yield '], "decisions_without_attempt": ['
-    for i, decision in enumerate(selectors.trace_decisions_without_attempt(run=run)):
-        yield ("," if i else "") + _dumps(_decision_dict(decision))
-    yield '], "approvals": ['
-    for i, approval in enumerate(run.approvals.select_related("decided_by", "step", "revision")
-                                 .order_by("requested_at", "id")):
-        yield ("," if i else "") + _dumps({
-            "kind": approval.kind, "revision": approval.revision.number,
-            "step": approval.step.key if approval.step else None, "capability": approval.capability_name,
-            "arguments": approval.arguments, "arguments_hash": approval.arguments_hash,
-            "plan_hash": approval.plan_hash, "state": approval.state, "requested_at": approval.requested_at,
-            "expires_at": approval.expires_at, "decided_at": approval.decided_at,
-            "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
-            "comment": approval.comment})
-    yield "]}"
-
-
-def _run_dict(run: Run) -> dict:
-    return {
-        "id": run.pk, "goal": run.goal, "completion": run.completion, "budgets": run.budgets,
-        "planner": run.planner, "owner": run.owner.get_username(), "status": run.status,
-        "stop_reason": run.stop_reason or None, "stop_detail": run.stop_detail,
-        "stop_attempt": run.stop_attempt.uid if run.stop_attempt else None,
-        "usage": {name: getattr(run, name) for name in (
-            "iterations", "revisions", "tool_calls", "retries", "tokens", "cost", "side_effects_committed",
-            "approvals_requested", "repeated_attempts")},
-        "trace_id": run.trace_id, "created_at": run.created_at, "started_at": run.started_at,
-        "finished_at": run.finished_at, "cancel_requested_at": run.cancel_requested_at,
-    }
-
-
-def _decision_dict(decision) -> dict:
-    return {"decision": decision.decision, "reason": decision.reason, "usage": decision.usage,
-            "created_at": decision.created_at}
-
-
-def _trace_attempts_json(run: Run, revision_numbers: dict[int, int], rows_per_chunk: int = 200):
-    """The attempts array's items, a chunk per `rows_per_chunk` attempts.
-
-    Rows come as tuples with outputs as the database's own JSON text; that text is
-    put in place of a per-download random marker after the rest is serialised, so an
-    output is never parsed and serialised again (the download runs at the rate the
-    rows are read). The marker cannot occur in the data: it is new for each download.
-    """
-    token = uuid.uuid4().hex
-    output_mark, usage_mark = f"\x00{token}o", f"\x00{token}u"
-    output_quoted, usage_quoted = _dumps(output_mark), _dumps(usage_mark)
-    output_url = reverse("runs:output", args=[run.pk, token]).replace(token, "{}")
-    buffer = []
-    for i, row in enumerate(selectors.trace_attempt_rows(run=run)):
-        a = dict(zip(selectors.TRACE_ATTEMPT_COLUMNS, row))
-        decision = None
-        if a["decision__id"] is not None:
-            decision = {"decision": a["decision__decision"], "reason": a["decision__reason"], "usage": usage_mark,
-                        "created_at": a["decided_text"]}
-        text = _dumps({
-            "uid": a["uid"], "step": a["step__key"], "number": a["number"], "kind": a["kind"],
-            # The same unique label as the trace page: r2·s1#1.
-            "label": trace_review.attempt_label(revision_numbers.get(a["step__revision_id"]), a["step__key"],
-                                                a["number"]),
-            "capability": a["capability_name"], "capability_version_id": a["capability_version_id"],
-            "signature": a["signature"], "signature_hash": a["signature_hash"],
-            "idempotency_key": a["idempotency_key"], "started_at": a["started_text"], "ended_at": a["ended_text"],
-            "latency_s": a["latency_s"], "trace_id": a["trace_id"], "span_id": a["span_id"],
-            "repeated_without_progress": a["repeated_without_progress"],
-            "observation": {
-                "status": a["status"], "state_changed": a["state_changed"], "output": output_mark,
-                "output_ref": output_url.format(a["uid"]) if a["output_ref_id"] else None,
-                "error_code": a["error_code"] or None, "error_category": a["error_category"] or None,
-                "error_message": a["error_message"], "retry_guidance": a["retry_guidance"],
-                "retry_after_s": a["retry_after_s"], "side_effect": a["side_effect_status"],
-            },
-            "decision": decision,
-        })
-        text = text.replace(output_quoted, a["output_json"] or "null", 1)
-        if decision is not None:
-            text = text.replace(usage_quoted, a["usage_json"] or "null", 1)
-        buffer.append(("," if i else "") + text)
-        if len(buffer) >= rows_per_chunk:
-            yield "".join(buffer)
-            buffer = []
-    yield "".join(buffer)
 
 
 @permission_needed("runs.cancel_run", "cancel runs")

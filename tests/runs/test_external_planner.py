@@ -261,7 +261,7 @@ class TestWithAWorker:
         revisions = api.get(f"/api/runs/{run.pk}/revisions/").json()
         assert [r["accepted"] for r in revisions] == [False, True]
         attempts = api.get(f"/api/runs/{run.pk}/attempts/").json()["results"]
-        assert attempts[0]["capability_name"] == "search_documents" and attempts[0]["status"] == "ok"
+        assert attempts[0]["capability"] == "search_documents" and attempts[0]["observation"]["status"] == "ok"
         assert planning(api, run)["stop_reason"] == "completed"
 
     def test_a_run_whose_agent_never_answers_is_stopped_by_the_deadline_sweep(self, celery_worker, operator,
