@@ -21,17 +21,99 @@ def fast_password_hashing(request):
     request.getfixturevalue("settings").PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def static_files_scanned_once(request):
+    """WhiteNoise scans STATIC_ROOT and every finder's folder when its middleware is built, which
+    Django's test client does for each new client: ~0.1 s a client, a third of the fast suite's
+    time. A server process builds it once; so does this session, for each static configuration.
+    The files do not change during a session (collectstatic runs before pytest)."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        yield
+        return
+    from django.conf import settings
+    from whitenoise.middleware import WhiteNoiseMiddleware
+
+    build = WhiteNoiseMiddleware.__init__
+    built: dict[str, dict] = {}
+
+    def init(self, get_response=None, settings=settings):
+        names = sorted(n for n in dir(settings) if n.startswith(("STATIC", "WHITENOISE_")))
+        key = repr([(n, getattr(settings, n)) for n in names + ["DEBUG", "FORCE_SCRIPT_NAME", "INSTALLED_APPS"]])
+        if key not in built:
+            build(self, get_response, settings)
+            built[key] = {k: v for k, v in vars(self).items() if k != "get_response"}
+        else:
+            vars(self).update(built[key])
+            self.get_response = get_response
+
+    WhiteNoiseMiddleware.__init__ = init
+    yield
+    WhiteNoiseMiddleware.__init__ = build
+
+
+_MIGRATED_ROLES: list[tuple[str, str, str]] = []
+
+
+def _role_groups():
+    """The role groups as the data migrations made them. Their rows vanish when a transactional
+    test flushes the database (its post_migrate signal brings the permissions back, not the
+    groups): then they are put back from what the first call saw, in three queries —
+    core.roles.sync_role_groups again (create_permissions for every app) cost ~0.15 s."""
+    from django.contrib.auth.models import Group, Permission
+
+    from core.roles import ROLE_PERMISSIONS
+
+    Through = Group.permissions.through
+    # One cheap query in the common case.
+    if Group.objects.filter(name__in=ROLE_PERMISSIONS, permissions__isnull=False).distinct().count() == len(ROLE_PERMISSIONS):
+        if not _MIGRATED_ROLES:
+            _MIGRATED_ROLES.extend(Through.objects.filter(group__name__in=ROLE_PERMISSIONS).values_list(
+                "group__name", "permission__content_type__app_label", "permission__codename"))
+        return
+    if not _MIGRATED_ROLES:  # flushed before any test saw the migrated groups
+        from django.apps import apps
+
+        from core.roles import sync_role_groups
+
+        sync_role_groups(apps)
+        return _role_groups()
+    groups = {g.name: g for g in Group.objects.filter(name__in=ROLE_PERMISSIONS)}
+    groups.update({g.name: g for g in Group.objects.bulk_create(
+        [Group(name=name) for name in ROLE_PERMISSIONS if name not in groups])})
+    Through.objects.filter(group__in=groups.values()).delete()
+    perms = {(p.content_type.app_label, p.codename): p.pk for p in Permission.objects.select_related("content_type")}
+    Through.objects.bulk_create([Through(group_id=groups[name].pk, permission_id=perms[(app, codename)])
+                                 for name, app, codename in _MIGRATED_ROLES])
+
+
 @pytest.fixture
 def roles(db):
-    """The role groups. Data-migration rows vanish after transactional tests, so re-sync then only."""
-    from django.apps import apps
-    from django.contrib.auth.models import Group
+    _role_groups()
 
-    from core.roles import ROLE_PERMISSIONS, sync_role_groups
 
-    # One cheap query in the common case; create_permissions for every app cost ~30 ms a test.
-    if Group.objects.filter(name__in=ROLE_PERMISSIONS, permissions__isnull=False).distinct().count() < len(ROLE_PERMISSIONS):
-        sync_role_groups(apps)
+@pytest.fixture(scope="class")
+def class_db(django_db_setup, django_db_blocker):
+    """The database for rows a class of tests reads but never needs afresh (an evaluation of the
+    whole bundled suite, say): one transaction around the class, rolled back after its last test.
+    Each test's own transaction (the `db` fixture) nests inside it as a savepoint, so what a test
+    writes is still undone after that test. Not for transactional tests."""
+    from django.db import transaction
+
+    with django_db_blocker.unblock():
+        atomic = transaction.atomic()
+        atomic.__enter__()
+        try:
+            yield
+        finally:
+            transaction.set_rollback(True)
+            atomic.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="class")
+def class_operator(class_db):
+    """An operator created once per class (see class_db), for class-scoped fixtures that act as one."""
+    _role_groups()
+    return _make_user("olive", "operator")
 
 
 def _make_user(username, group=None, **extra):
@@ -125,8 +207,13 @@ def worker_env() -> dict[str, str]:
 WORKER_STDIO_COMMANDS = ("python -m mcp_server_time", "python -m agentops_no_such_mcp_server")
 
 
+def _worker_number() -> int:
+    """0 without pytest-xdist; n for its worker gwn, so fixed ports differ between workers."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+
+
 def otlp_port() -> int:
-    return int(os.environ.get("AGENTOPS_TEST_OTLP_PORT", "14318"))
+    return int(os.environ.get("AGENTOPS_TEST_OTLP_PORT") or 14318 + _worker_number())
 
 
 @pytest.fixture(scope="session")
@@ -254,7 +341,7 @@ def smtp_server():
             return "250 OK"
 
     inbox = Inbox()
-    port = int(os.environ.get("AGENTOPS_TEST_SMTP_PORT", "18025"))
+    port = int(os.environ.get("AGENTOPS_TEST_SMTP_PORT") or _free_port())
     controller = Controller(inbox, hostname="127.0.0.1", port=port)
     controller.start()
     inbox.port = port
@@ -271,15 +358,22 @@ def inbox(smtp_server):
     return smtp_server
 
 
+def _free_port() -> int:
+    """An ephemeral loopback port, for a server that must be told its port up front."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.fixture(scope="session")
 def http_mcp_server():
     """The demo MCP server (tests/capabilities/mcp_demo_server.py) over streamable HTTP on an
     ephemeral loopback port, as a subprocess: its URL."""
     import socket
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     server = ROOT / "tests" / "capabilities" / "mcp_demo_server.py"
     process = subprocess.Popen([sys.executable, str(server), "--http", str(port)], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)

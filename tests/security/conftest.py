@@ -40,7 +40,8 @@ class Recorder:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # A short poll: shutdown() waits out one poll interval (the default 0.5 s cost every test).
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
 
