@@ -107,7 +107,8 @@ def _sync_one(name: str, definition) -> str:
         raise Conflict(f"The name {name} is taken by a {capability.kind} capability.")
     current = capability.current_version
     code = {**policy, "config": config}
-    code_changes = {k: v for k, v in code.items() if _last_synced_code(capability).get(k) != v}
+    synced = _last_synced_code(capability)
+    code_changes = {k: v for k, v in code.items() if synced.get(k) != v}
     if not code_changes:
         return "unchanged"
     merged = {**current.policy(), **code_changes}

@@ -44,9 +44,11 @@ def _api_routes(resolver=None, prefix=""):
 
 
 def _timed(call):
+    # A bound for a hang (unbounded recursion, a runaway regex), not a speed target: those take
+    # minutes; a loaded CI machine takes a second. Speed is bench/'s business.
     started = time.monotonic()
     response = call()
-    assert time.monotonic() - started < 1.0, "refusing bad input must be quick"
+    assert time.monotonic() - started < 10.0, "refusing bad input must not hang"
     return response
 
 
