@@ -23,7 +23,10 @@ import json
 import logging
 import os
 import threading
+import time
 from typing import Any
+
+from django.db import transaction
 
 from capabilities.executors.base import traceparent
 from runs.models import Decision, Run
@@ -207,8 +210,6 @@ def export_transition_on_commit(run, transition) -> None:
     """Queue one pass's planner and tool spans for export once its transaction commits."""
     if not enabled():
         return
-    from django.db import transaction
-
     snapshot = {"trace_id": run.trace_id, "planner": run.planner, "model": _model_of(run)}
     transaction.on_commit(lambda: _safely("a pass", _export_transition, snapshot, transition))
 
@@ -217,8 +218,6 @@ def export_run_on_commit(run_id: int) -> None:
     """Queue the run's own span for export once the transaction that finished it commits."""
     if not enabled():
         return
-    from django.db import transaction
-
     transaction.on_commit(lambda: _safely(f"run {run_id}", _export_run, run_id))
 
 
@@ -237,8 +236,6 @@ def _export_transition(run: dict[str, Any], transition) -> None:
 
 
 def _export_plan(run: dict[str, Any], event) -> None:
-    import time
-
     trace_id = run["trace_id"]
     llm = run["planner"] == "llm"
     operation = "chat" if llm else "plan"

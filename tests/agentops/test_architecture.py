@@ -12,8 +12,9 @@ PACKAGES = ("agentops", "core", "capabilities", "runs", "notifications", "evalua
 # Every import of our own modules placed inside a function, with its reason (README, "Architecture").
 # Django's AppConfig.ready() is where an app hooks into others once every app's models are loaded.
 FUNCTION_LEVEL_IMPORTS = {
-    ("capabilities/apps.py", "capabilities.sync"),  # ready(): sync the @capability registry on start
-    ("capabilities/apps.py", "capabilities.kinds.mcp"),  # ready(): stop the stdio MCP pool at exit
+    # apps.py signal handlers: after migrate, sync the @capability registry; at worker exit, stop the stdio MCP pool
+    ("capabilities/apps.py", "capabilities.sync"),
+    ("capabilities/apps.py", "capabilities.kinds.mcp"),
     ("core/apps.py", "core"),  # ready(): connect the token-revoking signal handlers
     ("runs/apps.py", "capabilities"),  # ready(): plug the runs' usage reader into the registry pages
     ("runs/apps.py", "runs"),  # ready(): the same, and instrument the frameworks for OpenTelemetry
@@ -54,6 +55,9 @@ def _function_level_imports():
                         yield str(path.relative_to(ROOT)), inner.module
                     elif isinstance(inner, ast.ImportFrom) and inner.level:
                         yield str(path.relative_to(ROOT)), "." * inner.level + (inner.module or "")
+                    elif isinstance(inner, ast.Import):
+                        yield from ((str(path.relative_to(ROOT)), alias.name) for alias in inner.names
+                                    if alias.name.split(".")[0] in PACKAGES)
 
 
 def test_imports_inside_functions_are_the_listed_ones():
