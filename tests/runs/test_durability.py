@@ -160,6 +160,14 @@ class TestWriteAheadIntents:
 
 
 class TestNothingStranded:
+    @pytest.fixture(autouse=True)
+    def requeued(self, monkeypatch):
+        """What the sweep queues, kept here: the session's real worker (if one was started) must not
+        advance these runs while the test's transactional teardown truncates the tables."""
+        sent = []
+        monkeypatch.setattr(sweeps.queue, "advance_later", lambda run_id, countdown=None: sent.append(run_id))
+        return sent
+
     def test_deciding_an_approval_moves_the_run_out_of_awaiting_approval(self, operator, second_operator,
                                                                          demo_capabilities):
         run = ticket_run(operator)
@@ -170,16 +178,16 @@ class TestNothingStranded:
         assert Run.objects.get(pk=run.pk).status == "queued"
 
     def test_the_sweep_requeues_an_approved_run_whose_wake_up_was_lost(self, operator, second_operator,
-                                                                       demo_capabilities, settings):
+                                                                       demo_capabilities, settings, requeued):
         run = ticket_run(operator)
         engine.run_advance(run_id=run.pk, worker="w")
         approval = Approval.objects.get(run=run, state="pending")
         services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
         later = timezone.now() + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS + 5)
-        assert sweeps.requeue_orphaned_runs(now=later) == 1
+        assert sweeps.requeue_orphaned_runs(now=later) == 1 and requeued == [run.pk]
 
     def test_the_sweep_requeues_a_run_left_awaiting_an_approval_already_decided(self, operator, second_operator,
-                                                                               demo_capabilities):
+                                                                               demo_capabilities, requeued):
         run = ticket_run(operator)
         engine.run_advance(run_id=run.pk, worker="w")
         approval = Approval.objects.get(run=run, state="pending")
@@ -187,5 +195,5 @@ class TestNothingStranded:
         # As a run decided before this release would be: still awaiting_approval.
         Run.objects.filter(pk=run.pk).update(status="awaiting_approval",
                                              updated_at=timezone.now() - timedelta(seconds=5))
-        assert sweeps.requeue_orphaned_runs() == 1
+        assert sweeps.requeue_orphaned_runs() == 1 and requeued == [run.pk]
         assert Run.objects.get(pk=run.pk).status == "queued"
