@@ -449,5 +449,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # axes logs every successful login at INFO; lock-outs and failures still show at WARNING.
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    # httpx logs every request at INFO (the LLM planner's, MCP's): a line per call, CPU in the worker.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"},
+                "httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }

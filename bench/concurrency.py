@@ -145,7 +145,7 @@ def register(port: int):
               "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}
     if existing is None:
         capability_create(user=user, name=CAPABILITY, kind="http", policy=policy, config=config)
-    else:
+    elif existing.current_version.config != config:  # a new port: a new version (an unchanged one is refused)
         capability_update(user=user, capability_id=existing.pk, policy=policy, config=config)
     return user
 
@@ -212,6 +212,7 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
         wait_finished(run_ids, 60 + steps * delay * runs)
         times = Run.objects.filter(pk__in=run_ids).aggregate(last=Max("finished_at"), started=Max("started_at"))
         finished, last_start = times["last"].timestamp(), times["started"].timestamp()
+        where_time_goes = step_timing(run_ids, queued)
         outcomes = set(Run.objects.filter(pk__in=run_ids).values_list("stop_reason", "tool_calls"))
         cpu_per_step = (process_cpu_s(*pids) - cpu_before) / (runs * steps)
         sys_per_step = (process_cpu_s(*pids, system_only=True) - sys_before) / (runs * steps)
@@ -233,7 +234,28 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
     ideal = steps * delay
     return {"pool": pool if processes == 1 else f"{pool} x{processes}", "wall_s": wall, "cpu_ms_per_step": cpu_per_step * 1000,
             "sys_ms_per_step": sys_per_step * 1000, "ideal_s": ideal, "ratio": ideal / wall, "last_start_s": last_start - queued,
-            "steps_per_s": runs * steps / wall, "ideal_steps_per_s": runs / delay}
+            "steps_per_s": runs * steps / wall, "ideal_steps_per_s": runs / delay, **where_time_goes}
+
+
+def step_timing(run_ids: list[int], queued: float) -> dict:
+    """Where a run's time went, from its attempt rows: when the runs began (median), how long a call
+    took (its own 200 ms plus waiting for the GIL in the worker) and the gap between one call's end
+    and the next one's start (the pass: decide, record, plan)."""
+    import statistics
+
+    from runs.models import Attempt, Run
+
+    starts = sorted(t.timestamp() - queued for t in Run.objects.filter(pk__in=run_ids).values_list("started_at", flat=True))
+    rows = Attempt.objects.filter(run_id__in=run_ids).order_by("run_id", "started_at").values_list(
+        "run_id", "started_at", "ended_at")
+    calls, gaps, previous = [], [], None
+    for run_id, started, ended in rows:
+        calls.append((ended - started).total_seconds())
+        if previous is not None and previous[0] == run_id:
+            gaps.append((started - previous[1]).total_seconds())
+        previous = (run_id, ended)
+    return {"median_start_s": statistics.median(starts), "call_ms": 1000 * statistics.mean(calls),
+            "gap_ms": 1000 * statistics.mean(gaps) if gaps else 0.0}
 
 
 def process_cpu_s(*pids: int, system_only: bool = False) -> float:
@@ -301,7 +323,8 @@ def report(args, port: int, env: dict) -> None:
 
     print(f"{args.runs} runs x {args.steps} steps of {args.delay * 1000:.0f} ms on {connection.vendor}, broker "
           f"{settings.CELERY_BROKER_URL.split('://')[0]}, one worker process per pool")
-    print(f"{'pool':10} {'wall s':>8} {'ideal s':>8} {'steps/s':>9} {'ideal/s':>8} {'ratio':>6} {'last run began':>15} {'worker CPU/step':>16} {'of it kernel':>13} {'CPU-bound max':>14}")
+    print(f"{'pool':10} {'wall s':>8} {'ideal s':>8} {'steps/s':>9} {'ideal/s':>8} {'ratio':>6} {'runs began (median, last)':>26} "
+          f"{'call':>9} {'between calls':>14} {'worker CPU/step':>16} {'of it kernel':>13} {'CPU-bound max':>14}")
     load_before = f"{os.getloadavg()[0]:.2f}"
     for entry in args.pools.split(","):
         pool, _, processes = entry.partition(":")
@@ -311,7 +334,8 @@ def report(args, port: int, env: dict) -> None:
         result = measure(pool, args.runs, args.runs, args.steps, args.delay, env,
                          profile=f"{args.profile}.{pool}.txt" if args.profile else "", processes=int(processes or 1))
         print(f"{result['pool']:10} {result['wall_s']:8.2f} {result['ideal_s']:8.2f} {result['steps_per_s']:9.1f} "
-              f"{result['ideal_steps_per_s']:8.1f} {result['ratio']:6.2f} {result['last_start_s']:13.2f} s "
+              f"{result['ideal_steps_per_s']:8.1f} {result['ratio']:6.2f} {result['median_start_s']:15.2f} s, {result['last_start_s']:5.2f} s "
+              f"{result['call_ms']:6.1f} ms {result['gap_ms']:11.1f} ms "
               f"{result['cpu_ms_per_step']:13.2f} ms {result['sys_ms_per_step']:10.2f} ms "
               f"{1000 * int(processes or 1) / result['cpu_ms_per_step']:10.0f}/s", flush=True)
     print(f"Load average before and after: {load_before}, {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores).")

@@ -65,37 +65,66 @@ class OwnerAuthorizer:
         return allowed
 
 
+class SharedSpecs:
+    """The registry's specs at one version, shared by every run a worker process advances.
+
+    The version is the registry's latest change (every edit, new version or disable goes
+    through capabilities.policy, which moves it), read with each claim and each pass's
+    commit; so the 64 runs a worker starts at once read the registry once, not 64 times.
+    Only the latest version is kept.
+    """
+
+    def __init__(self, version) -> None:
+        self.version = version
+        self.specs: dict[str, CapabilitySpec | None] = {}
+        self.enabled: list[CapabilitySpec] | None = None
+
+    _latest: SharedSpecs | None = None
+
+    @classmethod
+    def at(cls, version) -> SharedSpecs:
+        latest = cls._latest
+        if latest is None or latest.version != version:
+            latest = cls._latest = cls(version)
+        return latest
+
+
 class DjangoRegistry:
     """The registry as the runtime sees it: current versions as CapabilitySpecs.
 
-    Specs are cached for the life of the object (one slice of one run) and dropped
-    when the registry's version (its latest change, returned with every pass's
-    commit) moves, so an edit or a disable takes effect at the next pass.
+    Specs are read at the registry's version (its latest change, returned with the claim and
+    every pass's commit) and shared by all runs in the process at that version; when the
+    version moves, an edit or a disable takes effect at the next pass. Without a version
+    (a database that cannot return it) the specs are cached for this object's life only.
     """
 
     def __init__(self):
-        self._specs: dict[str, CapabilitySpec | None] = {}
+        self._shared = SharedSpecs(None)
         self.version = None
 
     def observe_version(self, version) -> None:
-        if version != self.version:
-            self._specs.clear()
+        if version is not None and version != self.version:
+            self._shared = SharedSpecs.at(version)
             self.version = version
 
     def get(self, name: str) -> CapabilitySpec | None:
-        if name not in self._specs:
+        specs = self._shared.specs
+        if name not in specs:
             capability = (Capability.objects.select_related("current_version", "mcp_server")
                           .filter(name=name, current_version__isnull=False).first())
-            self._specs[name] = _spec_of(capability) if capability else None
-        return self._specs[name]
+            specs[name] = _spec_of(capability) if capability else None
+        return specs[name]
 
     def visible(self, authorizer) -> list[CapabilitySpec]:
-        specs = [_spec_of(c) for c in Capability.objects.select_related("current_version", "mcp_server")
-                 .filter(enabled=True, current_version__isnull=False).order_by("name")]
-        # The plan's steps are looked up next: they find the specs read here.
-        self._specs.update((s.name, s) for s in specs if s.name not in self._specs)
+        shared = self._shared
+        if shared.enabled is None:
+            shared.enabled = [_spec_of(c) for c in Capability.objects.select_related("current_version", "mcp_server")
+                              .filter(enabled=True, current_version__isnull=False).order_by("name")]
+            # The plan's steps are looked up next: they find the specs read here.
+            for spec in shared.enabled:
+                shared.specs.setdefault(spec.name, spec)
         # A side-effecting capability the owner may not use is not offered to the planner.
-        return [s for s in specs if not (s.changes_state and s.permission) or authorizer.permits(s.permission)]
+        return [s for s in shared.enabled if not (s.changes_state and s.permission) or authorizer.permits(s.permission)]
 
 
 def _spec_of(capability: Capability) -> CapabilitySpec:

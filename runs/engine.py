@@ -45,20 +45,24 @@ def run_advance(*, run_id: int, worker: str, slice_seconds: float = SLICE_SECOND
         return None
     keeper = LeaseKeeper(lease)
     keeper.start()
+    finished = False
     try:
-        return _advance_slice(lease, keeper, slice_seconds)
+        countdown, finished = _advance_slice(lease, keeper, slice_seconds)
+        return countdown
     except LeaseLost as lost:
         log.warning("%s; worker %s stops advancing it", lost, worker)
         return None
     finally:
         keeper.stop()
-        try:
-            release(lease)
-        except INFRASTRUCTURE_ERRORS:
-            log.warning("could not release the lease of run %s: it expires by itself", run_id)
+        if not finished:  # a finishing pass let go of the lease in its own write
+            try:
+                release(lease)
+            except INFRASTRUCTURE_ERRORS:
+                log.warning("could not release the lease of run %s: it expires by itself", run_id)
 
 
-def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> float | None:
+def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> tuple[float | None, bool]:
+    """(the countdown as run_advance returns it, whether the run finished and its lease was let go)."""
     run = Run.objects.select_related("owner").get(pk=lease.run_id)
     writer = PassWriter(run, lease)
     writer.load_interrupted()
@@ -88,7 +92,7 @@ def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> f
 
     last = controller.drive(state, before_pass=before_pass, on_transition=write, hand_back=hand_back)
     if last.wait_s is None:
-        return None
+        return None, writer.released
     # A countdown longer than the broker's visibility timeout would be redelivered early; hop in
     # shorter waits instead (a hop that finds nothing due costs no write).
-    return min(last.wait_s, MAX_COUNTDOWN_SECONDS)
+    return min(last.wait_s, MAX_COUNTDOWN_SECONDS), False

@@ -21,7 +21,8 @@ from django.utils import timezone
 
 from capabilities.models import Capability
 from core.choices import FINISHED_STATUSES
-from runs.models import Run
+from runs.models import Attempt, Run
+from runs.sql import Columns
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ class Lease:
     token: int
     # The registry's version when the lease was taken (None where the claim could not read it).
     registry_version: Any = None
+    # Whether the run has an attempt left in flight by a lost worker (True where the claim could not tell).
+    in_flight: bool = True
 
 
 def fenced_update(run_id: int, lease: Lease | None, values: dict[str, Any], *, increments: dict[str, int] | None = None,
@@ -73,12 +76,12 @@ def fenced_update(run_id: int, lease: Lease | None, values: dict[str, Any], *, i
 def fenced_update_sql(run_id: int, lease: Lease | None, values: dict[str, Any],
                       increments: dict[str, int]) -> tuple[str, list[Any]]:
     """The fenced UPDATE of the run row as SQL and parameters (plain values only, no expressions)."""
-    qn, meta = connection.ops.quote_name, Run._meta
+    qn, meta, setters = connection.ops.quote_name, Run._meta, Columns.of(Run).sets
     sets, params = [], []
     for name, value in values.items():
-        field = meta.get_field(name)
-        sets.append(f"{qn(field.column)} = %s")
-        params.append(field.get_db_prep_save(value, connection))
+        sql, to_param = setters[name]
+        sets.append(sql)
+        params.append(to_param(value))
     for name, n in increments.items():
         column = qn(meta.get_field(name).column)
         sets.append(f"{column} = {column} + %s")
@@ -123,13 +126,18 @@ def claim(run_id: int, worker: str) -> Lease | None:
         qn, meta = connection.ops.quote_name, Run._meta
         where, params = claimable.query.get_compiler(connection=connection).compile(claimable.query.where)
         expires = meta.get_field("lease_expires_at")
+        attempts = qn(Attempt._meta.db_table)
+        # The same statement says whether a lost worker left a call in flight (a partial index answers),
+        # so a slice reads the run's attempts only when there is one to resolve.
+        in_flight = (f"EXISTS (SELECT 1 FROM {attempts} WHERE {attempts}.{qn('run_id')} = %s "
+                     f"AND {attempts}.{qn('in_flight')})")
         with connection.cursor() as cursor:
             cursor.execute(f"UPDATE {qn(meta.db_table)} SET {qn('lease_owner')} = %s, "
                            f"{qn('lease_token')} = {qn('lease_token')} + 1, {qn(expires.column)} = %s "
-                           f"WHERE {where} RETURNING {qn('lease_token')}, {registry_version_sql()}",
-                           [worker, expires.get_db_prep_save(until, connection), *params])
+                           f"WHERE {where} RETURNING {qn('lease_token')}, {registry_version_sql()}, {in_flight}",
+                           [worker, expires.get_db_prep_save(until, connection), *params, run_id])
             row = cursor.fetchone()
-        return Lease(run_id, worker, row[0], row[1]) if row else None
+        return Lease(run_id, worker, row[0], row[1], bool(row[2])) if row else None
     updated = claimable.update(lease_owner=worker, lease_token=F("lease_token") + 1, lease_expires_at=until)
     if not updated:
         return None

@@ -30,6 +30,7 @@ from runs.runtime.signatures import arguments_hash
 from runs.runtime.state import RunState
 from runs.runtime.stop import status_for_stop, stop_kind
 from runs.services import run_close_open_records
+from runs.sql import insert_from, server_bound_cursor
 
 
 def _at(epoch: float) -> datetime:
@@ -66,6 +67,7 @@ class PassWriter:
         self._intents: dict[str, int] = {}   # attempt uid -> pk of its in-flight row
         self._interrupted: CallIntent | None = None
         self._fresh_revision = 0   # a revision this writer just recorded: its steps are all pending
+        self.released = False      # a stop was written, which let go of the lease in the same UPDATE
 
     # -- the intent log (runs.runtime.intents.IntentLog) -------------------------------
 
@@ -101,6 +103,8 @@ class PassWriter:
 
     def load_interrupted(self) -> None:
         """Once per slice: an intent a lost worker left in flight (at most one: passes are sequential)."""
+        if self.lease is not None and not self.lease.in_flight:
+            return  # the claim saw none
         row = (Attempt.objects.filter(run=self.run, in_flight=True).select_related("step__revision")
                .order_by("-started_at").first())
         if row is None:
@@ -154,6 +158,7 @@ class PassWriter:
             run.stop_attempt = attempt
 
             run_close_open_records(run_id=run.pk, now=now)
+            self.released = True
         self._written(values, increments)
         for status, pks in self._changed_step_statuses(state).items():
             Step.objects.filter(pk__in=pks).update(status=status)
@@ -199,17 +204,18 @@ class PassWriter:
         parts, source = [f"r AS ({update} RETURNING {cancel})"], "r"
         if attempt is not None:
             fields = _attempt_fields(run, attempt)
-            fields["capability_version_id"] = self._version_exists(attempt.version_id)
-            row = Attempt(run_id=run.pk, step_id=self._step(attempt.revision, attempt.step_id)[0],
-                          uid=attempt.attempt_id, worker=(self.lease.worker if self.lease else "")[:100],
-                          lease_token=self.lease.token if self.lease else None, **fields)
-            sql, values_params = _insert_from(row, "r")
+            fields.update(capability_version_id=self._version_exists(attempt.version_id), run_id=run.pk,
+                          step_id=self._step(attempt.revision, attempt.step_id)[0], uid=attempt.attempt_id,
+                          worker=(self.lease.worker if self.lease else "")[:100],
+                          lease_token=self.lease.token if self.lease else None)
+            sql, values_params = insert_from(Attempt, fields, "r", now=now)
             parts.append(f"a AS ({sql} RETURNING id)")
             params += values_params
             source = "a"
         if decision is not None:
-            row = Decision(run_id=run.pk, decision=decision.decision, reason=decision.reason, usage=decision.usage)
-            sql, values_params = _insert_from(row, source, attempt_id="a.id" if source == "a" else None)
+            row = {"run_id": run.pk, "attempt_id": None, "decision": decision.decision, "reason": decision.reason,
+                   "usage": decision.usage}
+            sql, values_params = insert_from(Decision, row, source, now=now, attempt_id="a.id" if source == "a" else None)
             parts.append(f"d AS ({sql})")
             params += values_params
         for n, (status, pks) in enumerate(self._changed_step_statuses(transition.state).items()):
@@ -218,7 +224,7 @@ class PassWriter:
                          "AND EXISTS (SELECT 1 FROM r))")
             params += [status, *pks]
         sql = f"WITH {', '.join(parts)} SELECT r.{cancel}, {registry_version_sql()} FROM r"
-        with _server_bound_cursor() as cursor:
+        with server_bound_cursor() as cursor:
             cursor.execute(sql, params)
             returned = cursor.fetchone()
         if returned is None:
@@ -299,14 +305,25 @@ class PassWriter:
         """
         if not state.revision:
             return {}
+        previous = self.previous
+        if (previous is not None and previous.revision == state.revision and len(previous.steps) == len(state.steps)
+                and previous.is_terminal == state.is_terminal and previous.pending_approval == state.pending_approval):
+            # Only a step whose progress object was replaced can have a new status (the state is
+            # immutable: replace() keeps the others as they were), so only those are compared.
+            changed_steps = [(old, new) for old, new in zip(previous.steps, state.steps) if old is not new]
+            return self._changed(state, {n.step.id: _step_status(state, n) for _o, n in changed_steps},
+                                 {o.step.id: _step_status(previous, o) for o, _n in changed_steps})
         wanted = _step_statuses(state)
-        if self.previous is not None and self.previous.revision == state.revision:
-            before = _step_statuses(self.previous)
+        if previous is not None and previous.revision == state.revision:
+            before = _step_statuses(previous)
         elif state.revision == self._fresh_revision and any(r == state.revision for r, _ in self._steps):
             before = {key: StepStatus.PENDING for (revision, key) in self._steps if revision == state.revision}
         else:
             before = dict(Step.objects.filter(run=self.run, revision__number=state.revision)
                           .values_list("key", "status"))
+        return self._changed(state, wanted, before)
+
+    def _changed(self, state: RunState, wanted: dict[str, str], before: dict[str, str]) -> dict[str, list[int]]:
         changed: dict[str, list[int]] = {}
         for key, status in wanted.items():
             if key in before and before[key] != status:
@@ -314,58 +331,24 @@ class PassWriter:
         return changed
 
 
-def _server_bound_cursor():
-    """A Django cursor (execute wrappers, query logging) whose parameters travel apart from the SQL.
-
-    Django's psycopg cursors bind client-side: every pass would escape its whole checkpoint
-    into the SQL text, which cost more CPU than the rest of the statement. This one statement
-    is written for server-side binding (each value cast to its column's type).
-    """
-    import psycopg
-
-    connection.ensure_connection()
-    raw = psycopg.Cursor(connection.connection)
-    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
-
-
-_INSERTS: dict[type, tuple[list, str]] = {}
-
-
-def _insert_from(row, source: str, **columns_sql: str | None) -> tuple[str, list[Any]]:
-    """INSERT of an unsaved model row as `INSERT ... SELECT <its values> FROM source`, so it is
-    written only when `source` (a CTE) has a row. `columns_sql` replaces a column's value by SQL
-    (attempt_id="a.id"). Each value is cast to its column's type: a bare literal would be text."""
-    model = type(row)
-    if model not in _INSERTS:
-        fields = [(f, f"CAST(%s AS {f.cast_db_type(connection)})")
-                  for f in model._meta.concrete_fields if not f.primary_key]
-        _INSERTS[model] = (fields, f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} "
-                                   f"({', '.join(connection.ops.quote_name(f.column) for f, _ in fields)})")
-    fields, head = _INSERTS[model]
-    selected, params = [], []
-    for field, placeholder in fields:
-        if columns_sql.get(field.attname):
-            selected.append(columns_sql[field.attname])
-            continue
-        selected.append(placeholder)
-        params.append(field.get_db_prep_save(field.pre_save(row, True), connection))
-    return f"{head} SELECT {', '.join(selected)} FROM {source}", params
+_PROGRESS_STATUS = {"pending": StepStatus.PENDING, "succeeded": StepStatus.SUCCEEDED, "failed": StepStatus.FAILED}
 
 
 def _step_statuses(state: RunState) -> dict[str, str]:
-    statuses = {}
-    for progress in state.steps:
-        status = {"pending": StepStatus.PENDING, "succeeded": StepStatus.SUCCEEDED,
-                  "failed": StepStatus.FAILED}.get(progress.status, StepStatus.PENDING)
-        if status == StepStatus.PENDING and progress.attempts:
-            status = StepStatus.RUNNING
-        if state.is_terminal and status in (StepStatus.PENDING, StepStatus.RUNNING):
-            # The run ended around this step: it never finished, or never started.
-            status = StepStatus.FAILED if progress.attempts else StepStatus.SKIPPED
-        if state.pending_approval and state.pending_approval.step_id == progress.step.id:
-            status = StepStatus.AWAITING_APPROVAL
-        statuses[progress.step.id] = status
-    return statuses
+    return {progress.step.id: _step_status(state, progress) for progress in state.steps}
+
+
+def _step_status(state: RunState, progress) -> str:
+    """A Step row's status for one step's progress in the checkpoint."""
+    status = _PROGRESS_STATUS.get(progress.status, StepStatus.PENDING)
+    if status == StepStatus.PENDING and progress.attempts:
+        status = StepStatus.RUNNING
+    if state.is_terminal and status in (StepStatus.PENDING, StepStatus.RUNNING):
+        # The run ended around this step: it never finished, or never started.
+        status = StepStatus.FAILED if progress.attempts else StepStatus.SKIPPED
+    if state.pending_approval and state.pending_approval.step_id == progress.step.id:
+        status = StepStatus.AWAITING_APPROVAL
+    return status
 
 
 def _record_plan(run: Run, event: ev.PlanProposed, step_ids: dict | None = None) -> None:

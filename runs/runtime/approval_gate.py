@@ -2,12 +2,12 @@
 later pass takes the decision (or the request's expiry) before anything else happens."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from .approvals import ApprovalRequest
 from .events import ApprovalDecided, ApprovalRequested
 from .pass_context import Pass
+from .records import replace
 from .stop import RunStatus, StopKind
 
 

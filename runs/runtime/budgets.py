@@ -5,11 +5,11 @@ exactly on a completing step still completes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from .records import declared_numbers
+from .records import declared_numbers, replace
 
 SIDE_EFFECT_WINDOW_S = 60.0
 

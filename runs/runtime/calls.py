@@ -2,7 +2,7 @@
 what it counts, and the attempt the run records once the decision about it is known."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from . import budgets as B
 from .capability import CapabilitySpec
@@ -12,6 +12,7 @@ from .history import AttemptKind, HistoryEntry, appended
 from .intents import CallIntent
 from .observation import AdmissionRefused, Observation, SideEffectStatus
 from .pass_context import Pass
+from .records import replace
 from .signatures import action_signature, outcome_fingerprint, signature_text
 from .state import RunState, StepProgress
 from .stop import StopKind

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
 
 from .observation import Observation, OutputRef
+from .records import replace
 
 HISTORY_OUTPUT_BYTES = 2048
 PREVIEW_CHARS = 500

@@ -2,7 +2,6 @@
 attempt and the decision, and act on it: complete, stop, wait to retry or poll, or replan."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from . import budgets as B
@@ -14,6 +13,7 @@ from .events import DecisionMade
 from .history import AttemptKind, HistoryEntry, repeated_without_progress
 from .observation import Observation, Status
 from .pass_context import Pass, arguments_text, outcome_text
+from .records import replace
 from .retry import retry_allowed, retry_delay_s
 from .signatures import action_signature, outcome_fingerprint, signature_text
 from .state import PlanningNeed, StepProgress, StepStatus

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from . import budgets as B
@@ -31,6 +31,7 @@ from .observation import AdmissionRefused, ErrorCode, SideEffectStatus
 from .pass_context import Pass
 from .plan_intake import ask_planner
 from .ports import ApprovalBook, Authorizer, CapabilityRegistry, Clock, Executor, IdSource, Planner
+from .records import replace
 from .resolution import interrupted_call, resolve
 from .signatures import action_signature, arguments_hash, idempotency_key
 from .state import PlanningNeed, RunState, StepProgress, StepStatus

@@ -6,9 +6,11 @@ these fields.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from .records import replace
 
 
 class Status(StrEnum):

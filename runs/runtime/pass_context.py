@@ -8,7 +8,6 @@ arguments.
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from typing import Any, Protocol
 
 from .events import Event, RunStopped, StatusChanged
@@ -17,6 +16,7 @@ from .intents import IntentLog
 from .observation import Observation, Status
 from .plan import Step
 from .ports import ApprovalBook, Authorizer, CapabilityRegistry, Clock, Executor, IdSource, Planner
+from .records import replace
 from .signatures import canonical_json
 from .state import RunState, StepProgress
 from .stop import RunStatus, StallKind, StopKind, status_for_stop, stop_reason

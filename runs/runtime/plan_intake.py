@@ -2,7 +2,7 @@
 it, and install it, reject it or put it before an operator)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from . import budgets as B
@@ -14,6 +14,7 @@ from .pass_context import Pass
 from .plan import Step, parse_plan, step_changes
 from .planning import PlanningRequest, PlanNotReady, PlanProposal
 from .ports import CapabilityRegistry
+from .records import replace
 from .signatures import action_signature, plan_hash, signature_text
 from .state import PlanAwaitingApproval, PlanningNeed, RunState, StepProgress
 from .stop import ReplanReason, StallKind, StopKind

@@ -3,14 +3,13 @@ committed, or one a lost worker sent (its intent is in flight). Never a blind re
 re-send with the same key, or ask whether it committed, or stop."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 from . import budgets as B
 from .calls import Action, Attempt, call, call_timeout, count_call, count_commit, wait_for_admission
 from .history import AttemptKind
 from .intents import CallIntent
 from .observation import AdmissionRefused, ErrorCode, Observation, SideEffectStatus
 from .pass_context import Pass
+from .records import replace
 from .retry import retry_allowed
 from .state import StepProgress
 from .stop import StopKind

@@ -6,7 +6,7 @@ the counters. Full traces live in the events the adapter records.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from .approvals import ApprovalRequest
@@ -14,6 +14,7 @@ from .budgets import Budgets, Usage
 from .completion import CompletionCriteria
 from .history import AttemptKind, HistoryEntry
 from .plan import PlanError, Step
+from .records import replace
 from .stop import RunStatus
 
 
