@@ -62,6 +62,23 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, {"slow": True})
         if path == "/text":
             return self.reply(200, "plain words", content_type="text/plain")
+        if path == "/latin1":
+            return self.reply(200, "café".encode("latin-1"), content_type="text/plain; charset=iso-8859-1")
+        if path in ("/trickle-head", "/trickle-body"):
+            # Each byte well within any socket timeout, the whole answer far beyond the call's.
+            body = b"x" * int(query.get("n", ["100"])[0])
+            head = self.head(200, len(body))
+            at_once, slowly = (b"", head + body) if path == "/trickle-head" else (head, body)
+            self.wfile.write(at_once)
+            for byte in slowly:
+                time.sleep(float(query.get("s", ["0.02"])[0]))
+                self.wfile.write(bytes([byte]))
+            return None
+        if path == "/short":
+            # Promises 100 bytes, sends 10 and closes.
+            self.close_connection = True
+            self.wfile.write(self.head(200, 100) + b"x" * 10)
+            return None
         if path == "/big":
             return self.reply(200, {"rows": ["x" * 100] * 200})
         if path == "/drop":
@@ -91,7 +108,7 @@ class Handler(BaseHTTPRequestHandler):
         return self.reply(404, {"error": "no route"})
 
     def reply(self, status, payload, *, headers=None, content_type="application/json"):
-        data = b"" if payload is None else (
+        data = b"" if payload is None else payload if isinstance(payload, bytes) else (
             payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -100,6 +117,10 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+    def head(self, status, length, content_type="text/plain"):
+        """A status line and headers as bytes, for answers written by hand."""
+        return f"HTTP/1.1 {status} OK\r\nContent-Type: {content_type}\r\nContent-Length: {length}\r\n\r\n".encode()
 
 
 @pytest.fixture(scope="session")

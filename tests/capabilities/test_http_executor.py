@@ -31,6 +31,12 @@ def run(executor, spec, arguments=None, *, key=None, timeout_s=None):
                             trace_id="0af7651916cd43dd8448eb211c80319c", span_id="b7ad6b7169203331")
 
 
+def closed_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 class TestRequests:
     def test_it_sends_get_arguments_as_query_parameters(self, executor, http_server):
         observation = run(executor, http_spec(f"{http_server}/echo"), {"q": "travel", "limit": 3, "exact": True,
@@ -82,6 +88,42 @@ class TestRequests:
 
     def test_a_non_json_body_becomes_text(self, executor, http_server):
         assert run(executor, http_spec(f"{http_server}/text")).output == "plain words"
+
+    def test_a_text_body_is_decoded_with_its_charset(self, executor, http_server):
+        assert run(executor, http_spec(f"{http_server}/latin1")).output == "café"
+
+    def test_it_escapes_what_a_url_may_not_carry_raw(self, executor, http_server):
+        observation = run(executor, http_spec(f"{http_server}/echo?q=a b&city=Zürich&done=100%25"))
+        assert observation.output["query"] == {"q": ["a b"], "city": ["Zürich"], "done": ["100%"]}
+
+    def test_it_asks_for_an_uncompressed_answer_and_replaces_a_configured_host(self, executor, http_server):
+        spec = http_spec(f"{http_server}/echo", headers={"host": "elsewhere.example", "Accept-Encoding": "gzip"})
+        headers = run(executor, spec).output["headers"]
+        assert headers["accept-encoding"] == "identity"
+        assert headers["user-agent"] == "AgentOps"
+        assert headers["host"] == http_server.removeprefix("http://")
+
+    @pytest.mark.parametrize("value", ["ops\r\nX-Injected: 1", "ops\nX-Injected: 1", "ops\r\n X-Folded: 1"])
+    def test_a_header_value_with_a_line_break_is_refused_before_anything_is_sent(self, executor, value):
+        # A closed port: had anything been sent, this would be a connection error.
+        spec = http_spec(f"http://127.0.0.1:{closed_port()}/echo", method="POST", side_effect=SideEffect.WRITE,
+                         headers={"X-Team": value})
+        observation = run(executor, spec, {"a": 1}, key="k")
+        assert observation.error_code == ErrorCode.INVALID_ARGUMENTS
+        assert observation.status == Status.TERMINAL
+        assert observation.side_effect == SideEffectStatus.NOT_COMMITTED
+        assert "X-Team" in observation.error_message
+        assert "Injected" not in observation.error_message and "Folded" not in observation.error_message
+
+    def test_a_secret_http_cannot_carry_is_refused_without_quoting_it(self, tmp_path):
+        # Not Latin-1, so http.client refuses it; the message must not need the redactor.
+        executor = HttpExecutor(guard=NetGuard(["127.0.0.1"]), environ={"EURO_TOKEN": "s3cr3t-€uro-value"},
+                                output_store=FileOutputStore(tmp_path))
+        spec = http_spec(f"http://127.0.0.1:{closed_port()}/echo", secret_headers={"X-Api-Key": "EURO_TOKEN"})
+        observation = run(executor, spec)
+        assert observation.error_code == ErrorCode.INVALID_ARGUMENTS
+        assert "not valid HTTP" in observation.error_message
+        assert "s3cr3t" not in observation.error_message and "redacted" not in observation.error_message
 
     def test_a_large_body_is_stored_by_reference(self, executor, http_server):
         spec = CapabilitySpec(name="big", kind=Kind.HTTP, max_output_bytes=2000, config={"url": f"{http_server}/big"})
@@ -156,11 +198,35 @@ class TestFailuresOnTheWire:
         assert observation.error_code == ErrorCode.TIMEOUT
         assert observation.side_effect == SideEffectStatus.NOT_COMMITTED
 
+    @pytest.mark.parametrize("path, message", [("/trickle-body", "did not finish answering in time"),
+                                               ("/trickle-head", "did not answer in time")])
+    def test_an_answer_trickled_byte_by_byte_times_out_at_the_deadline(self, executor, http_server, path, message):
+        # One byte every 20 ms never trips a per-read timeout; only the call's deadline ends it.
+        spec = http_spec(f"{http_server}{path}?n=100&s=0.02", method="POST", side_effect=SideEffect.WRITE,
+                         timeout_s=0.4)
+        observation = run(executor, spec, {"a": 1}, key="k")
+        assert observation.error_code == ErrorCode.TIMEOUT
+        assert message in observation.error_message
+        assert observation.side_effect == SideEffectStatus.UNKNOWN
+        assert 0.35 < observation.latency_s < 0.9
+
+    def test_a_body_cut_short_is_a_broken_connection_with_an_unknown_outcome(self, executor, http_server):
+        spec = http_spec(f"{http_server}/short", method="POST", side_effect=SideEffect.WRITE)
+        observation = run(executor, spec, {"a": 1}, key="k")
+        assert observation.error_code == ErrorCode.CONNECTION_ERROR
+        assert "IncompleteRead" in observation.error_message
+        assert observation.side_effect == SideEffectStatus.UNKNOWN
+
+    def test_a_body_larger_than_the_limit_is_refused_but_the_write_committed(self, executor, http_server):
+        spec = http_spec(f"{http_server}/big", method="POST", side_effect=SideEffect.WRITE, max_response_bytes=1000)
+        observation = run(executor, spec, {"a": 1}, key="k")
+        assert observation.error_code == ErrorCode.INVALID_ARGUMENTS
+        assert "larger than 1000 bytes" in observation.error_message
+        assert observation.side_effect == SideEffectStatus.COMMITTED
+        assert observation.extra == {"http_status": 200}
+
     def test_a_refused_connection_never_committed(self, executor):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        spec = http_spec(f"http://127.0.0.1:{port}/orders", method="POST", side_effect=SideEffect.WRITE)
+        spec = http_spec(f"http://127.0.0.1:{closed_port()}/orders", method="POST", side_effect=SideEffect.WRITE)
         observation = run(executor, spec, {"a": 1}, key="k")
         assert observation.error_code == ErrorCode.CONNECTION_ERROR
         assert observation.status == Status.RETRYABLE
