@@ -49,27 +49,43 @@ def guarded_client(guard: NetGuard | None = None, **kw: Any):
                         trust_env=False, **kw)
 
 
-def server_redactor() -> Redactor:
-    """The secrets the server itself holds: removed from every error text we store or show."""
+def server_redactor(registry_version: Any = None) -> Redactor:
+    """The secrets the server itself holds: removed from every error text we store or show.
+
+    `registry_version` (the registry's latest change, which a worker's slice knows): the
+    variable names the registry reads secrets from are read once at that version, not by
+    every run a worker starts; their values are always read now."""
     values = [settings.SECRET_KEY]
     for name in ("DATABASE_URL", "CELERY_BROKER_URL"):
         password = urlsplit(os.environ.get(name, "")).password
         if password:
             values.append(password)
     names = [endpoint.get("api_key_env") for endpoint in settings.AGENTOPS_LLM_ENDPOINTS.values()]
-    names.extend(_registry_secret_names())
+    names.extend(_registry_secret_names(registry_version))
     values.extend(os.environ[name] for name in names if name and os.environ.get(name))
     return Redactor(values)
 
 
-def _registry_secret_names() -> list[str]:
-    """Every variable a registered capability or MCP server reads a secret from (one query each)."""
+_names_at: tuple[Any, list[str]] | None = None
+
+
+def _registry_secret_names(registry_version: Any = None) -> list[str]:
+    """Every variable a registered capability or MCP server reads a secret from (one query each).
+
+    Kept for one registry version: a capability's config moving moves the version, and MCP
+    servers are never edited (a new one's variables arrive with the tools imported from it)."""
+    global _names_at
+    cached = _names_at
+    if registry_version is not None and cached is not None and cached[0] == registry_version:
+        return cached[1]
     names: list[str] = []
     for config in Capability.objects.exclude(current_version=None).values_list("current_version__config", flat=True):
         if isinstance(config, dict):
             names.extend(secret_env_names(config))
     for env_vars in McpServer.objects.values_list("env_vars", flat=True):
         names.extend(str(v) for v in env_vars or [])
+    if registry_version is not None:
+        _names_at = (registry_version, names)
     return names
 
 

@@ -15,8 +15,10 @@ from capabilities.outputs import DatabaseOutputStore
 from capabilities.ratelimit import RateLimitedExecutor
 
 
-def capability_executor(*, actor=None, context: Mapping[str, Any] | None = None) -> RateLimitedExecutor:
-    """`actor` and `context` (e.g. the run) go into the audit event of a stdio server start."""
+def capability_executor(*, actor=None, context: Mapping[str, Any] | None = None,
+                        registry_version: Any = None) -> RateLimitedExecutor:
+    """`actor` and `context` (e.g. the run) go into the audit event of a stdio server start;
+    `registry_version` (a worker's slice knows it) lets the server's redactor be reused."""
     return RateLimitedExecutor(CapabilityExecutor(
         guard=capability_guard(), stdio=stdio_policy(actor=actor, context=context),
-        output_store=DatabaseOutputStore(), redactor=server_redactor()))
+        output_store=DatabaseOutputStore(), redactor=server_redactor(registry_version)))

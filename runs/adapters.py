@@ -154,8 +154,9 @@ class DjangoApprovalBook:
 
 
 def build_controller(run: Run, writer: PassWriter | None = None, registry: DjangoRegistry | None = None) -> Controller:
-    return Controller(registry=registry or DjangoRegistry(),
-                      executor=capability_executor(context={"run_id": run.pk}), planner=planner_for(run), clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
+    registry = registry or DjangoRegistry()
+    return Controller(registry=registry,
+                      executor=capability_executor(context={"run_id": run.pk}, registry_version=registry.version), planner=planner_for(run), clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
                       approvals=DjangoApprovalBook(run), ids=RandomIds(),
                       approval_ttl_s=settings.AGENTOPS_APPROVAL_TTL_SECONDS, intents=writer,
                       abandon_on=INFRASTRUCTURE_ERRORS)
