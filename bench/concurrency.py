@@ -182,7 +182,7 @@ def wait_finished(run_ids: list[int], timeout: float) -> None:
 
 
 def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, env: dict, profile: str = "",
-            processes: int = 1) -> dict:
+            processes: int = 1, cold: bool = False) -> dict:
     """`processes` workers of `concurrency` // `processes` each (CPU is summed over them)."""
     from django.db.models import Max
 
@@ -201,6 +201,10 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
         warm = start_runs(user, 1, 1)  # a worker is up once this finishes
         wait_finished(warm, 120)
         wait_ready(hostnames)
+        if not cold:
+            # A worker that has been running: each of its threads has its database connection (kept
+            # CONN_MAX_AGE, 60 s) and its imports done. --cold measures a worker's first 64 runs.
+            wait_finished(start_runs(user, concurrency, 1), 120)
         pids = [w.pid for w in workers]
         cpu_before, sys_before = process_cpu_s(*pids), process_cpu_s(*pids, system_only=True)
         if profile:  # py-spy (not a dependency) samples the worker while it advances the runs
@@ -293,6 +297,8 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.2)
     parser.add_argument("--profile", default="", help="record the worker with py-spy into PROFILE.<pool>.txt "
                         "(collapsed stacks; py-spy is not a dependency: pip install py-spy)")
+    parser.add_argument("--cold", action="store_true", help="measure a fresh worker's first runs (each thread "
+                        "opens its database connection while the runs start) instead of a warm worker's")
     parser.add_argument("--var-dir", default=os.path.join(tempfile.gettempdir(), "agentops-bench-concurrency"))
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # internal: be the slow server
     args = parser.parse_args()
@@ -322,7 +328,8 @@ def report(args, port: int, env: dict) -> None:
     from django.db import connection
 
     print(f"{args.runs} runs x {args.steps} steps of {args.delay * 1000:.0f} ms on {connection.vendor}, broker "
-          f"{settings.CELERY_BROKER_URL.split('://')[0]}, one worker process per pool")
+          f"{settings.CELERY_BROKER_URL.split('://')[0]}, one worker process per pool, "
+          f"{'cold (its first runs)' if args.cold else 'warm (its threads have served runs before)'}")
     print(f"{'pool':10} {'wall s':>8} {'ideal s':>8} {'steps/s':>9} {'ideal/s':>8} {'ratio':>6} {'runs began (median, last)':>26} "
           f"{'call':>9} {'between calls':>14} {'worker CPU/step':>16} {'of it kernel':>13} {'CPU-bound max':>14}")
     load_before = f"{os.getloadavg()[0]:.2f}"
@@ -332,7 +339,8 @@ def report(args, port: int, env: dict) -> None:
             print(f"{pool:10} not installed (not a dependency: .venv/bin/pip install {pool} to measure it)")
             continue
         result = measure(pool, args.runs, args.runs, args.steps, args.delay, env,
-                         profile=f"{args.profile}.{pool}.txt" if args.profile else "", processes=int(processes or 1))
+                         profile=f"{args.profile}.{pool}.txt" if args.profile else "", processes=int(processes or 1),
+                         cold=args.cold)
         print(f"{result['pool']:10} {result['wall_s']:8.2f} {result['ideal_s']:8.2f} {result['steps_per_s']:9.1f} "
               f"{result['ideal_steps_per_s']:8.1f} {result['ratio']:6.2f} {result['median_start_s']:15.2f} s, {result['last_start_s']:5.2f} s "
               f"{result['call_ms']:6.1f} ms {result['gap_ms']:11.1f} ms "

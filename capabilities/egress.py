@@ -69,6 +69,11 @@ def server_redactor(registry_version: Any = None) -> Redactor:
 _names_at: tuple[Any, list[str]] | None = None
 
 
+def forget_registry_secret_names() -> None:
+    global _names_at
+    _names_at = None
+
+
 def _registry_secret_names(registry_version: Any = None) -> list[str]:
     """Every variable a registered capability or MCP server reads a secret from (one query each).
 

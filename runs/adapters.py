@@ -82,6 +82,10 @@ class SharedSpecs:
     _latest: SharedSpecs | None = None
 
     @classmethod
+    def forget(cls) -> None:
+        cls._latest = None
+
+    @classmethod
     def at(cls, version) -> SharedSpecs:
         latest = cls._latest
         if latest is None or latest.version != version:
@@ -114,6 +118,11 @@ class DjangoRegistry:
                           .filter(name=name, current_version__isnull=False).first())
             specs[name] = _spec_of(capability) if capability else None
         return specs[name]
+
+    def version_id(self, name: str) -> int | None:
+        """The capability's current version (its CapabilityVersion's id), None if it is not registered."""
+        spec = self.get(name)
+        return spec.version_id if spec is not None else None
 
     def visible(self, authorizer) -> list[CapabilitySpec]:
         shared = self._shared

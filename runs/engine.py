@@ -69,6 +69,7 @@ def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> t
     registry = DjangoRegistry()
     # Specs read from now on are at least this version: the first pass's commit keeps them if unchanged.
     registry.observe_version(lease.registry_version)
+    writer.version_of = registry.version_id
     controller = build_controller(run, writer, registry)
     state = RunState.from_dict(run.state)
     writer.previous = state

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from typing import Any
@@ -30,7 +31,7 @@ from runs.runtime.signatures import arguments_hash
 from runs.runtime.state import RunState
 from runs.runtime.stop import status_for_stop, stop_kind
 from runs.services import run_close_open_records
-from runs.sql import insert_from, server_bound_cursor
+from runs.sql import insert_from, insert_rows, server_bound_cursor
 
 
 def _at(epoch: float) -> datetime:
@@ -68,6 +69,8 @@ class PassWriter:
         self._interrupted: CallIntent | None = None
         self._fresh_revision = 0   # a revision this writer just recorded: its steps are all pending
         self.released = False      # a stop was written, which let go of the lease in the same UPDATE
+        # A capability's current version by name, from the slice's registry view (engine sets it).
+        self.version_of: Callable[[str], int | None] | None = None
 
     # -- the intent log (runs.runtime.intents.IntentLog) -------------------------------
 
@@ -141,7 +144,7 @@ class PassWriter:
         attempts: dict[str, Attempt] = {}
         for event in transition.events:
             if isinstance(event, ev.PlanProposed):
-                _record_plan(run, event, self._steps)
+                _record_plan(run, event, self._steps, self.version_of)
                 if event.accepted:
                     self._fresh_revision = event.revision
             elif isinstance(event, ev.AttemptFinished):
@@ -157,7 +160,11 @@ class PassWriter:
                 Run.objects.filter(pk=run.pk).update(stop_attempt=attempt)
             run.stop_attempt = attempt
 
-            run_close_open_records(run_id=run.pk, now=now)
+            # This writer knows whether the run ever asked for an approval (the counter it writes) and
+            # whether a call is in flight (the intents it began or was handed by the claim).
+            run_close_open_records(run_id=run.pk, now=now,
+                                   approvals=bool(run.approvals_requested or increments.get("approvals_requested")),
+                                   in_flight=bool(self._intents) or self.lease is None or self.lease.in_flight)
             self.released = True
         self._written(values, increments)
         for status, pks in self._changed_step_statuses(state).items():
@@ -351,7 +358,10 @@ def _step_status(state: RunState, progress) -> str:
     return status
 
 
-def _record_plan(run: Run, event: ev.PlanProposed, step_ids: dict | None = None) -> None:
+def _record_plan(run: Run, event: ev.PlanProposed, step_ids: dict | None = None,
+                 version_of: Callable[[str], int | None] | None = None) -> None:
+    """The revision and, if accepted, its steps, each linked to its capability's current version
+    (`version_of`: what the worker's registry view says; else read from the registry)."""
     revision = PlanRevision.objects.create(
         run=run, number=event.revision, accepted=event.accepted, steps=list(event.steps),
         reason_code=event.reason_code or "initial", reason=event.reason,
@@ -363,18 +373,24 @@ def _record_plan(run: Run, event: ev.PlanProposed, step_ids: dict | None = None)
     )
     if not event.accepted:
         return
-    names = {step.get("capability") for step in event.steps}
-    versions = {c.name: c.current_version for c in
-                Capability.objects.filter(name__in=names).select_related("current_version")}
-    created = Step.objects.bulk_create([
-        Step(run=run, revision=revision, index=index, key=str(step.get("id") or f"s{index + 1}"),
-             capability_name=str(step.get("capability", "")), capability_version=versions.get(step.get("capability")),
-             arguments=step.get("arguments") or {}, arguments_hash=arguments_hash(step.get("arguments") or {}),
-             expected_outcome=str(step.get("expected_outcome", "")), depends_on=list(step.get("depends_on") or []))
-        for index, step in enumerate(event.steps)
-    ])
-    if step_ids is not None and all(s.pk for s in created):
-        step_ids.update({(event.revision, s.key): (s.pk, s.capability_version_id is not None) for s in created})
+    names = {str(step.get("capability", "")) for step in event.steps}
+    if version_of is None:
+        current = dict(Capability.objects.filter(name__in=names).values_list("name", "current_version_id"))
+        version_of = current.get
+    rows = [dict(run_id=run.pk, revision_id=revision.pk, index=index, key=str(step.get("id") or f"s{index + 1}"),
+                 capability_name=str(step.get("capability", "")),
+                 capability_version_id=version_of(str(step.get("capability", ""))),
+                 arguments=step.get("arguments") or {}, arguments_hash=arguments_hash(step.get("arguments") or {}),
+                 expected_outcome=str(step.get("expected_outcome", "")), depends_on=list(step.get("depends_on") or []))
+            for index, step in enumerate(event.steps)]
+    if not rows:
+        return
+    if can_return_from_update():
+        created = insert_rows(Step, rows, now=timezone.now(), returning=("id", "key", "capability_version_id"))
+    else:
+        created = [(s.pk, s.key, s.capability_version_id) for s in Step.objects.bulk_create([Step(**r) for r in rows])]
+    if step_ids is not None and all(pk for pk, _key, _version in created):
+        step_ids.update({(event.revision, key): (pk, version is not None) for pk, key, version in created})
 
 
 def _attempt_fields(run: Run, event: ev.AttemptFinished) -> dict[str, Any]:

@@ -98,26 +98,30 @@ def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None
     run_close_open_records(run_id=run.pk, now=now, newly_finished=not was_finished)
 
 
-def run_close_open_records(*, run_id: int, now, newly_finished: bool = True) -> None:
+def run_close_open_records(*, run_id: int, now, newly_finished: bool = True, approvals: bool = True,
+                           in_flight: bool = True) -> None:
     """What a finished run leaves open: pending approvals, and intents whose outcome never came.
 
     Call once the run row says it finished; `newly_finished` False when it had finished before
-    (it is then counted on the dashboard already)."""
+    (it is then counted on the dashboard already). A caller that knows the run never asked for
+    an approval (`approvals` False) or has no call in flight (`in_flight` False) saves those
+    statements: a worker finishing a run knows both."""
     # Every way a run stops comes through here: its own span is exported once this commits.
     otel.export_run_on_commit(run_id)
-    # Nobody may approve a step of a finished run.
-    Approval.objects.filter(run_id=run_id, state=ApprovalState.PENDING).update(state=ApprovalState.EXPIRED,
-                                                                              decided_at=now)
-    Step.objects.filter(run_id=run_id, approval_state=ApprovalState.PENDING).update(
-        approval_state=ApprovalState.EXPIRED)
-    # A call sent by a worker that was lost, never resolved: it stays in the trace as unknown.
-    Attempt.objects.filter(run_id=run_id, in_flight=True).update(
-        in_flight=False, ended_at=now,
-        error_message="The worker making this call was lost and the run ended before its outcome was resolved: "
-                      "the side effect may or may not have happened.")
+    if approvals:
+        # Nobody may approve a step of a finished run.
+        Approval.objects.filter(run_id=run_id, state=ApprovalState.PENDING).update(state=ApprovalState.EXPIRED,
+                                                                                  decided_at=now)
+        Step.objects.filter(run_id=run_id, approval_state=ApprovalState.PENDING).update(
+            approval_state=ApprovalState.EXPIRED)
+    if in_flight:
+        # A call sent by a worker that was lost, never resolved: it stays in the trace as unknown.
+        Attempt.objects.filter(run_id=run_id, in_flight=True).update(
+            in_flight=False, ended_at=now,
+            error_message="The worker making this call was lost and the run ended before its outcome was resolved: "
+                          "the side effect may or may not have happened.")
     if newly_finished:
         # The dashboard's counts of this run and its attempts, in this same transaction.
-
         rollup.record_run_finished(run_id=run_id)
 
 

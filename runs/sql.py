@@ -107,3 +107,25 @@ def server_bound_cursor():
     connection.ensure_connection()
     raw = psycopg.Cursor(connection.connection)
     return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+
+
+def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], *, now,
+                returning: tuple[str, ...]) -> list[tuple]:
+    """Many rows in one `INSERT ... VALUES ... RETURNING` (each row {attname: value}, missing fields
+    their defaults); the returned columns per row, in order. A plan's steps are written this way:
+    Django's bulk_create cost four times as much CPU for twenty steps. Needs RETURNING (PostgreSQL,
+    SQLite 3.35+)."""
+    columns = Columns.of(model)
+    qn = connection.ops.quote_name
+    placeholders = f"({', '.join(['%s'] * len(columns.columns))})"
+    params: list[Any] = []
+    for row in rows:
+        for attname, _cast, to_param, default in columns.columns:
+            value = row[attname] if attname in row else now if default is _NOW else default()
+            params.append(to_param(value))
+    fields = {f.attname: f.column for f in model._meta.concrete_fields}
+    sql = (f"{columns.head} VALUES {', '.join([placeholders] * len(rows))} "
+           f"RETURNING {', '.join(qn(fields[name]) for name in returning)}")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()

@@ -21,6 +21,19 @@ def fast_password_hashing(request):
     request.getfixturevalue("settings").PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def registry_read_afresh(request):
+    """What a worker process keeps per registry version (specs, secret variable names) starts empty in
+    each test: a test's database is rolled back, and the registry's version with it."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        return
+    from capabilities import egress
+    from runs.adapters import SharedSpecs
+
+    SharedSpecs.forget()
+    egress.forget_registry_secret_names()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def static_files_scanned_once(request):
     """WhiteNoise scans STATIC_ROOT and every finder's folder when its middleware is built, which

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .observation import Observation
+from .records import memo_dict
 
 DEFAULT_WINDOW = 20
 
@@ -36,9 +37,10 @@ class HistoryEntry:
         return self.observation.state_changed
 
     def to_dict(self) -> dict[str, Any]:
-        return {"attempt_id": self.attempt_id, "capability": self.capability, "arguments": self.arguments,
-                "signature": self.signature, "fingerprint": self.fingerprint, "kind": self.kind,
-                "observation": self.observation.to_dict()}
+        return memo_dict(self, lambda: {
+            "attempt_id": self.attempt_id, "capability": self.capability, "arguments": self.arguments,
+            "signature": self.signature, "fingerprint": self.fingerprint, "kind": self.kind,
+            "observation": self.observation.to_dict()})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HistoryEntry:

@@ -1,6 +1,7 @@
 """Frozen records built from JSON settings, whose numbers may arrive as text or the other kind."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
@@ -27,5 +28,20 @@ def replace(record: Any, /, **changes: Any) -> Any:
         raise TypeError(f"{cls.__name__} has no field named {', '.join(sorted(set(changes) - names))}")
     copy = object.__new__(cls)
     copy.__dict__.update(record.__dict__)
+    copy.__dict__.pop(MEMO, None)  # the copy's fields differ: its dict form is its own
     copy.__dict__.update(changes)
     return copy
+
+
+MEMO = "_memo_dict"
+
+
+def memo_dict(record: Any, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A frozen record's to_dict(), built once: a step's progress and a history entry stay the same
+    object from pass to pass until they change, and every pass writes the whole checkpoint. The
+    dict is shared: read it, never change it."""
+    cached = record.__dict__.get(MEMO)
+    if cached is None:
+        cached = build()
+        object.__setattr__(record, MEMO, cached)
+    return cached

@@ -14,7 +14,7 @@ from .budgets import Budgets, Usage
 from .completion import CompletionCriteria
 from .history import AttemptKind, HistoryEntry
 from .plan import PlanError, Step
-from .records import replace
+from .records import memo_dict, replace
 from .stop import RunStatus
 
 
@@ -38,10 +38,11 @@ class StepProgress:
     last_observation: dict[str, Any] | None = None   # a summary: status, error_code, side_effect, state_changed
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step.to_dict(), "index": self.index, "status": self.status,
-                "attempts": self.attempts, "retries_used": self.retries_used, "polls_used": self.polls_used,
-                "next_kind": self.next_kind, "approved_arguments_hash": self.approved_arguments_hash,
-                "committed": self.committed, "last_observation": self.last_observation}
+        return memo_dict(self, lambda: {
+            "step": self.step.to_dict(), "index": self.index, "status": self.status,
+            "attempts": self.attempts, "retries_used": self.retries_used, "polls_used": self.polls_used,
+            "next_kind": self.next_kind, "approved_arguments_hash": self.approved_arguments_hash,
+            "committed": self.committed, "last_observation": self.last_observation})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StepProgress:

@@ -16,7 +16,7 @@ def capability(db):
         cap = Capability.objects.create(name=name, kind="python")
         version = CapabilityVersion.objects.create(capability=cap, number=1, **policy)
         cap.current_version = version
-        cap.save(update_fields=["current_version"])
+        cap.save(update_fields=["current_version", "updated_at"])
         return cap
 
     return make

@@ -23,7 +23,7 @@ def make_capability(db):
         number = (capability.versions.order_by("-number").values_list("number", flat=True).first() or 0) + 1
         version = CapabilityVersion.objects.create(capability=capability, number=number, **policy)
         capability.current_version = version
-        capability.save(update_fields=["current_version"])
+        capability.save(update_fields=["current_version", "updated_at"])
         return version
 
     return make

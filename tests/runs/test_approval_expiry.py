@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from capabilities.models import CapabilityVersion, Ticket
+from capabilities.models import Capability, CapabilityVersion, Ticket
 from core.errors import Conflict
 from runs import engine, services
 from runs.models import Approval, Run
@@ -21,6 +21,9 @@ def demo_capabilities(db, manual_advance):
 
     python_capabilities_sync()
     CapabilityVersion.objects.filter(capability__name="get_ticket_status").update(polling_interval_s=0.01)
+    # Edited in place, so the registry's version is moved as capabilities.policy moves it: workers
+    # keep the specs they read at one version.
+    Capability.objects.filter(name="get_ticket_status").update(updated_at=timezone.now())
 
 
 def paused(owner, deadline_s):

@@ -5,7 +5,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from capabilities.models import CapabilityVersion, Ticket
+from capabilities.models import Capability, CapabilityVersion, Ticket
 from runs import adapters, engine, leases, services, sweeps
 from runs.models import Approval, Attempt, Run
 from runs.persistence import PassWriter
@@ -21,6 +21,9 @@ def demo_capabilities(db, manual_advance):
 
     python_capabilities_sync()
     CapabilityVersion.objects.filter(capability__name="get_ticket_status").update(polling_interval_s=0.01)
+    # Edited in place, so the registry's version is moved as capabilities.policy moves it: workers
+    # keep the specs they read at one version.
+    Capability.objects.filter(name="get_ticket_status").update(updated_at=timezone.now())
 
 
 def start(owner, steps, completion):

@@ -1,7 +1,8 @@
 """Whole runs advanced in-process through the persistence adapter (no worker)."""
 import pytest
+from django.utils import timezone
 
-from capabilities.models import CapabilityVersion, Ticket
+from capabilities.models import Capability, CapabilityVersion, Ticket
 from runs import engine, leases, services, sweeps
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run
 
@@ -14,6 +15,9 @@ def demo_capabilities(db, manual_advance):
     python_capabilities_sync()
     # Poll fast: the policy's 5 s interval is for people watching the demo.
     CapabilityVersion.objects.filter(capability__name="get_ticket_status").update(polling_interval_s=0.01)
+    # Edited in place, so the registry's version is moved as capabilities.policy moves it: workers
+    # keep the specs they read at one version.
+    Capability.objects.filter(name="get_ticket_status").update(updated_at=timezone.now())
 
 
 def advance(run):

@@ -1,7 +1,8 @@
 """The registry-wide rate limit with a real Celery worker: two concurrent runs, one slot."""
 import pytest
+from django.utils import timezone
 
-from capabilities.models import CapabilityVersion
+from capabilities.models import Capability, CapabilityVersion
 from runs import services
 from runs.models import Attempt, Run
 
@@ -19,6 +20,9 @@ def limited_search(db):
     def limit(calls, period_s):
         CapabilityVersion.objects.filter(capability__name="search_documents").update(
             rate_limit_calls=calls, rate_limit_period_s=period_s)
+        # Edited in place, so the registry's version is moved as capabilities.policy moves it: workers
+        # keep the specs they read at one version.
+        Capability.objects.filter(name="search_documents").update(updated_at=timezone.now())
     return limit
 
 

@@ -1,0 +1,112 @@
+"""What a worker keeps between runs and passes, and what it no longer reads or writes when nothing asks for it."""
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from capabilities import egress
+from capabilities.models import Capability
+from capabilities.policy import capability_update
+from runs import engine, leases, services
+from runs.adapters import DjangoRegistry
+from runs.models import Attempt, Run, Step
+from runs.persistence import PassWriter
+
+
+@pytest.fixture
+def demo_capabilities(db, manual_advance):
+    from capabilities.sync import python_capabilities_sync
+
+    python_capabilities_sync()
+
+
+def start(owner):
+    return services.run_start(owner=owner, goal="Find the travel policy", budgets={"deadline_s": 60},
+                              completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
+                              planner="scripted",
+                              planner_config={"plans": [[{"capability": "search_documents", "arguments": {"q": "travel"}}]]})
+
+
+@pytest.mark.django_db
+class TestSpecsSharedAtOneRegistryVersion:
+    def version(self, operator):
+        run = start(operator)
+        lease = leases.claim(run.pk, "probe")
+        leases.release(lease)
+        return lease.registry_version
+
+    def test_two_slices_at_one_version_read_the_registry_once(self, operator, demo_capabilities):
+        version = self.version(operator)
+        first, second = DjangoRegistry(), DjangoRegistry()
+        first.observe_version(version)
+        second.observe_version(version)
+        assert first.get("search_documents") is not None
+        with CaptureQueriesContext(connection) as queries:
+            spec = second.get("search_documents")
+        assert len(queries) == 0 and spec is first.get("search_documents")
+
+    def test_an_edit_moves_the_version_and_the_next_pass_reads_the_new_spec(self, operator, registry_admin,
+                                                                           demo_capabilities):
+        before = self.version(operator)
+        registry = DjangoRegistry()
+        registry.observe_version(before)
+        assert registry.get("search_documents").timeout_s != 7
+        capability_update(user=registry_admin, capability_id=Capability.objects.get(name="search_documents").pk,
+                          policy={"timeout_s": 7})
+        after = self.version(operator)
+        assert after != before
+        registry.observe_version(after)
+        assert registry.get("search_documents").timeout_s == 7
+
+
+@pytest.mark.django_db
+class TestOncePerSlice:
+    def test_the_claim_says_whether_a_call_is_in_flight(self, operator, demo_capabilities):
+        run = start(operator)
+        lease = leases.claim(run.pk, "w1")
+        assert lease.in_flight is False
+        writer = PassWriter(Run.objects.get(pk=run.pk), lease)
+        with CaptureQueriesContext(connection) as queries:
+            writer.load_interrupted()
+        assert len(queries) == 0 and writer.interrupted() is None
+
+    def test_a_call_left_in_flight_is_seen_by_the_next_claim(self, operator, demo_capabilities):
+        run = start(operator)
+        engine.run_advance(run_id=run.pk, worker="w1")
+        step = Step.objects.filter(run=run).first()
+        attempt = Attempt.objects.get(run=run)
+        Attempt.objects.create(run=run, step=step, uid="f" * 32, number=2, capability_name="search_documents",
+                               signature="", signature_hash="", started_at=attempt.started_at,
+                               ended_at=attempt.started_at, latency_s=0, status="terminal",
+                               error_code="outcome_unknown", side_effect_status="unknown", in_flight=True,
+                               trace_id="t", span_id="s")
+        Run.objects.filter(pk=run.pk).update(status="running", stop_reason="", finished_at=None)
+        lease = leases.claim(run.pk, "w2")
+        assert lease.in_flight is True
+
+    def test_a_slice_that_finishes_the_run_lets_go_of_its_lease_in_the_finishing_write(
+            self, operator, demo_capabilities, monkeypatch):
+        def no_release(lease):
+            raise AssertionError("the finishing pass already let go of the lease")
+
+        monkeypatch.setattr(engine, "release", no_release)
+        run = start(operator)
+        assert engine.run_advance(run_id=run.pk, worker="w1") is None
+        run.refresh_from_db()
+        assert run.status == "completed" and run.lease_owner == "" and run.lease_expires_at is None
+
+    def test_the_plan_s_steps_link_the_versions_the_slice_read(self, operator, demo_capabilities):
+        run = start(operator)
+        engine.run_advance(run_id=run.pk, worker="w1")
+        step = Step.objects.get(run=run)
+        assert step.capability_version_id == Capability.objects.get(name="search_documents").current_version_id
+
+
+@pytest.mark.django_db
+def test_the_registry_s_secret_names_are_read_once_per_version(demo_capabilities):
+    with CaptureQueriesContext(connection) as first:
+        egress.server_redactor("v1")
+    with CaptureQueriesContext(connection) as again:
+        egress.server_redactor("v1")
+    with CaptureQueriesContext(connection) as moved:
+        egress.server_redactor("v2")
+    assert len(first) == 2 and len(again) == 0 and len(moved) == 2
