@@ -31,7 +31,7 @@ from runs.runtime.signatures import arguments_hash
 from runs.runtime.state import RunState
 from runs.runtime.stop import status_for_stop, stop_kind
 from runs.services import run_close_open_records
-from runs.sql import insert_from, insert_rows, server_bound_cursor
+from runs.sql import execute, insert_from, insert_rows
 
 
 def _at(epoch: float) -> datetime:
@@ -231,9 +231,7 @@ class PassWriter:
                          "AND EXISTS (SELECT 1 FROM r))")
             params += [status, *pks]
         sql = f"WITH {', '.join(parts)} SELECT r.{cancel}, {registry_version_sql()} FROM r"
-        with server_bound_cursor() as cursor:
-            cursor.execute(sql, params)
-            returned = cursor.fetchone()
+        returned = execute(sql, params)
         if returned is None:
             raise LeaseLost(f"run {run.pk}: lease lost; the pass is not recorded")
         self.cancel_requested, self.registry_version = bool(returned[0]), returned[1]

@@ -97,16 +97,42 @@ def insert_from(model: type[models.Model], values: dict[str, Any], source: str, 
     return f"{Columns.of(model).head} SELECT {', '.join(selected)} FROM {source}", params
 
 
-def server_bound_cursor():
-    """A Django cursor (execute wrappers, query logging) whose parameters travel apart from the SQL.
+_NUMBERED: dict[str, str] = {}
 
-    Django's psycopg cursors bind client-side: every pass would escape its whole checkpoint
-    into the SQL text, which cost more CPU than the rest of the statement. The statements
-    given to this cursor are written for server-side binding (values cast to their columns' types).
-    """
+
+def numbered(sql: str) -> str:
+    """`%s` placeholders as PostgreSQL's own `$1, $2, ...`, worked out once per statement text.
+
+    psycopg parses a query's placeholders on every execution once it has more than 50
+    parameters (its cache stops there): for the pass's statement (about 50) and a plan's
+    steps (13 per step) that parse cost more CPU than the rest of the statement. The
+    statements here hold no other `%`."""
+    converted = _NUMBERED.get(sql)
+    if converted is None:
+        parts = sql.split("%s")
+        converted = parts[0] + "".join(f"${n}{part}" for n, part in enumerate(parts[1:], start=1))
+        if len(_NUMBERED) > 512:  # a few shapes recur; bound it all the same
+            _NUMBERED.clear()
+        _NUMBERED[sql] = converted
+    return converted
+
+
+def execute(sql: str, params: list[Any], *, fetch: str = "one") -> Any:
+    """Run one hand-written statement; its row (`fetch="one"`) or rows (`"all"`).
+
+    On PostgreSQL the parameters travel apart from the SQL (a raw cursor, `$n` placeholders):
+    Django's psycopg cursors bind client-side, which escaped a whole checkpoint into the SQL
+    text on every pass. Through Django's cursor wrapper either way (query logging, execute
+    wrappers)."""
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone() if fetch == "one" else cursor.fetchall()
     connection.ensure_connection()
-    raw = psycopg.Cursor(connection.connection)
-    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+    raw = psycopg.RawCursor(connection.connection)
+    with connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw) as cursor:
+        cursor.execute(numbered(sql), params)
+        return cursor.fetchone() if fetch == "one" else cursor.fetchall()
 
 
 def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], *, now,
@@ -126,6 +152,4 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], *, now,
     fields = {f.attname: f.column for f in model._meta.concrete_fields}
     sql = (f"{columns.head} VALUES {', '.join([placeholders] * len(rows))} "
            f"RETURNING {', '.join(qn(fields[name]) for name in returning)}")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+    return execute(sql, params, fetch="all")
