@@ -237,10 +237,7 @@ class HttpExecutor(BaseExecutor):
             except TimeoutError:
                 return self.fail(spec, ErrorCode.TIMEOUT, f"{host} did not answer in time")
             except (http.client.HTTPException, OSError) as exc:
-                # The connection broke once the request was going out: the callee may have acted.
-                side_effect = SideEffectStatus.UNKNOWN if spec.changes_state else None
-                return self.fail(spec, ErrorCode.CONNECTION_ERROR, f"connection to {host} failed: {describe(exc)}",
-                                 side_effect=side_effect)
+                return self._broken(spec, f"connection to {host} failed: {describe(exc)}")
             return self._receive(spec, response, target, limit)
         finally:
             connection.close()
@@ -265,13 +262,16 @@ class HttpExecutor(BaseExecutor):
         except TimeoutError:
             return self.fail(spec, ErrorCode.TIMEOUT, f"{host} did not finish answering in time")
         except (http.client.HTTPException, OSError) as exc:
-            side_effect = SideEffectStatus.UNKNOWN if spec.changes_state else None
-            return self.fail(spec, ErrorCode.CONNECTION_ERROR, f"connection to {host} broke: {describe(exc)}",
-                             side_effect=side_effect)
+            return self._broken(spec, f"connection to {host} broke: {describe(exc)}")
         finally:
             response.close()
         return Answer(status=response.status, reason=response.reason, headers=response.headers,
                       body=parse_body(b"".join(chunks), response.headers), url=target.url)
+
+    def _broken(self, spec: CapabilitySpec, message: str) -> Observation:
+        """The connection broke once the request was going out: the callee may have acted."""
+        return self.fail(spec, ErrorCode.CONNECTION_ERROR, message,
+                         side_effect=SideEffectStatus.UNKNOWN if spec.changes_state else None)
 
     def _connection(self, target: Resolution, deadline: float) -> http.client.HTTPConnection:
         """A connection to the address the guard checked, never to a second DNS answer."""
