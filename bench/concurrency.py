@@ -203,8 +203,9 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
         wait_ready(hostnames)
         if not cold:
             # A worker that has been running: each of its threads has its database connection (kept
-            # CONN_MAX_AGE, 60 s) and its imports done. --cold measures a worker's first 64 runs.
-            wait_finished(start_runs(user, concurrency, 1), 120)
+            # CONN_MAX_AGE, 60 s) and its imports done. Two slow steps keep every thread busy at once,
+            # so the pool starts all of them. --cold measures a worker's first 64 runs.
+            wait_finished(start_runs(user, concurrency, 2), 120)
         pids = [w.pid for w in workers]
         cpu_before, sys_before = process_cpu_s(*pids), process_cpu_s(*pids, system_only=True)
         if profile:  # py-spy (not a dependency) samples the worker while it advances the runs
