@@ -57,7 +57,9 @@ class PassWriter:
     INSERTs, nothing more.
     """
 
-    def __init__(self, run: Run, lease: Lease | None = None):
+    def __init__(self, run: Run, lease: Lease | None = None, *,
+                 version_of: Callable[[str], int | None] | None = None):
+        """version_of: a capability's current version by name, from the slice's registry view."""
         self.run = run
         self.lease = lease
         self.previous: RunState | None = None
@@ -69,8 +71,7 @@ class PassWriter:
         self._interrupted: CallIntent | None = None
         self._fresh_revision = 0   # a revision this writer just recorded: its steps are all pending
         self.released = False      # a stop was written, which let go of the lease in the same UPDATE
-        # A capability's current version by name, from the slice's registry view (engine sets it).
-        self.version_of: Callable[[str], int | None] | None = None
+        self.version_of = version_of
 
     # -- the intent log (runs.runtime.intents.IntentLog) -------------------------------
 
@@ -371,10 +372,9 @@ def _record_plan(run: Run, event: ev.PlanProposed, step_ids: dict | None = None,
     )
     if not event.accepted:
         return
-    names = {str(step.get("capability", "")) for step in event.steps}
     if version_of is None:
-        current = dict(Capability.objects.filter(name__in=names).values_list("name", "current_version_id"))
-        version_of = current.get
+        names = {str(step.get("capability", "")) for step in event.steps}
+        version_of = dict(Capability.objects.filter(name__in=names).values_list("name", "current_version_id")).get
     rows = [dict(run_id=run.pk, revision_id=revision.pk, index=index, key=str(step.get("id") or f"s{index + 1}"),
                  capability_name=str(step.get("capability", "")),
                  capability_version_id=version_of(str(step.get("capability", ""))),

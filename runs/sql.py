@@ -61,7 +61,6 @@ class Columns:
                          _NOW if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
                          else f.get_default)
                         for f in fields]
-
         # name -> ("column" = %s, binder), for hand-written UPDATEs.
         self.sets = {f.name: (f"{qn(f.column)} = %s", to_param) for f, (_a, _p, to_param, _d) in zip(fields, self.columns)}
         self.sets.update({f.attname: self.sets[f.name] for f in fields})
@@ -82,8 +81,9 @@ def insert_from(model: type[models.Model], values: dict[str, Any], source: str, 
     """`INSERT ... SELECT <values> FROM source` for one row given as {attname: value}, so it is
     written only when `source` (a CTE) has a row. Missing fields take their default (auto_now
     ones `now`); `columns_sql` replaces a column's value by SQL (attempt_id="a.id")."""
+    columns = Columns.of(model)
     selected, params = [], []
-    for attname, placeholder, to_param, default in Columns.of(model).columns:
+    for attname, placeholder, to_param, default in columns.columns:
         sql = columns_sql.get(attname)
         if sql:
             selected.append(sql)
@@ -94,7 +94,7 @@ def insert_from(model: type[models.Model], values: dict[str, Any], source: str, 
         else:
             value = now if default is _NOW else default()
         params.append(to_param(value))
-    return f"{Columns.of(model).head} SELECT {', '.join(selected)} FROM {source}", params
+    return f"{columns.head} SELECT {', '.join(selected)} FROM {source}", params
 
 
 _NUMBERED: dict[str, str] = {}
