@@ -2,6 +2,7 @@
 import os
 
 from celery import Celery, signals
+from django.db import close_old_connections, connections
 from kombu.transport import TRANSPORT_ALIASES
 
 # CELERY_BROKER_URL "embedded://" (the default) is the crash-safe filesystem broker.
@@ -23,3 +24,30 @@ def share_the_result_backend(**_kwargs) -> None:
     results; nothing in a task waits on one. The web process keeps Celery's default (a backend per
     thread), as its threads wait on results (Try it) through a connection each."""
     app.conf.result_backend_thread_safe = True
+
+
+# Whether this worker runs each task in a greenlet of its own (gevent, eventlet): a connection is
+# then the greenlet's, and one kept after its task would never be used again.
+_TASKS_IN_NEW_GREENLETS = False
+
+
+@signals.worker_init.connect
+def note_the_pool(sender=None, **_kwargs) -> None:
+    global _TASKS_IN_NEW_GREENLETS
+    pool = getattr(sender, "pool_cls", None)
+    _TASKS_IN_NEW_GREENLETS = any(name in f"{getattr(pool, '__module__', '')}.{pool}" for name in ("gevent", "eventlet"))
+
+
+@signals.task_prerun.connect
+@signals.task_postrun.connect
+def close_old_database_connections(sender=None, signal=None, **_kwargs) -> None:
+    """Around each task, what Django does around a request: close this thread's connections that
+    broke (a database restart) or outlived CONN_MAX_AGE, keep the rest (settings.CELERY_DB_REUSE_MAX),
+    so a pool thread's next run slice reuses its session. A greenlet's connections close with its task.
+    Not for a task run eagerly inside a caller's transaction (a test's, say)."""
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return
+    if _TASKS_IN_NEW_GREENLETS and signal is signals.task_postrun:
+        connections.close_all()
+    else:
+        close_old_connections()

@@ -394,6 +394,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery's Django fixup closes every database connection before and after each task unless this is
+# set, so a worker opened a new PostgreSQL session for every run slice (two per run measured, each
+# a backend start and several ms of the worker's CPU). Set, the fixup never closes them (its count
+# is never reached); agentops/celery.py closes only the broken and the CONN_MAX_AGE-old ones, as
+# Django does around a request.
+CELERY_DB_REUSE_MAX = 10**12
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sweep-overdue-runs": {"task": "runs.sweep_overdue_runs", "schedule": 5.0},
