@@ -15,14 +15,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection, connections
-from django.db.models import F, Q, Value
+from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from capabilities.models import Capability
 from core.choices import FINISHED_STATUSES
 from runs.models import Attempt, Run
-from runs.sql import Columns
+from runs.sql import Columns, execute
 
 log = logging.getLogger(__name__)
 
@@ -118,37 +118,56 @@ def claim(run_id: int, worker: str) -> Lease | None:
     take over from the original while it may still be inside a call.
     """
     now = timezone.now()
-    claimable = Run.objects.filter(pk=run_id).exclude(status__in=FINISHED_STATUSES).filter(
-        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
     until = now + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)
+    to_db = connection.ops.adapt_datetimefield_value
+    params = [worker, to_db(until), run_id, to_db(now)]
     if can_return_from_update():
-        # One statement: the conditional UPDATE hands the new token back.
-        qn, meta = connection.ops.quote_name, Run._meta
-        where, params = claimable.query.get_compiler(connection=connection).compile(claimable.query.where)
-        expires = meta.get_field("lease_expires_at")
-        attempts = qn(Attempt._meta.db_table)
-        # The same statement says whether a lost worker left a call in flight (a partial index answers),
-        # so a slice reads the run's attempts only when there is one to resolve.
-        in_flight = (f"EXISTS (SELECT 1 FROM {attempts} WHERE {attempts}.{qn('run_id')} = %s "
-                     f"AND {attempts}.{qn('in_flight')})")
-        with connection.cursor() as cursor:
-            cursor.execute(f"UPDATE {qn(meta.db_table)} SET {qn('lease_owner')} = %s, "
-                           f"{qn('lease_token')} = {qn('lease_token')} + 1, {qn(expires.column)} = %s "
-                           f"WHERE {where} RETURNING {qn('lease_token')}, {registry_version_sql()}, {in_flight}",
-                           [worker, expires.get_db_prep_save(until, connection), *params, run_id])
-            row = cursor.fetchone()
+        # One statement: the conditional UPDATE hands the new token back, and says whether a lost
+        # worker left a call in flight (a partial index answers), so a slice reads the run's
+        # attempts only when there is one to resolve.
+        row = execute(_lease_sql("claim_returning"), [*params, run_id])
         return Lease(run_id, worker, row[0], row[1], bool(row[2])) if row else None
-    updated = claimable.update(lease_owner=worker, lease_token=F("lease_token") + 1, lease_expires_at=until)
-    if not updated:
-        return None
-    # The UPDATE above serialises claims; reading the token back is safe as no other claim can succeed.
-    token = Run.objects.filter(pk=run_id, lease_owner=worker).values_list("lease_token", flat=True).first()
-    return Lease(run_id, worker, token) if token is not None else None
+    with connection.cursor() as cursor:
+        cursor.execute(_lease_sql("claim"), params)
+        if not cursor.rowcount:
+            return None
+        # The UPDATE above serialises claims; reading the token back is safe as no other claim can succeed.
+        cursor.execute(_lease_sql("token"), [run_id, worker])
+        row = cursor.fetchone()
+    return Lease(run_id, worker, row[0]) if row else None
 
 
 def release(lease: Lease) -> None:
-    Run.objects.filter(pk=lease.run_id, lease_owner=lease.worker, lease_token=lease.token).update(
-        lease_owner="", lease_expires_at=None)
+    with connection.cursor() as cursor:
+        cursor.execute(_lease_sql("release"), [lease.run_id, lease.worker, lease.token])
+
+
+_LEASE_SQL: dict[tuple[str, str], str] = {}
+
+
+def _lease_sql(name: str) -> str:
+    """The claim's and release's statements, written once per database vendor: built through the
+    ORM they cost ~0.8 ms of CPU per slice, more than their round trips."""
+    key = (connection.vendor, name)
+    if key not in _LEASE_SQL:
+        qn, meta = connection.ops.quote_name, Run._meta
+        table, pk = qn(meta.db_table), qn(meta.pk.column)
+        owner, token, expires = qn("lease_owner"), qn("lease_token"), qn(meta.get_field("lease_expires_at").column)
+        finished = ", ".join(f"'{status.value}'" for status in FINISHED_STATUSES)
+        claim_sql = (f"UPDATE {table} SET {owner} = %s, {token} = {token} + 1, {expires} = %s "
+                     f"WHERE {pk} = %s AND {qn('status')} NOT IN ({finished}) "
+                     f"AND ({expires} IS NULL OR {expires} < %s)")
+        attempts = qn(Attempt._meta.db_table)
+        in_flight = (f"EXISTS (SELECT 1 FROM {attempts} WHERE {attempts}.{qn('run_id')} = %s "
+                     f"AND {attempts}.{qn('in_flight')})")
+        _LEASE_SQL.update({
+            (connection.vendor, "claim"): claim_sql,
+            (connection.vendor, "claim_returning"): f"{claim_sql} RETURNING {token}, {registry_version_sql()}, {in_flight}",
+            (connection.vendor, "token"): f"SELECT {token} FROM {table} WHERE {pk} = %s AND {owner} = %s",
+            (connection.vendor, "release"): (f"UPDATE {table} SET {owner} = '', {expires} = NULL "
+                                             f"WHERE {pk} = %s AND {owner} = %s AND {token} = %s"),
+        })
+    return _LEASE_SQL[key]
 
 
 def renew(lease: Lease) -> bool:

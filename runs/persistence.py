@@ -182,19 +182,22 @@ class PassWriter:
 
     def _write_in_one_statement(self, transition: Transition) -> bool:
         """The common pass as one PostgreSQL statement: the fenced run UPDATE, with the attempt,
-        its decision and the steps whose status changed written only through its RETURNING row.
+        its decision and the steps whose status changed (or a run's first plan: its revision and
+        steps) written only through its RETURNING row.
 
         One round trip and no BEGIN/COMMIT instead of six. False (nothing written) when the
         pass is not the common kind: the caller writes it in a transaction.
         """
         if connection.vendor != "postgresql" or not can_return_from_update():
             return False
-        attempt = decision = None
+        attempt = decision = plan = None
         for event in transition.events:
             if isinstance(event, ev.AttemptFinished) and attempt is None:
                 attempt = event
             elif isinstance(event, ev.DecisionMade) and decision is None:
                 decision = event
+            elif isinstance(event, ev.PlanProposed) and plan is None:
+                plan = event
             elif not isinstance(event, (ev.StatusChanged, ev.ApprovalDecided)):
                 return False  # a plan, an approval request, a stop, a second attempt
             elif isinstance(event, ev.StatusChanged) and RunStatus(event.status) in FINISHED_STATUSES:
@@ -203,6 +206,8 @@ class PassWriter:
                                     or not self._step(attempt.revision, attempt.step_id)[1]):
             return False  # an intent row to complete, or a step to link to its version
         if decision is not None and decision.attempt_id and (attempt is None or decision.attempt_id != attempt.attempt_id):
+            return False
+        if plan is not None and not self._plan_fits_one_statement(plan, transition.state, attempt or decision):
             return False
         run, now = self.run, timezone.now()
         values, increments = self._run_fields(transition, now, None)
@@ -226,19 +231,48 @@ class PassWriter:
             sql, values_params = insert_from(Decision, row, source, now=now, attempt_id="a.id" if source == "a" else None)
             parts.append(f"d AS ({sql})")
             params += values_params
-        for n, (status, pks) in enumerate(self._changed_step_statuses(transition.state).items()):
+        plan_steps = False
+        if plan is not None:
+            revision_row, step_rows = _plan_rows(run, plan, self.version_of)
+            sql, values_params = insert_from(PlanRevision, revision_row, "r", now=now)
+            parts.append(f"p AS ({sql} RETURNING id)")
+            params += values_params
+            if step_rows:
+                sql, values_params = insert_from(Step, step_rows, "p", now=now, revision_id="p.id")
+                parts.append(f"st AS ({sql} RETURNING id, {qn('key')}, {qn('capability_version_id')})")
+                params += values_params
+                plan_steps = True
+        changed = {} if plan is not None else self._changed_step_statuses(transition.state)
+        for n, (status, pks) in enumerate(changed.items()):
             parts.append(f"s{n} AS (UPDATE {qn(Step._meta.db_table)} SET {qn('status')} = %s "
                          f"WHERE {qn(Step._meta.pk.column)} IN ({', '.join(['%s'] * len(pks))}) "
                          "AND EXISTS (SELECT 1 FROM r))")
             params += [status, *pks]
-        sql = f"WITH {', '.join(parts)} SELECT r.{cancel}, {registry_version_sql()} FROM r"
-        returned = execute(sql, params)
+        if plan_steps:  # the fenced row once per step written, with the step's id, key and version
+            sql = (f"WITH {', '.join(parts)} SELECT r.{cancel}, {registry_version_sql()}, st.id, "
+                   f"st.{qn('key')}, st.{qn('capability_version_id')} FROM r CROSS JOIN st")
+            rows = execute(sql, params, fetch="all")
+            returned = rows[0] if rows else None
+        else:
+            sql = f"WITH {', '.join(parts)} SELECT r.{cancel}, {registry_version_sql()} FROM r"
+            returned = execute(sql, params)
         if returned is None:
             raise LeaseLost(f"run {run.pk}: lease lost; the pass is not recorded")
         self.cancel_requested, self.registry_version = bool(returned[0]), returned[1]
+        if plan is not None and plan.accepted:
+            self._fresh_revision = plan.revision
+            if plan_steps:
+                self._steps.update({(plan.revision, key): (pk, version is not None) for *_r, pk, key, version in rows})
         self._written(values, increments)
         self.previous = transition.state
         return True
+
+    def _plan_fits_one_statement(self, plan: ev.PlanProposed, state: RunState, other: Any) -> bool:
+        """A run's first plan, alone in its pass: no attempt to link it to, no earlier revision whose
+        steps' statuses would change, and every step of the new one pending (as inserted)."""
+        return (other is None and not plan.triggering_attempt_id and self.previous is not None
+                and not self.previous.revision
+                and all(status == StepStatus.PENDING for status in _step_statuses(state).values()))
 
     def _run_fields(self, transition: Transition, now, stopped) -> tuple[dict[str, Any], dict[str, int]]:
         """The fields this pass owns, never cancel_requested_at or anything an operator sets."""
@@ -361,34 +395,43 @@ def _record_plan(run: Run, event: ev.PlanProposed, step_ids: dict | None = None,
                  version_of: Callable[[str], int | None] | None = None) -> None:
     """The revision and, if accepted, its steps, each linked to its capability's current version
     (`version_of`: what the worker's registry view says; else read from the registry)."""
+    revision_row, rows = _plan_rows(run, event, version_of)
     revision = PlanRevision.objects.create(
-        run=run, number=event.revision, accepted=event.accepted, steps=list(event.steps),
-        reason_code=event.reason_code or "initial", reason=event.reason,
-        triggering_attempt=Attempt.objects.filter(uid=event.triggering_attempt_id).first()
-        if event.triggering_attempt_id else None,
-        changes=event.changes, validation_errors=[e.to_dict() for e in event.validation_errors],
-        tokens=event.tokens, cost=event.cost, planner_output=event.planner_output[:200_000],
-        capabilities_seen=list(event.capabilities_seen), needs_approval=event.needs_plan_approval,
-    )
-    if not event.accepted:
-        return
-    if version_of is None:
-        names = {str(step.get("capability", "")) for step in event.steps}
-        version_of = dict(Capability.objects.filter(name__in=names).values_list("name", "current_version_id")).get
-    rows = [dict(run_id=run.pk, revision_id=revision.pk, index=index, key=str(step.get("id") or f"s{index + 1}"),
-                 capability_name=str(step.get("capability", "")),
-                 capability_version_id=version_of(str(step.get("capability", ""))),
-                 arguments=step.get("arguments") or {}, arguments_hash=arguments_hash(step.get("arguments") or {}),
-                 expected_outcome=str(step.get("expected_outcome", "")), depends_on=list(step.get("depends_on") or []))
-            for index, step in enumerate(event.steps)]
+        **revision_row, triggering_attempt=Attempt.objects.filter(uid=event.triggering_attempt_id).first()
+        if event.triggering_attempt_id else None)
     if not rows:
         return
+    for row in rows:
+        row["revision_id"] = revision.pk
     if can_return_from_update():
         created = insert_rows(Step, rows, now=timezone.now(), returning=("id", "key", "capability_version_id"))
     else:
         created = [(s.pk, s.key, s.capability_version_id) for s in Step.objects.bulk_create([Step(**r) for r in rows])]
     if step_ids is not None and all(pk for pk, _key, _version in created):
         step_ids.update({(event.revision, key): (pk, version is not None) for pk, key, version in created})
+
+
+def _plan_rows(run: Run, event: ev.PlanProposed,
+               version_of: Callable[[str], int | None] | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A proposed plan as its PlanRevision row (its triggering attempt aside) and, if accepted,
+    its Step rows (their revision aside): {attname: value} each."""
+    revision = dict(run_id=run.pk, number=event.revision, accepted=event.accepted, steps=list(event.steps),
+                    reason_code=event.reason_code or "initial", reason=event.reason, changes=event.changes,
+                    validation_errors=[e.to_dict() for e in event.validation_errors], tokens=event.tokens,
+                    cost=event.cost, planner_output=event.planner_output[:200_000],
+                    capabilities_seen=list(event.capabilities_seen), needs_approval=event.needs_plan_approval)
+    if not event.accepted:
+        return revision, []
+    if version_of is None:
+        names = {str(step.get("capability", "")) for step in event.steps}
+        version_of = dict(Capability.objects.filter(name__in=names).values_list("name", "current_version_id")).get
+    rows = [dict(run_id=run.pk, index=index, key=str(step.get("id") or f"s{index + 1}"),
+                 capability_name=str(step.get("capability", "")),
+                 capability_version_id=version_of(str(step.get("capability", ""))),
+                 arguments=step.get("arguments") or {}, arguments_hash=arguments_hash(step.get("arguments") or {}),
+                 expected_outcome=str(step.get("expected_outcome", "")), depends_on=list(step.get("depends_on") or []))
+            for index, step in enumerate(event.steps)]
+    return revision, rows
 
 
 def _attempt_fields(run: Run, event: ev.AttemptFinished) -> dict[str, Any]:

@@ -76,25 +76,29 @@ class Columns:
 _NOW = object()
 
 
-def insert_from(model: type[models.Model], values: dict[str, Any], source: str, *, now,
+def insert_from(model: type[models.Model], values: dict[str, Any] | list[dict[str, Any]], source: str, *, now,
                 **columns_sql: str | None) -> tuple[str, list[Any]]:
-    """`INSERT ... SELECT <values> FROM source` for one row given as {attname: value}, so it is
-    written only when `source` (a CTE) has a row. Missing fields take their default (auto_now
-    ones `now`); `columns_sql` replaces a column's value by SQL (attempt_id="a.id")."""
+    """`INSERT ... SELECT <values> FROM source` for one row given as {attname: value} (or for each
+    of a list of rows, joined by UNION ALL), so it is written only when `source` (a CTE) has a row.
+    Missing fields take their default (auto_now ones `now`); `columns_sql` replaces a column's
+    value by SQL (attempt_id="a.id")."""
     columns = Columns.of(model)
-    selected, params = [], []
-    for attname, placeholder, to_param, default in columns.columns:
-        sql = columns_sql.get(attname)
-        if sql:
-            selected.append(sql)
-            continue
-        selected.append(placeholder)
-        if attname in values:
-            value = values[attname]
-        else:
-            value = now if default is _NOW else default()
-        params.append(to_param(value))
-    return f"{columns.head} SELECT {', '.join(selected)} FROM {source}", params
+    selects, params = [], []
+    for row in values if isinstance(values, list) else [values]:
+        selected = []
+        for attname, placeholder, to_param, default in columns.columns:
+            sql = columns_sql.get(attname)
+            if sql:
+                selected.append(sql)
+                continue
+            selected.append(placeholder)
+            if attname in row:
+                value = row[attname]
+            else:
+                value = now if default is _NOW else default()
+            params.append(to_param(value))
+        selects.append(f"SELECT {', '.join(selected)} FROM {source}")
+    return f"{columns.head} {' UNION ALL '.join(selects)}", params
 
 
 _NUMBERED: dict[str, str] = {}

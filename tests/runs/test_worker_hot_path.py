@@ -110,3 +110,67 @@ def test_the_registry_s_secret_names_are_read_once_per_version(demo_capabilities
     with CaptureQueriesContext(connection) as moved:
         egress.server_redactor("v2")
     assert len(first) == 2 and len(again) == 0 and len(moved) == 2
+
+
+def _first_pass(run, lease):
+    """The run's first pass (its plan), as a worker's slice makes it, and the writer it goes through."""
+    from runs.adapters import build_controller
+    from runs.runtime.state import RunState
+
+    run = Run.objects.select_related("owner").get(pk=run.pk)
+    registry = DjangoRegistry()
+    registry.observe_version(lease.registry_version)
+    writer = PassWriter(run, lease, version_of=registry.version_id)
+    state = RunState.from_dict(run.state)
+    writer.previous = state
+    return build_controller(run, writer, registry).advance(state), writer
+
+
+@pytest.mark.django_db
+class TestTheFirstPlanInOneStatement:
+    @pytest.fixture(autouse=True)
+    def postgres_only(self):
+        if connection.vendor != "postgresql":
+            pytest.skip("PostgreSQL only: SQLite writes the pass in a transaction")
+
+    def two_step_run(self, owner):
+        steps = [{"id": "a", "capability": "search_documents", "arguments": {"q": "travel"}},
+                 {"id": "b", "capability": "search_documents", "arguments": {"q": "expenses"}}]
+        return services.run_start(owner=owner, goal="Find two policies", budgets={"deadline_s": 60}, completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
+                                  planner="scripted", planner_config={"plans": [steps]})
+
+    def test_the_fenced_update_the_revision_and_its_steps_are_one_statement(self, operator, demo_capabilities):
+        run = self.two_step_run(operator)
+        lease = leases.claim(run.pk, "w1")
+        transition, writer = _first_pass(run, lease)
+        with CaptureQueriesContext(connection) as queries:
+            writer.commit(transition)
+        assert len(queries) == 1, [q["sql"][:80] for q in queries]
+        revision = run.plan_revisions.get()
+        steps = list(Step.objects.filter(run=run).order_by("index"))
+        assert revision.number == 1 and revision.accepted and revision.reason_code == "initial"
+        assert [(s.key, s.status, s.revision_id) for s in steps] == [("a", "pending", revision.pk),
+                                                                      ("b", "pending", revision.pk)]
+        version = Capability.objects.get(name="search_documents").current_version_id
+        assert all(s.capability_version_id == version for s in steps)
+        # The writer knows the steps it wrote: the next pass reads none of them.
+        assert writer._steps == {(1, "a"): (steps[0].pk, True), (1, "b"): (steps[1].pk, True)}
+
+    def test_the_run_goes_on_from_a_plan_written_so(self, operator, demo_capabilities):
+        run = self.two_step_run(operator)
+        engine.run_advance(run_id=run.pk, worker="w1")
+        run.refresh_from_db()
+        assert run.status == "completed" and run.tool_calls == 1  # the first step's result completes it
+        assert list(Step.objects.filter(run=run).order_by("index").values_list("status", flat=True)) == [
+            "succeeded", "skipped"]
+
+    def test_a_lost_lease_writes_no_revision_and_no_step(self, operator, demo_capabilities):
+        from runs.runtime.intents import LeaseLost
+
+        run = self.two_step_run(operator)
+        lease = leases.claim(run.pk, "w1")
+        transition, writer = _first_pass(run, lease)
+        Run.objects.filter(pk=run.pk).update(lease_token=lease.token + 1)  # another worker took it over
+        with pytest.raises(LeaseLost):
+            writer.commit(transition)
+        assert not run.plan_revisions.exists() and not Step.objects.filter(run=run).exists()
