@@ -31,11 +31,16 @@ from runs.runtime.signatures import arguments_hash
 from runs.runtime.state import RunState
 from runs.runtime.stop import status_for_stop, stop_kind
 from runs.services import run_close_open_records
-from runs.sql import execute, insert_from, insert_rows
+from runs.sql import execute, insert_from, insert_rows, max_params
 
 
 def _at(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, tz=dt_timezone.utc)
+
+
+# A first plan up to this many steps is written with its pass's one statement; a longer one (a
+# plan may have thousands) goes in a transaction, its steps in INSERTs of as many as one may bind.
+ONE_STATEMENT_PLAN_STEPS = 200
 
 
 def record_transition(run: Run, transition: Transition) -> None:
@@ -199,7 +204,7 @@ class PassWriter:
             elif isinstance(event, ev.PlanProposed) and plan is None:
                 plan = event
             elif not isinstance(event, (ev.StatusChanged, ev.ApprovalDecided)):
-                return False  # a plan, an approval request, a stop, a second attempt
+                return False  # an approval request, a stop, a second attempt or plan
             elif isinstance(event, ev.StatusChanged) and RunStatus(event.status) in FINISHED_STATUSES:
                 return False
         if attempt is not None and (attempt.attempt_id in self._intents
@@ -248,6 +253,8 @@ class PassWriter:
                          f"WHERE {qn(Step._meta.pk.column)} IN ({', '.join(['%s'] * len(pks))}) "
                          "AND EXISTS (SELECT 1 FROM r))")
             params += [status, *pks]
+        if len(params) > max_params():
+            return False  # a plan of thousands of steps: the transaction writes its steps in batches
         if plan_steps:  # the fenced row once per step written, with the step's id, key and version
             sql = (f"WITH {', '.join(parts)} SELECT r.{cancel}, {registry_version_sql()}, st.id, "
                    f"st.{qn('key')}, st.{qn('capability_version_id')} FROM r CROSS JOIN st")
@@ -271,7 +278,7 @@ class PassWriter:
         """A run's first plan, alone in its pass: no attempt to link it to, no earlier revision whose
         steps' statuses would change, and every step of the new one pending (as inserted)."""
         return (other is None and not plan.triggering_attempt_id and self.previous is not None
-                and not self.previous.revision
+                and not self.previous.revision and len(plan.steps) <= ONE_STATEMENT_PLAN_STEPS
                 and all(status == StepStatus.PENDING for status in _step_statuses(state).values()))
 
     def _run_fields(self, transition: Transition, now, stopped) -> tuple[dict[str, Any], dict[str, int]]:

@@ -78,27 +78,37 @@ _NOW = object()
 
 def insert_from(model: type[models.Model], values: dict[str, Any] | list[dict[str, Any]], source: str, *, now,
                 **columns_sql: str | None) -> tuple[str, list[Any]]:
-    """`INSERT ... SELECT <values> FROM source` for one row given as {attname: value} (or for each
-    of a list of rows, joined by UNION ALL), so it is written only when `source` (a CTE) has a row.
-    Missing fields take their default (auto_now ones `now`); `columns_sql` replaces a column's
-    value by SQL (attempt_id="a.id")."""
+    """`INSERT ... SELECT <values> FROM source` for one row given as {attname: value} (or for a
+    list of rows, `FROM source CROSS JOIN (VALUES ...)`), so it is written only when `source` (a
+    CTE) has a row. Missing fields take their default (auto_now ones `now`); `columns_sql`
+    replaces a column's value by SQL (attempt_id="a.id")."""
     columns = Columns.of(model)
-    selects, params = [], []
-    for row in values if isinstance(values, list) else [values]:
-        selected = []
+    rows = values if isinstance(values, list) else [values]
+    selected, tuples, params = [], [], []
+    for row in rows:
+        placeholders = []
         for attname, placeholder, to_param, default in columns.columns:
-            sql = columns_sql.get(attname)
-            if sql:
-                selected.append(sql)
+            if columns_sql.get(attname):
                 continue
-            selected.append(placeholder)
+            placeholders.append(placeholder)
             if attname in row:
                 value = row[attname]
             else:
                 value = now if default is _NOW else default()
             params.append(to_param(value))
-        selects.append(f"SELECT {', '.join(selected)} FROM {source}")
-    return f"{columns.head} {' UNION ALL '.join(selects)}", params
+        tuples.append(placeholders)
+    if not isinstance(values, list):
+        given = iter(tuples[0])
+        selected = [columns_sql.get(attname) or next(given) for attname, *_rest in columns.columns]
+        return f"{columns.head} SELECT {', '.join(selected)} FROM {source}", params
+    # Many rows as one VALUES list: PostgreSQL plans it as one scan (a UNION ALL of a SELECT per
+    # row took gigabytes to plan at thousands of rows).
+    names = iter(range(len(columns.columns)))
+    selected = [columns_sql.get(attname) or f"v.c{next(names)}" for attname, *_rest in columns.columns]
+    aliases = ", ".join(f"c{n}" for n in range(len(tuples[0]) if tuples else 0))
+    rows_sql = ", ".join(f"({', '.join(t)})" for t in tuples)
+    return (f"{columns.head} SELECT {', '.join(selected)} FROM {source} "
+            f"CROSS JOIN (VALUES {rows_sql}) AS v({aliases})"), params
 
 
 _NUMBERED: dict[str, str] = {}
@@ -144,16 +154,27 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], *, now,
     """Many rows in one `INSERT ... VALUES ... RETURNING` (each row {attname: value}, missing fields
     their defaults); the returned columns per row, in order. A plan's steps are written this way:
     Django's bulk_create cost four times as much CPU for twenty steps. Needs RETURNING (PostgreSQL,
-    SQLite 3.35+)."""
+    SQLite 3.35+). Rows beyond what one statement may bind (max_params) go in further statements."""
     columns = Columns.of(model)
     qn = connection.ops.quote_name
-    placeholders = f"({', '.join(['%s'] * len(columns.columns))})"
-    params: list[Any] = []
-    for row in rows:
-        for attname, _cast, to_param, default in columns.columns:
-            value = row[attname] if attname in row else now if default is _NOW else default()
-            params.append(to_param(value))
     fields = {f.attname: f.column for f in model._meta.concrete_fields}
-    sql = (f"{columns.head} VALUES {', '.join([placeholders] * len(rows))} "
-           f"RETURNING {', '.join(qn(fields[name]) for name in returning)}")
-    return execute(sql, params, fetch="all")
+    per_statement = max(1, max_params() // len(columns.columns))
+    returned: list[tuple] = []
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start:start + per_statement]
+        placeholders = f"({', '.join(['%s'] * len(columns.columns))})"
+        params: list[Any] = []
+        for row in chunk:
+            for attname, _cast, to_param, default in columns.columns:
+                value = row[attname] if attname in row else now if default is _NOW else default()
+                params.append(to_param(value))
+        sql = (f"{columns.head} VALUES {', '.join([placeholders] * len(chunk))} "
+               f"RETURNING {', '.join(qn(fields[name]) for name in returning)}")
+        returned += execute(sql, params, fetch="all")
+    return returned
+
+
+def max_params() -> int:
+    """How many parameters one statement may bind: PostgreSQL's protocol counts them in 16 bits
+    (a plan of 6,000 steps exceeded it), SQLite as its build allows (Django's figure)."""
+    return connection.features.max_query_params or 65_535

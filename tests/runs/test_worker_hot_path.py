@@ -156,6 +156,22 @@ class TestTheFirstPlanInOneStatement:
         # The writer knows the steps it wrote: the next pass reads none of them.
         assert writer._steps == {(1, "a"): (steps[0].pk, True), (1, "b"): (steps[1].pk, True)}
 
+    def test_a_plan_of_the_most_steps_written_so_is_one_statement_too(self, operator, demo_capabilities):
+        from runs.persistence import ONE_STATEMENT_PLAN_STEPS
+
+        steps = [{"id": f"s{i}", "capability": "search_documents", "arguments": {"q": f"travel {i}"}}
+                 for i in range(ONE_STATEMENT_PLAN_STEPS)]
+        run = services.run_start(owner=operator, goal="A long plan", completion={
+            "capability": "search_documents", "path": "documents.0.id", "exists": True},
+            budgets={"deadline_s": 60, "max_plan_steps": len(steps)}, planner="scripted",
+            planner_config={"plans": [steps]})
+        transition, writer = _first_pass(run, leases.claim(run.pk, "w1"))
+        with CaptureQueriesContext(connection) as queries:
+            writer.commit(transition)
+        assert len(queries) == 1
+        assert list(Step.objects.filter(run=run).order_by("index").values_list("key", flat=True)) == [
+            s["id"] for s in steps]
+
     def test_the_run_goes_on_from_a_plan_written_so(self, operator, demo_capabilities):
         run = self.two_step_run(operator)
         engine.run_advance(run_id=run.pk, worker="w1")
@@ -174,3 +190,22 @@ class TestTheFirstPlanInOneStatement:
         with pytest.raises(LeaseLost):
             writer.commit(transition)
         assert not run.plan_revisions.exists() and not Step.objects.filter(run=run).exists()
+
+
+@pytest.mark.django_db
+def test_a_plan_of_more_steps_than_one_statement_may_bind_is_written_in_batches(operator, demo_capabilities):
+    """On PostgreSQL 5,100 steps of 13 columns are 66,300 parameters, over the protocol's 65,535: the
+    run was left retrying the plan's INSERT as if the database were down. SQLite binds 999."""
+    from runs.sql import Columns, max_params
+
+    count = max_params() // len(Columns.of(Step).columns) + 60
+    steps = [{"id": f"s{i}", "capability": "search_documents", "arguments": {"q": f"travel {i}"}} for i in range(count)]
+    run = services.run_start(owner=operator, goal="A very long plan", budgets={"deadline_s": 60, "max_plan_steps": count},
+                             completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
+                             planner="scripted", planner_config={"plans": [steps]})
+    engine.run_advance(run_id=run.pk, worker="w1")
+    run.refresh_from_db()
+    assert run.status == "completed" and run.tool_calls == 1
+    written = Step.objects.filter(run=run)
+    assert written.count() == count and written.filter(status="succeeded").get().key == "s0"
+    assert sorted(written.values_list("index", flat=True)) == list(range(count))
