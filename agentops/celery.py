@@ -2,6 +2,7 @@
 import os
 
 from celery import Celery, signals
+from celery.concurrency import get_implementation
 from django.db import close_old_connections, connections
 from kombu.transport import TRANSPORT_ALIASES
 
@@ -34,8 +35,7 @@ _TASKS_IN_NEW_GREENLETS = False
 @signals.worker_init.connect
 def note_the_pool(sender=None, **_kwargs) -> None:
     global _TASKS_IN_NEW_GREENLETS
-    pool = getattr(sender, "pool_cls", None)
-    _TASKS_IN_NEW_GREENLETS = any(name in f"{getattr(pool, '__module__', '')}.{pool}" for name in ("gevent", "eventlet"))
+    _TASKS_IN_NEW_GREENLETS = get_implementation(sender.pool_cls).is_green
 
 
 @signals.task_prerun.connect

@@ -31,7 +31,7 @@ from runs.runtime.signatures import arguments_hash
 from runs.runtime.state import RunState
 from runs.runtime.stop import status_for_stop, stop_kind
 from runs.services import run_close_open_records
-from runs.sql import execute, insert_from, insert_rows, max_params
+from runs.sql import execute, insert_from, insert_rows
 
 
 def _at(epoch: float) -> datetime:
@@ -253,8 +253,6 @@ class PassWriter:
                          f"WHERE {qn(Step._meta.pk.column)} IN ({', '.join(['%s'] * len(pks))}) "
                          "AND EXISTS (SELECT 1 FROM r))")
             params += [status, *pks]
-        if len(params) > max_params():
-            return False  # a plan of thousands of steps: the transaction writes its steps in batches
         if plan_steps:  # the fenced row once per step written, with the step's id, key and version
             sql = (f"WITH {', '.join(parts)} SELECT r.{cancel}, {registry_version_sql()}, st.id, "
                    f"st.{qn('key')}, st.{qn('capability_version_id')} FROM r CROSS JOIN st")

@@ -83,32 +83,27 @@ def insert_from(model: type[models.Model], values: dict[str, Any] | list[dict[st
     CTE) has a row. Missing fields take their default (auto_now ones `now`); `columns_sql`
     replaces a column's value by SQL (attempt_id="a.id")."""
     columns = Columns.of(model)
+    bound = [(attname, placeholder) for attname, placeholder, *_rest in columns.columns if not columns_sql.get(attname)]
     rows = values if isinstance(values, list) else [values]
-    selected, tuples, params = [], [], []
-    for row in rows:
-        placeholders = []
-        for attname, placeholder, to_param, default in columns.columns:
-            if columns_sql.get(attname):
-                continue
-            placeholders.append(placeholder)
-            if attname in row:
-                value = row[attname]
-            else:
-                value = now if default is _NOW else default()
-            params.append(to_param(value))
-        tuples.append(placeholders)
+    params = [param for row in rows for param in _row_params(columns, row, now, skip=columns_sql)]
     if not isinstance(values, list):
-        given = iter(tuples[0])
-        selected = [columns_sql.get(attname) or next(given) for attname, *_rest in columns.columns]
+        selected = [columns_sql.get(attname) or placeholder for attname, placeholder, *_rest in columns.columns]
         return f"{columns.head} SELECT {', '.join(selected)} FROM {source}", params
     # Many rows as one VALUES list: PostgreSQL plans it as one scan (a UNION ALL of a SELECT per
     # row took gigabytes to plan at thousands of rows).
-    names = iter(range(len(columns.columns)))
-    selected = [columns_sql.get(attname) or f"v.c{next(names)}" for attname, *_rest in columns.columns]
-    aliases = ", ".join(f"c{n}" for n in range(len(tuples[0]) if tuples else 0))
-    rows_sql = ", ".join(f"({', '.join(t)})" for t in tuples)
+    names = {attname: f"v.c{n}" for n, (attname, _placeholder) in enumerate(bound)}
+    selected = [columns_sql.get(attname) or names[attname] for attname, *_rest in columns.columns]
+    row_sql = f"({', '.join(placeholder for _attname, placeholder in bound)})"
+    aliases = ", ".join(f"c{n}" for n in range(len(bound)))
     return (f"{columns.head} SELECT {', '.join(selected)} FROM {source} "
-            f"CROSS JOIN (VALUES {rows_sql}) AS v({aliases})"), params
+            f"CROSS JOIN (VALUES {', '.join([row_sql] * len(rows))}) AS v({aliases})"), params
+
+
+def _row_params(columns: Columns, row: dict[str, Any], now, skip: dict[str, Any] | None = None) -> list[Any]:
+    """One row's parameters in column order, a missing field's its default (auto_now ones `now`);
+    the columns named (with SQL) in `skip` bind nothing."""
+    return [to_param(row[attname] if attname in row else now if default is _NOW else default())
+            for attname, _placeholder, to_param, default in columns.columns if not (skip and skip.get(attname))]
 
 
 _NUMBERED: dict[str, str] = {}
@@ -163,11 +158,7 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], *, now,
     for start in range(0, len(rows), per_statement):
         chunk = rows[start:start + per_statement]
         placeholders = f"({', '.join(['%s'] * len(columns.columns))})"
-        params: list[Any] = []
-        for row in chunk:
-            for attname, _cast, to_param, default in columns.columns:
-                value = row[attname] if attname in row else now if default is _NOW else default()
-                params.append(to_param(value))
+        params = [param for row in chunk for param in _row_params(columns, row, now)]
         sql = (f"{columns.head} VALUES {', '.join([placeholders] * len(chunk))} "
                f"RETURNING {', '.join(qn(fields[name]) for name in returning)}")
         returned += execute(sql, params, fetch="all")

@@ -54,9 +54,9 @@ def test_a_greenlet_s_sessions_close_with_its_task(monkeypatch):
 
 def test_the_pool_is_noted_when_the_worker_starts(monkeypatch):
     monkeypatch.setattr(worker_celery, "_TASKS_IN_NEW_GREENLETS", False)
-    worker_celery.note_the_pool(sender=SimpleNamespace(pool_cls="celery.concurrency.gevent:TaskPool"))
+    worker_celery.note_the_pool(sender=SimpleNamespace(pool_cls="gevent"))
     assert worker_celery._TASKS_IN_NEW_GREENLETS
-    worker_celery.note_the_pool(sender=SimpleNamespace(pool_cls=type("TaskPool", (), {"__module__": "celery.concurrency.thread"})))
+    worker_celery.note_the_pool(sender=SimpleNamespace(pool_cls="threads"))
     assert not worker_celery._TASKS_IN_NEW_GREENLETS
 
 
@@ -66,3 +66,52 @@ def test_an_eager_task_leaves_the_caller_s_session_alone():
     close_old_database_connections(sender=SimpleNamespace(request=SimpleNamespace(is_eager=True)),
                                    signal=signals.task_postrun)
     assert connection.connection is session
+
+
+@pytest.mark.slow
+def test_a_real_worker_advances_its_next_run_on_the_session_it_already_has(operator, worker_env, wait_until):
+    """Through a real worker (one thread, so both runs' slices land on it): the second run starts
+    no new PostgreSQL session. Before, Celery's fixup closed it around every task."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from capabilities.sync import python_capabilities_sync
+    from runs import services
+    from runs.models import Run
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite keeps no session (CONN_MAX_AGE 0) and has no pg_stat_activity")
+    python_capabilities_sync()
+
+    def run_to_completion():
+        run = services.run_start(owner=operator, goal="Find the travel policy", planner="scripted",
+                                 planner_config={"plans": [[{"capability": "search_documents",
+                                                             "arguments": {"q": "travel"}}]]},
+                                 completion={"capability": "search_documents", "path": "documents.0.id",
+                                             "exists": True}, budgets={"deadline_s": 60})
+        wait_until(lambda: Run.objects.get(pk=run.pk).status == "completed", timeout=60,
+                   message=f"run {run.pk} to complete")
+
+    def sessions():
+        """Sessions ever established to this database (PostgreSQL counts one as it ends), and those open."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+            ended = cursor.fetchone()[0]
+            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND pid <> pg_backend_pid()")
+            return ended, {pid for (pid,) in cursor.fetchall()}
+
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency", "1",
+         "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"reuse-{time.time_ns()}@%h"],
+        cwd=Path(__file__).resolve().parents[2], env=worker_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run_to_completion()
+        ended, open_before = sessions()
+        run_to_completion()
+        assert sessions() == (ended, open_before)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=20)
