@@ -254,13 +254,24 @@ def step_timing(run_ids: list[int], queued: float) -> dict:
     rows = Attempt.objects.filter(run_id__in=run_ids).order_by("run_id", "started_at").values_list(
         "run_id", "started_at", "ended_at")
     calls, gaps, previous = [], [], None
+    first_call, last_end, ends = {}, {}, []
     for run_id, started, ended in rows:
         calls.append((ended - started).total_seconds())
         if previous is not None and previous[0] == run_id:
             gaps.append((started - previous[1]).total_seconds())
         previous = (run_id, ended)
+        first_call.setdefault(run_id, started.timestamp())
+        last_end[run_id] = ended.timestamp()
+        ends.append(ended.timestamp())
+    # While every run is between its first call and its last: calls ended per second, all of them in
+    # flight (what a worker serving runs of many steps sustains, without the 64 runs' start-up).
+    window = (max(first_call.values()), min(last_end.values()))
+    in_window = sum(window[0] <= end <= window[1] for end in ends)
+    span = window[1] - window[0]
     return {"median_start_s": statistics.median(starts), "call_ms": 1000 * statistics.mean(calls),
-            "gap_ms": 1000 * statistics.mean(gaps) if gaps else 0.0}
+            "gap_ms": 1000 * statistics.mean(gaps) if gaps else 0.0,
+            "first_call_last_s": window[0] - queued,
+            "steady_steps_per_s": in_window / span if span > 0 else 0.0, "steady_window_s": span}
 
 
 def process_cpu_s(*pids: int, system_only: bool = False) -> float:
@@ -332,6 +343,7 @@ def report(args, port: int, env: dict) -> None:
           f"{settings.CELERY_BROKER_URL.split('://')[0]}, one worker process per pool, "
           f"{'cold (its first runs)' if args.cold else 'warm (its threads have served runs before)'}")
     print(f"{'pool':10} {'wall s':>8} {'ideal s':>8} {'steps/s':>9} {'ideal/s':>8} {'ratio':>6} {'runs began (median, last)':>26} "
+          f"{'last 1st call':>13} {'steady steps/s':>15} {'steady ratio':>12} "
           f"{'call':>9} {'between calls':>14} {'worker CPU/step':>16} {'of it kernel':>13} {'CPU-bound max':>14}")
     load_before = f"{os.getloadavg()[0]:.2f}"
     for entry in args.pools.split(","):
@@ -344,6 +356,8 @@ def report(args, port: int, env: dict) -> None:
                          cold=args.cold)
         print(f"{result['pool']:10} {result['wall_s']:8.2f} {result['ideal_s']:8.2f} {result['steps_per_s']:9.1f} "
               f"{result['ideal_steps_per_s']:8.1f} {result['ratio']:6.2f} {result['median_start_s']:15.2f} s, {result['last_start_s']:5.2f} s "
+              f"{result['first_call_last_s']:11.2f} s {result['steady_steps_per_s']:15.1f} "
+              f"{result['steady_steps_per_s'] / result['ideal_steps_per_s']:12.2f} "
               f"{result['call_ms']:6.1f} ms {result['gap_ms']:11.1f} ms "
               f"{result['cpu_ms_per_step']:13.2f} ms {result['sys_ms_per_step']:10.2f} ms "
               f"{1000 * int(processes or 1) / result['cpu_ms_per_step']:10.0f}/s", flush=True)

@@ -1,8 +1,6 @@
 """Try it: run a capability's current version once, outside any run, in a worker, as a run's step would."""
 from __future__ import annotations
 
-import secrets
-import uuid
 from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
@@ -10,6 +8,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from capabilities.executors.base import new_span_id, new_trace_id
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.policy import CHANGES_STATE
 from capabilities.ratelimit import as_observation
@@ -56,9 +55,9 @@ def capability_try(*, user, capability_id: int, arguments: Any, confirm: bool = 
     if changes_state and not confirm:
         raise NotAllowed(f"{capability.name} has side effects ({version.side_effect}): "
                          "confirm that you want it to run for real.", fields={"confirm": ["Required."]})
-    trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
+    trace_id, span_id = new_trace_id(), new_span_id()
     # A fresh key per try: a try-it is never a retry of an earlier one.
-    key = f"try-{uuid.uuid4().hex}" if changes_state else None
+    key = f"try-{new_trace_id()}" if changes_state else None
     observation = _try_in_worker(version=version, arguments=arguments, key=key, trace_id=trace_id,
                                  span_id=span_id, user=user)
     with transaction.atomic():

@@ -42,11 +42,15 @@ class OwnerAuthorizer:
     effect at the latest that many seconds later, and a pass costs no query.
     """
 
-    def __init__(self, owner_id: int, recheck_s: float | None = None):
+    def __init__(self, owner_id: int, recheck_s: float | None = None, *, owner=None):
+        """owner: the user row, if the caller has just read it (a worker reads it with the run): the
+        first answers come from it instead of a second read."""
         self.owner_id = owner_id
         self.recheck_s = PERMISSION_RECHECK_SECONDS if recheck_s is None else recheck_s
         self._cache: dict[str, tuple[float, bool]] = {}
         self._user: tuple[float, object] | None = None
+        if owner is not None and owner.pk == owner_id:
+            self._user = (time.monotonic(), owner if owner.is_active else None)
 
     def permits(self, permission: str) -> bool:
         if not permission:
@@ -165,7 +169,8 @@ class DjangoApprovalBook:
 def build_controller(run: Run, writer: PassWriter | None = None, registry: DjangoRegistry | None = None) -> Controller:
     registry = registry or DjangoRegistry()
     return Controller(registry=registry,
-                      executor=capability_executor(context={"run_id": run.pk}, registry_version=registry.version), planner=planner_for(run), clock=WallClock(), authorizer=OwnerAuthorizer(run.owner_id),
+                      executor=capability_executor(context={"run_id": run.pk}, registry_version=registry.version), planner=planner_for(run), clock=WallClock(),
+                      authorizer=OwnerAuthorizer(run.owner_id, owner=run.owner if Run.owner.is_cached(run) else None),
                       approvals=DjangoApprovalBook(run), ids=RandomIds(),
                       approval_ttl_s=settings.AGENTOPS_APPROVAL_TTL_SECONDS, intents=writer,
                       abandon_on=INFRASTRUCTURE_ERRORS)

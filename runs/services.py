@@ -24,6 +24,7 @@ from runs.planners import validate_planner_config
 from runs.planners.external import awaited_revision
 from runs.runtime.budgets import Budgets
 from runs.runtime.completion import completion_errors
+from runs.runtime.ids import random_hex
 from runs.runtime.state import RunState
 
 log = logging.getLogger(__name__)
@@ -245,9 +246,6 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
               planner_config: dict | None = None, require_plan_approval: bool = False,
               labels: dict | None = None) -> Run:
     """Validate and queue a run; a worker picks it up once this commits."""
-    import uuid
-
-
     require(owner, "runs.start_run", "start runs")
     budgets = {} if budgets is None else budgets
     planner_config = planner_config or {}
@@ -273,7 +271,7 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
                            fields=errors)
     parsed_budgets = Budgets.from_dict(budgets)
     now = timezone.now()
-    trace_id = uuid.uuid4().hex
+    trace_id = random_hex(16)
     run = Run.objects.create(
         goal=goal.strip(), completion=completion, budgets=parsed_budgets.to_dict(), planner=planner,
         planner_config=planner_config, owner=owner, require_plan_approval=require_plan_approval,

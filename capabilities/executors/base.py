@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import tempfile
 import time
 from abc import ABC, abstractmethod
@@ -21,6 +20,7 @@ from typing import Any, Protocol
 
 from capabilities.executors.secrets import Redactor, redactor_for, secret_env_names
 from runs.runtime.capability import CapabilitySpec
+from runs.runtime.ids import random_hex
 from runs.runtime.observation import ErrorCode, Observation, OutputRef, SideEffectStatus
 from runs.runtime.validation import argument_errors
 
@@ -117,11 +117,11 @@ _HEX16 = re.compile(r"^[0-9a-f]{16}$")
 
 
 def new_trace_id() -> str:
-    return secrets.token_hex(16)
+    return random_hex(16)
 
 
 def new_span_id() -> str:
-    return secrets.token_hex(8)
+    return random_hex(8)
 
 
 def traceparent(trace_id: str, span_id: str) -> str:

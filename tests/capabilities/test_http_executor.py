@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -237,6 +238,51 @@ class TestFailuresOnTheWire:
         observation = run(executor, spec, {"a": 1}, key="k")
         assert observation.error_code == ErrorCode.CONNECTION_ERROR
         assert observation.side_effect == SideEffectStatus.UNKNOWN
+
+    def test_a_connection_the_peer_never_accepts_times_out_unsent(self, executor):
+        # A listener whose accept queue is full drops further SYNs: connect() waits, bounded by the
+        # kernel's send timeout, which carries the deadline.
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(0)
+            port = listener.getsockname()[1]
+            fillers = [socket.socket() for _ in range(3)]
+            for filler in fillers:
+                filler.setblocking(False)
+                try:
+                    filler.connect(("127.0.0.1", port))
+                except BlockingIOError:
+                    pass
+            try:
+                time.sleep(0.1)
+                spec = http_spec(f"http://127.0.0.1:{port}/orders", method="POST", side_effect=SideEffect.WRITE,
+                                 timeout_s=0.5)
+                started = time.monotonic()
+                observation = run(executor, spec, {"a": 1}, key="k")
+            finally:
+                for filler in fillers:
+                    filler.close()
+        assert 0.4 < time.monotonic() - started < 3
+        assert observation.error_code == ErrorCode.TIMEOUT
+        assert "connecting to 127.0.0.1 timed out" in observation.error_message
+        assert observation.side_effect == SideEffectStatus.NOT_COMMITTED  # nothing was sent
+
+    def test_a_peer_that_stops_reading_the_request_times_out_at_the_deadline(self, executor):
+        # Plain HTTP sends on a blocking socket whose kernel send timeout carries the deadline:
+        # a peer that accepts and never reads must still end the call on time.
+        with socket.socket() as listener:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(1)
+            url = f"http://127.0.0.1:{listener.getsockname()[1]}/upload"
+            spec = replace(http_spec(url, method="POST", side_effect=SideEffect.WRITE, timeout_s=0.5),
+                           max_argument_bytes=32_000_000)  # more than the kernel's buffers take
+            started = time.monotonic()
+            observation = run(executor, spec, {"blob": "x" * 16_000_000}, key="k")
+        assert 0.4 < time.monotonic() - started < 3
+        assert observation.error_code == ErrorCode.TIMEOUT
+        assert observation.status == Status.RETRYABLE
+        assert observation.side_effect == SideEffectStatus.UNKNOWN  # part of the request went out
 
 
 class TestRedirects:

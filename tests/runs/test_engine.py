@@ -241,3 +241,31 @@ def test_a_broker_outage_does_not_lose_the_started_run(operator, monkeypatch, de
     run = start(operator, [[{"capability": "search_documents", "arguments": {"q": "travel"}}]],
                 {"capability": "search_documents", "path": "documents.0.id", "exists": True})
     assert Run.objects.get(pk=run.pk).status == "queued"
+
+
+@pytest.mark.django_db
+class TestOwnerAuthorizer:
+    def test_the_owner_read_with_the_run_is_not_read_again(self, operator):
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        from runs.adapters import OwnerAuthorizer
+
+        owner = type(operator).objects.get(pk=operator.pk)
+        with CaptureQueriesContext(connection) as queries:
+            authorizer = OwnerAuthorizer(operator.pk, owner=owner)
+            assert authorizer.permits("runs.start_run")
+            assert authorizer.permits("runs.start_run")
+        # Only has_perm's own reads of the permissions (once), never the user row.
+        assert queries.captured_queries
+        assert not [q for q in queries.captured_queries if q["sql"].startswith('SELECT "auth_user"."id"')]
+
+    def test_an_inactive_owner_is_refused_and_a_changed_owner_is_read_again(self, operator):
+        from runs.adapters import OwnerAuthorizer
+
+        operator.is_active = False
+        assert not OwnerAuthorizer(operator.pk, owner=operator).permits("runs.start_run")
+        operator.is_active = True
+        type(operator).objects.filter(pk=operator.pk).update(is_active=False)
+        authorizer = OwnerAuthorizer(operator.pk, recheck_s=0.0, owner=operator)
+        assert not authorizer.permits("runs.start_run")  # the recheck reads the row: now inactive

@@ -46,6 +46,7 @@ import json
 import os
 import socket
 import ssl
+import struct
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -224,9 +225,8 @@ class HttpExecutor(BaseExecutor):
                 return self.fail(spec, ErrorCode.INVALID_ARGUMENTS,
                                  f"the request to {host} cannot be written: a header is not valid HTTP", sent=False)
             try:
-                connection.timeout = seconds_left(deadline)
                 connection.connect()
-                connection.sock.settimeout(seconds_left(deadline))  # for sending
+                limit_socket(connection.sock, deadline)  # for sending
             except TimeoutError:
                 return self.fail(spec, ErrorCode.TIMEOUT, f"connecting to {host} timed out", sent=False)
             except OSError as exc:  # refused, unreachable, or the TLS handshake (certificate) failed
@@ -234,7 +234,7 @@ class HttpExecutor(BaseExecutor):
             try:
                 connection.endheaders(body)
                 response = connection.getresponse()
-            except TimeoutError:
+            except (TimeoutError, BlockingIOError):  # BlockingIOError: SO_SNDTIMEO ran out mid-send
                 return self.fail(spec, ErrorCode.TIMEOUT, f"{host} did not answer in time")
             except (http.client.HTTPException, OSError) as exc:
                 return self._broken(spec, f"connection to {host} failed: {describe(exc)}")
@@ -278,12 +278,44 @@ class HttpExecutor(BaseExecutor):
         if target.scheme == "https":
             connection = PinnedHTTPSConnection(target, context=self.tls, deadline=deadline)
         else:
-            connection = http.client.HTTPConnection(target.address, target.port)
+            connection = PinnedHTTPConnection(target, deadline=deadline)
         connection.response_class = functools.partial(DeadlineResponse, deadline=deadline)
         return connection
 
 
 # -- the connection ----------------------------------------------------------------------
+
+class PinnedHTTPConnection(http.client.HTTPConnection):
+    """Plain HTTP to the checked address, on a blocking socket whose deadline the kernel keeps.
+
+    Why not Python's socket timeouts: with one, every socket call is a poll() and then the
+    call, and each of them, like every settimeout(), lets go of the GIL. A worker thread that
+    lets go of the GIL for a call that returns at once (a send, a connect on the LAN) then
+    waits for it behind every other busy thread: with 64 runs in one process, a call's ten
+    such hand-offs cost more than its Python. Here a call lets go five times (socket, connect,
+    send, receive, close), and SO_SNDTIMEO / SO_RCVTIMEO, set without letting go, bound each
+    wait by the time left. (TLS keeps Python's timeouts: the ssl module retries a timed-out
+    read on a blocking socket forever.)
+    """
+
+    def __init__(self, target: Resolution, *, deadline: float) -> None:
+        super().__init__(target.address, target.port)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            limit_socket(sock, self.deadline)
+            try:
+                sock.connect((self.host, self.port))
+            except BlockingIOError:  # EINPROGRESS: SO_SNDTIMEO ran out before the handshake ended
+                raise TimeoutError(f"connecting to {self.host} timed out") from None
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as http.client does
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
 
 class PinnedHTTPSConnection(http.client.HTTPSConnection):
     """TLS to the checked address, with the server name (SNI) and the certificate check for the host name."""
@@ -295,6 +327,7 @@ class PinnedHTTPSConnection(http.client.HTTPSConnection):
         self.deadline = deadline
 
     def connect(self) -> None:
+        self.timeout = seconds_left(self.deadline)
         http.client.HTTPConnection.connect(self)  # TCP to the address
         self.sock.settimeout(seconds_left(self.deadline))  # the handshake gets only what is left
         self.sock = self.tls.wrap_socket(self.sock, server_hostname=self.server_hostname)
@@ -320,8 +353,11 @@ class DeadlineReader(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int | None:
-        self.sock.settimeout(seconds_left(self.deadline))
-        return self.raw.readinto(buffer)
+        limit_socket(self.sock, self.deadline)
+        read = self.raw.readinto(buffer)
+        if read is None:  # a blocking socket's SO_RCVTIMEO ran out (SocketIO answers EAGAIN with None)
+            raise TimeoutError("the call's deadline passed")
+        return read
 
     def close(self) -> None:
         self.raw.close()  # lets the socket close once the connection has let go of it too
@@ -334,6 +370,20 @@ def seconds_left(deadline: float) -> float:
     if remaining <= 0:
         raise TimeoutError("the call's deadline passed")
     return remaining
+
+
+def limit_socket(sock: socket.socket, deadline: float) -> None:
+    """Let the socket's next waits last only the time left: the kernel's timeouts on a blocking
+    socket (PinnedHTTPConnection), Python's on one with a timeout (TLS)."""
+    left = seconds_left(deadline)
+    if sock.gettimeout() is not None:
+        sock.settimeout(left)
+        return
+    # A timeval of zero would mean "wait forever": at least a millisecond.
+    seconds, micro = divmod(max(int(left * 1_000_000), 1_000), 1_000_000)
+    value = struct.pack("ll", seconds, micro)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
 
 
 @functools.cache
