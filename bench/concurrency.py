@@ -37,21 +37,27 @@ benchenv.prepare()
 CAPABILITY = "bench_slow_lookup"
 
 
-def serve(port: int, delay: float) -> None:
+def serve(port: int, delay: float, keep_alive: bool = True) -> None:
     """The slow peer: answers every GET after `delay` with {"n": n}. One asyncio loop, so
-    hundreds of callers wait side by side for almost no CPU (a thread per request would not)."""
+    hundreds of callers wait side by side for almost no CPU (a thread per request would not).
+    Connections stay open for the next request (HTTP/1.1 keep-alive, as web servers do) unless
+    the client asks to close or --no-keep-alive is given."""
     import asyncio
 
     async def answer(reader, writer):
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            target = head.split(b" ", 2)[1].decode()
-            await asyncio.sleep(delay)
-            n = int(parse_qs(urlsplit(target).query).get("n", ["0"])[0])
-            body = json.dumps({"n": n}).encode()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-            await writer.drain()
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                target = head.split(b" ", 2)[1].decode()
+                await asyncio.sleep(delay)
+                n = int(parse_qs(urlsplit(target).query).get("n", ["0"])[0])
+                body = json.dumps({"n": n}).encode()
+                close = not keep_alive or b"\r\nconnection: close" in head.lower()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: %s\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (b"close" if close else b"keep-alive", len(body), body))
+                await writer.drain()
+                if close:
+                    break
         except (asyncio.IncompleteReadError, ConnectionError, IndexError, ValueError):
             pass
         finally:
@@ -65,14 +71,15 @@ def serve(port: int, delay: float) -> None:
     asyncio.run(main())
 
 
-def start_server(delay: float) -> tuple[subprocess.Popen, int]:
+def start_server(delay: float, keep_alive: bool = True) -> tuple[subprocess.Popen, int]:
     """The slow peer in its own process, so its threads take no CPU from the one measured."""
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--delay", str(delay)])
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--delay", str(delay),
+                               *([] if keep_alive else ["--no-keep-alive"])])
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
@@ -312,10 +319,12 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="measure a fresh worker's first runs (each thread "
                         "opens its database connection while the runs start) instead of a warm worker's")
     parser.add_argument("--var-dir", default=os.path.join(tempfile.gettempdir(), "agentops-bench-concurrency"))
+    parser.add_argument("--no-keep-alive", action="store_true", help="the slow server closes every connection "
+                        "after its answer (each call then opens a new one)")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # internal: be the slow server
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, args.delay)
+        serve(args.serve, args.delay, keep_alive=not args.no_keep_alive)
         return
     os.environ.setdefault("AGENTOPS_VAR_DIR", args.var_dir)
     os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
@@ -326,7 +335,7 @@ def main() -> None:
     import django
 
     django.setup()
-    server, port = start_server(args.delay)
+    server, port = start_server(args.delay, keep_alive=not args.no_keep_alive)
     try:
         register(port)
         report(args, port, env)
@@ -341,7 +350,8 @@ def report(args, port: int, env: dict) -> None:
 
     print(f"{args.runs} runs x {args.steps} steps of {args.delay * 1000:.0f} ms on {connection.vendor}, broker "
           f"{settings.CELERY_BROKER_URL.split('://')[0]}, one worker process per pool, "
-          f"{'cold (its first runs)' if args.cold else 'warm (its threads have served runs before)'}")
+          f"{'cold (its first runs)' if args.cold else 'warm (its threads have served runs before)'}, the peer "
+          f"{'closes each connection' if args.no_keep_alive else 'keeps connections alive'}")
     print(f"{'pool':10} {'wall s':>8} {'ideal s':>8} {'steps/s':>9} {'ideal/s':>8} {'ratio':>6} {'runs began (median, last)':>26} "
           f"{'last 1st call':>13} {'steady steps/s':>15} {'steady ratio':>12} "
           f"{'call':>9} {'between calls':>14} {'worker CPU/step':>16} {'of it kernel':>13} {'CPU-bound max':>14}")

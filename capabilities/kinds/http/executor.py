@@ -15,9 +15,11 @@ State-changing capabilities send `Idempotency-Key`; every call sends
 `traceparent`. A header value with a line break is refused before anything is
 sent. Redirects are followed by hand (at most 5) so that each hop is checked by
 the guard; secret headers are dropped when a redirect leaves the origin. Each
-hop opens its own connection to the address the guard checked (DNS
-rebinding), with the original Host header; for https the TLS server name and
-the certificate check are for the host name, not the address. Environment
+hop connects to the address the guard checked for it (DNS rebinding), with the
+original Host header; for https the TLS server name and the certificate check
+are for the host name, not the address. Reads keep their connection alive for
+the next read to the same checked address (IdleConnections); state-changing
+calls open and close their own. Environment
 proxies are never used (http.client does not read them): a proxy would
 resolve names itself. Responses are asked for uncompressed
 (`Accept-Encoding: identity`): http.client does not decompress.
@@ -47,6 +49,7 @@ import os
 import socket
 import ssl
 import struct
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -66,6 +69,10 @@ METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 MAX_REDIRECTS = 5
 DEFAULT_MAX_RESPONSE_BYTES = 10_000_000
 READ_CHUNK_BYTES = 65_536
+# Keep-alive connections (reads only): how long one may wait idle for its next call, and how many
+# wait per origin (about the number of runs a worker advances at once).
+IDLE_SECONDS = 4.0
+MAX_IDLE_PER_KEY = 64
 # What a URL may carry unescaped in its query and its path (WHATWG, as httpx sent them): spaces,
 # controls and non-ASCII are percent-encoded, existing %xx escapes kept.
 QUERY_SAFE = "".join(chr(i) for i in range(0x21, 0x7F) if chr(i) not in '"#<>')
@@ -210,22 +217,37 @@ class HttpExecutor(BaseExecutor):
                          sent=False)
 
     def _exchange(self, spec: CapabilitySpec, target: Resolution, method: str, headers: dict[str, str],
-                  body: bytes | None, deadline: float, limit: int) -> Answer | Observation:
-        """One request and its answer, on a connection of its own to the checked address."""
+                  body: bytes | None, deadline: float, limit: int, *, reuse: bool = True) -> Answer | Observation:
+        """One request and its answer, on a connection to the checked address.
+
+        A capability that changes nothing reuses an idle keep-alive connection to that same
+        address when there is one (no new socket, TCP or TLS handshake), and if the server had
+        closed it meanwhile the request goes once more on a new connection: a read is safe to
+        repeat. A state-changing call always has a connection of its own, closed after it, so
+        whether its request went out is never in doubt.
+        """
         host = target.host
-        connection = self._connection(target, deadline)
+        keep_alive = not spec.changes_state
+        key = (target.scheme, target.address, target.port, host, self.tls if target.scheme == "https" else None)
+        connection = IDLE.take(key) if keep_alive and reuse else None
+        reused = connection is not None
+        if connection is None:
+            connection = self._connection(target)
+        arm(connection, deadline)
+        give_back = False
         try:
             try:
                 # Written into http.client's buffer only: nothing is sent before endheaders().
                 connection.putrequest(method, request_target(target.url), skip_host=True, skip_accept_encoding=True)
-                for name, value in wire_headers(headers, target, body).items():
+                for name, value in wire_headers(headers, target, body, keep_alive=keep_alive).items():
                     connection.putheader(name, value)
             except ValueError:
                 # http.client's message quotes the value it refused, which may be a secret: name neither.
                 return self.fail(spec, ErrorCode.INVALID_ARGUMENTS,
                                  f"the request to {host} cannot be written: a header is not valid HTTP", sent=False)
             try:
-                connection.connect()
+                if not reused:
+                    connection.connect()
                 limit_socket(connection.sock, deadline)  # for sending
             except TimeoutError:
                 return self.fail(spec, ErrorCode.TIMEOUT, f"connecting to {host} timed out", sent=False)
@@ -237,10 +259,17 @@ class HttpExecutor(BaseExecutor):
             except (TimeoutError, BlockingIOError):  # BlockingIOError: SO_SNDTIMEO ran out mid-send
                 return self.fail(spec, ErrorCode.TIMEOUT, f"{host} did not answer in time")
             except (http.client.HTTPException, OSError) as exc:
+                if reused and isinstance(exc, ConnectionError):  # closed by the server while idle
+                    return self._exchange(spec, target, method, headers, body, deadline, limit, reuse=False)
                 return self._broken(spec, f"connection to {host} failed: {describe(exc)}")
-            return self._receive(spec, response, target, limit)
+            answer = self._receive(spec, response, target, limit)
+            give_back = keep_alive and isinstance(answer, Answer) and not response.will_close
+            return answer
         finally:
-            connection.close()
+            if give_back:
+                IDLE.give(key, connection)
+            else:
+                connection.close()
 
     def _receive(self, spec: CapabilitySpec, response: http.client.HTTPResponse, target: Resolution,
                  limit: int) -> Answer | Observation:
@@ -273,17 +302,77 @@ class HttpExecutor(BaseExecutor):
         return self.fail(spec, ErrorCode.CONNECTION_ERROR, message,
                          side_effect=SideEffectStatus.UNKNOWN if spec.changes_state else None)
 
-    def _connection(self, target: Resolution, deadline: float) -> http.client.HTTPConnection:
+    def _connection(self, target: Resolution) -> PinnedHTTPConnection | PinnedHTTPSConnection:
         """A connection to the address the guard checked, never to a second DNS answer."""
         if target.scheme == "https":
-            connection = PinnedHTTPSConnection(target, context=self.tls, deadline=deadline)
-        else:
-            connection = PinnedHTTPConnection(target, deadline=deadline)
-        connection.response_class = functools.partial(DeadlineResponse, deadline=deadline)
-        return connection
+            return PinnedHTTPSConnection(target, context=self.tls)
+        return PinnedHTTPConnection(target)
 
 
 # -- the connection ----------------------------------------------------------------------
+
+def arm(connection: PinnedHTTPConnection | PinnedHTTPSConnection, deadline: float) -> None:
+    """Bind a connection (new or reused) to this call's deadline: connecting and every read."""
+    connection.deadline = deadline
+    connection.response_class = functools.partial(DeadlineResponse, deadline=deadline)
+
+
+class IdleConnections:
+    """Keep-alive connections between calls, shared by the worker's threads: per scheme, checked
+    address, port, host name (TLS identity) and TLS context; only a connection whose last
+    answer was read whole and did not ask to close is kept.
+
+    The most recently used is taken first. One idle for IDLE_SECONDS is closed instead of
+    reused: servers drop idle connections after 5 s (Node.js, Apache) to 75 s (nginx), and a
+    read sent on one they dropped is sent again on a new connection anyway.
+    """
+
+    def __init__(self) -> None:
+        self._forget()
+        if hasattr(os, "register_at_fork"):  # a child must not share its parent's sockets
+            os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[tuple, list[tuple[float, http.client.HTTPConnection]]] = {}
+        self._pruned = 0.0
+
+    def take(self, key: tuple) -> http.client.HTTPConnection | None:
+        now, stale, connection = time.monotonic(), [], None
+        with self._lock:
+            idle = self._idle.get(key)
+            if idle:
+                since, newest = idle.pop()
+                if now - since < IDLE_SECONDS:
+                    connection = newest
+                else:  # the newest is too old, so are the others
+                    stale = [newest, *(c for _since, c in idle)]
+                    idle.clear()
+        for old in stale:
+            old.close()
+        return connection
+
+    def give(self, key: tuple, connection: http.client.HTTPConnection) -> None:
+        now, surplus = time.monotonic(), []
+        with self._lock:
+            self._idle.setdefault(key, []).append((now, connection))
+            if len(self._idle[key]) > MAX_IDLE_PER_KEY:
+                surplus.append(self._idle[key].pop(0)[1])
+            if now - self._pruned > IDLE_SECONDS:  # origins no longer called: close what they left
+                self._pruned = now
+                for name in list(self._idle):
+                    kept = [(since, c) for since, c in self._idle[name] if now - since < IDLE_SECONDS]
+                    surplus += [c for since, c in self._idle[name] if now - since >= IDLE_SECONDS]
+                    if kept:
+                        self._idle[name] = kept
+                    else:
+                        del self._idle[name]
+        for old in surplus:
+            old.close()
+
+
+IDLE = IdleConnections()
+
 
 class PinnedHTTPConnection(http.client.HTTPConnection):
     """Plain HTTP to the checked address, on a blocking socket whose deadline the kernel keeps.
@@ -298,9 +387,9 @@ class PinnedHTTPConnection(http.client.HTTPConnection):
     read on a blocking socket forever.)
     """
 
-    def __init__(self, target: Resolution, *, deadline: float) -> None:
+    def __init__(self, target: Resolution) -> None:
         super().__init__(target.address, target.port)
-        self.deadline = deadline
+        self.deadline = 0.0  # set for each call (arm)
 
     def connect(self) -> None:
         sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
@@ -320,11 +409,11 @@ class PinnedHTTPConnection(http.client.HTTPConnection):
 class PinnedHTTPSConnection(http.client.HTTPSConnection):
     """TLS to the checked address, with the server name (SNI) and the certificate check for the host name."""
 
-    def __init__(self, target: Resolution, *, context: ssl.SSLContext, deadline: float) -> None:
+    def __init__(self, target: Resolution, *, context: ssl.SSLContext) -> None:
         super().__init__(target.address, target.port, context=context)
         self.tls = context
         self.server_hostname = target.host
-        self.deadline = deadline
+        self.deadline = 0.0  # set for each call (arm)
 
     def connect(self) -> None:
         self.timeout = seconds_left(self.deadline)
@@ -399,9 +488,11 @@ def tls_context() -> ssl.SSLContext:
 
 # -- helpers ---------------------------------------------------------------------------
 
-def wire_headers(headers: Mapping[str, str], target: Resolution, body: bytes | None) -> dict[str, str]:
+def wire_headers(headers: Mapping[str, str], target: Resolution, body: bytes | None, *,
+                 keep_alive: bool = False) -> dict[str, str]:
     """The headers one hop sends: the connection's own replace any configured header of the same name."""
-    own = {"Host": host_header(target), "Accept-Encoding": "identity", "Connection": "close"}
+    own = {"Host": host_header(target), "Accept-Encoding": "identity",
+           "Connection": "keep-alive" if keep_alive else "close"}
     if body is not None:
         own["Content-Length"] = str(len(body))
     taken = {name.lower() for name in own}
