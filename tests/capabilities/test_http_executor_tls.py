@@ -121,3 +121,13 @@ def test_a_handshake_that_never_completes_times_out_before_anything_is_sent(exec
     assert "connecting" in observation.error_message
     assert observation.side_effect == SideEffectStatus.NOT_COMMITTED
     assert observation.latency_s < 1
+
+
+def test_reads_keep_one_tls_connection_and_handshake(executor, serve):
+    server = serve()
+    spec = CapabilitySpec(name="remote", kind=Kind.HTTP, side_effect=SideEffect.NONE, timeout_s=2.0,
+                          config={"url": f"https://{NAME}:{server.server_address[1]}/echo", "method": "GET"})
+    answers = [executor.execute(spec, {"n": n}) for n in range(3)]
+    assert [a.status for a in answers] == [Status.OK] * 3
+    assert [a.output["query"] for a in answers] == [{"n": ["0"]}, {"n": ["1"]}, {"n": ["2"]}]
+    assert server.server_names == [NAME]  # one handshake for three reads
