@@ -1,11 +1,16 @@
 """Fixtures shared by the Django tests: users per role, API clients, a real worker."""
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -403,3 +408,58 @@ def http_mcp_server():
     yield f"http://127.0.0.1:{port}/mcp"
     process.terminate()
     process.wait(10)
+
+
+# -- an HTTP service that tells which TCP connection each request came on --------------------------
+
+class _CountingHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1 (keep-alive). Answers {"n", "connection", "asked"}: n from the query or the JSON body,
+    the number of the TCP connection the request came on, and the request's Connection header.
+    /big pads the answer to 5 KB; /close answers `Connection: close`; /drop-after closes the
+    connection after answering without saying so, as a server that drops an idle one does."""
+
+    protocol_version = "HTTP/1.1"
+    numbers = itertools.count(1)
+
+    def log_message(self, *args):
+        pass
+
+    def setup(self):
+        super().setup()
+        self.number = next(self.numbers)
+        self.server.connections.append(self.number)
+
+    def do_GET(self):
+        self.answer(parse_qs(urlsplit(self.path).query).get("n", [None])[0])
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        self.answer((json.loads(self.rfile.read(length)) if length else {}).get("n"))
+
+    def answer(self, n):
+        path = urlsplit(self.path).path
+        found = {"n": None if n is None else int(n), "connection": self.number, "asked": self.headers.get("Connection")}
+        body = json.dumps({**found, "pad": "x" * 5000} if path == "/big" else found).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if path == "/close":
+            self.send_header("Connection", "close")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        if path == "/drop-after":
+            self.wfile.flush()
+            self.close_connection = True
+
+
+@pytest.fixture
+def counting_http_service():
+    """A loopback HTTP service; `.connections` lists the TCP connections it accepted."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
+    httpd.daemon_threads = True
+    httpd.connections = []
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()

@@ -1,10 +1,7 @@
 """Keep-alive: reads reuse a connection to the address the guard checked; writes never do."""
 from __future__ import annotations
 
-import itertools
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -16,53 +13,9 @@ from runs.runtime.capability import CapabilitySpec, Kind, SideEffect
 from runs.runtime.observation import ErrorCode, Status
 
 
-class CountingHandler(BaseHTTPRequestHandler):
-    """Answers with the number of the TCP connection the request came on."""
-
-    protocol_version = "HTTP/1.1"
-    numbers = itertools.count(1)
-
-    def log_message(self, *args):
-        pass
-
-    def setup(self):
-        super().setup()
-        self.connection_number = next(self.numbers)
-        self.server.connections.append(self.connection_number)
-
-    def do_GET(self):
-        self.answer()
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.answer()
-
-    def answer(self):
-        body = json.dumps({"connection": self.connection_number, "asked": self.headers.get("Connection")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        if self.path == "/big":
-            body = json.dumps({"pad": "x" * 5000}).encode()
-        if self.path == "/close":
-            self.send_header("Connection", "close")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-        if self.path == "/drop-after":  # as a server does that drops an idle connection: no warning
-            self.wfile.flush()
-            self.close_connection = True
-
-
 @pytest.fixture
-def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), CountingHandler)
-    httpd.daemon_threads = True
-    httpd.connections = []
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+def server(counting_http_service):
+    return counting_http_service
 
 
 @pytest.fixture

@@ -6,11 +6,6 @@ CELERY_BROKER_URL for PostgreSQL + Redis).
 """
 from __future__ import annotations
 
-import itertools
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from capabilities.policy import capability_create
@@ -20,45 +15,9 @@ from runs.models import Attempt, Run
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-class Service(BaseHTTPRequestHandler):
-    """Echoes n, with the number of the TCP connection the request came on and its Connection header."""
-
-    protocol_version = "HTTP/1.1"
-    numbers = itertools.count(1)
-
-    def log_message(self, *args):
-        pass
-
-    def setup(self):
-        super().setup()
-        self.number = next(self.numbers)
-        self.server.connections.append(self.number)
-
-    def do_GET(self):
-        self.answer(int(self.path.rpartition("n=")[2] or 0))
-
-    def do_POST(self):
-        self.answer(json.loads(self.rfile.read(int(self.headers["Content-Length"])))["n"])
-
-    def answer(self, n):
-        body = json.dumps({"n": n, "connection": self.number, "asked": self.headers.get("Connection")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
 @pytest.fixture
-def service():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Service)
-    httpd.daemon_threads = True
-    httpd.connections = []
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+def service(counting_http_service):
+    return counting_http_service
 
 
 def register(admin, service, name, *, method, side_effect):
