@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -86,3 +87,24 @@ def test_threads_never_share_a_connection_at_once(executor, server):
         thread.join()
     assert results == [Status.OK] * 160
     assert len(server.connections) <= 8  # at most one per thread calling at once
+
+
+def test_idle_connections_past_their_time_are_closed_even_for_origins_no_longer_called(monkeypatch):
+    class Connection:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(http_executor, "IDLE_SECONDS", 0.05)
+    idle = http_executor.IdleConnections()
+    a, b, fresh = Connection(), Connection(), Connection()
+    idle.give("a", a)
+    idle.give("b", b)
+    assert idle.take("a") is a  # fresh: reused, not closed
+    idle.give("a", a)
+    time.sleep(0.1)
+    idle.give("c", fresh)  # any later call closes what every origin left idle too long
+    assert a.closed and b.closed and not fresh.closed
+    assert idle.take("a") is None and idle.take("b") is None
+    assert idle.take("c") is fresh

@@ -338,37 +338,41 @@ class IdleConnections:
         self._pruned = 0.0
 
     def take(self, key: tuple) -> http.client.HTTPConnection | None:
-        now, stale, connection = time.monotonic(), [], None
+        now = time.monotonic()
         with self._lock:
             idle = self._idle.get(key)
-            if idle:
-                since, newest = idle.pop()
-                if now - since < IDLE_SECONDS:
-                    connection = newest
-                else:  # the newest is too old, so are the others
-                    stale = [newest, *(c for _since, c in idle)]
-                    idle.clear()
+            connection = idle.pop()[1] if idle and now - idle[-1][0] < IDLE_SECONDS else None
+            stale = self._expired(now, key)
         for old in stale:
             old.close()
         return connection
 
     def give(self, key: tuple, connection: http.client.HTTPConnection) -> None:
-        now, surplus = time.monotonic(), []
+        now = time.monotonic()
         with self._lock:
-            self._idle.setdefault(key, []).append((now, connection))
-            if len(self._idle[key]) > MAX_IDLE_PER_KEY:
-                surplus.append(self._idle[key].pop(0)[1])
-            if now - self._pruned > IDLE_SECONDS:  # origins no longer called: close what they left
-                self._pruned = now
-                for name in list(self._idle):
-                    kept = [(since, c) for since, c in self._idle[name] if now - since < IDLE_SECONDS]
-                    surplus += [c for since, c in self._idle[name] if now - since >= IDLE_SECONDS]
-                    if kept:
-                        self._idle[name] = kept
-                    else:
-                        del self._idle[name]
+            idle = self._idle.setdefault(key, [])
+            idle.append((now, connection))
+            surplus = [idle.pop(0)[1]] if len(idle) > MAX_IDLE_PER_KEY else []
+            surplus += self._expired(now)
         for old in surplus:
             old.close()
+
+    def _expired(self, now: float, key: tuple | None = None) -> list[http.client.HTTPConnection]:
+        """Take out the connections idle for IDLE_SECONDS, for the caller to close outside the lock:
+        `key`'s, and every origin's once per IDLE_SECONDS (one no longer called keeps its own
+        until the next call to any origin). Each list is oldest first."""
+        if now - self._pruned >= IDLE_SECONDS:
+            self._pruned, names = now, list(self._idle)
+        else:
+            names = [key] if key in self._idle else []
+        expired = []
+        for name in names:
+            idle = self._idle[name]
+            while idle and now - idle[0][0] >= IDLE_SECONDS:
+                expired.append(idle.pop(0)[1])
+            if not idle:
+                del self._idle[name]
+        return expired
 
 
 IDLE = IdleConnections()
