@@ -154,10 +154,10 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], *, now,
     qn = connection.ops.quote_name
     fields = {f.attname: f.column for f in model._meta.concrete_fields}
     per_statement = max(1, max_params() // len(columns.columns))
+    placeholders = f"({', '.join(['%s'] * len(columns.columns))})"
     returned: list[tuple] = []
     for start in range(0, len(rows), per_statement):
         chunk = rows[start:start + per_statement]
-        placeholders = f"({', '.join(['%s'] * len(columns.columns))})"
         params = [param for row in chunk for param in _row_params(columns, row, now)]
         sql = (f"{columns.head} VALUES {', '.join([placeholders] * len(chunk))} "
                f"RETURNING {', '.join(qn(fields[name]) for name in returning)}")
