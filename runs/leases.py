@@ -8,7 +8,9 @@ a worker makes for a run names (owner, token), so a worker that lost the lease
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -177,28 +179,85 @@ def renew(lease: Lease) -> bool:
         lease_expires_at=Greatest(F("lease_expires_at"), Value(until))))
 
 
-class LeaseKeeper(threading.Thread):
-    """Renews the lease every third of its length while the worker is busy (inside a call, say)."""
+class LeaseKeeper:
+    """Keeps one slice's lease renewed every third of its length while the worker is busy (inside a
+    call, say); `lost` turns true once a renewal finds it taken over.
+
+    One thread per worker process renews every slice's lease (`_Renewer`): a thread per slice cost
+    each run a thread start and exit, each a hand-off of the GIL that waited behind every busy
+    thread when 64 runs start at once, and a database session of its own for each renewal.
+    """
 
     def __init__(self, lease: Lease):
-        super().__init__(name=f"lease-{lease.run_id}", daemon=True)
         self.lease = lease
         self.lost = False
-        self._done = threading.Event()
+        self.due = 0.0   # monotonic time of the next renewal
 
-    def run(self) -> None:
-        interval = max(1.0, settings.AGENTOPS_RUN_LEASE_SECONDS / 3)
-        try:
-            while not self._done.wait(interval):
-                try:
-                    if not renew(self.lease):
-                        self.lost = True
-                        return
-                except INFRASTRUCTURE_ERRORS:
-                    log.warning("could not renew the lease of run %s; retrying", self.lease.run_id)
-                    close_old_connections()
-        finally:
-            connections.close_all()  # this thread's connection only
+    def start(self) -> None:
+        _RENEWER.hold(self)
 
     def stop(self) -> None:
-        self._done.set()
+        _RENEWER.let_go(self)
+
+
+class _Renewer:
+    """The process's lease-renewal thread, started with the first lease it holds (again in a forked child)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: set[LeaseKeeper] = set()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    @staticmethod
+    def interval() -> float:
+        return max(1.0, settings.AGENTOPS_RUN_LEASE_SECONDS / 3)
+
+    def hold(self, keeper: LeaseKeeper) -> None:
+        keeper.due = time.monotonic() + self.interval()
+        with self._lock:
+            self._held.add(keeper)
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="lease-renewer", daemon=True)
+                self._thread.start()
+
+    def let_go(self, keeper: LeaseKeeper) -> None:
+        with self._lock:
+            self._held.discard(keeper)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                held = list(self._held)
+            now = time.monotonic()
+            due = [keeper for keeper in held if keeper.due <= now]
+            if due:
+                close_old_connections()  # as Django does around a request: a broken or too old session
+            for keeper in due:
+                self._renew(keeper)
+            with self._lock:
+                idle = not self._held
+                next_due = min((keeper.due for keeper in self._held), default=now + self.interval())
+            if idle:
+                connections.close_all()  # this thread's session only: nothing to renew for a while
+            # A lease held meanwhile is first due a whole interval after it was taken: never sooner.
+            time.sleep(max(0.05, next_due - time.monotonic()))
+
+    def _renew(self, keeper: LeaseKeeper) -> None:
+        try:
+            if renew(keeper.lease):
+                keeper.due = time.monotonic() + self.interval()
+            else:
+                keeper.lost = True
+                self.let_go(keeper)
+        except INFRASTRUCTURE_ERRORS:
+            log.warning("could not renew the lease of run %s; retrying", keeper.lease.run_id)
+            close_old_connections()
+            keeper.due = time.monotonic() + 1.0
+        except Exception:  # never let one bad renewal end the renewals of every run in the process
+            log.exception("renewing the lease of run %s failed; retrying", keeper.lease.run_id)
+            keeper.due = time.monotonic() + 1.0
+
+
+_RENEWER = _Renewer()

@@ -70,7 +70,7 @@ class PassWriter:
         self.previous: RunState | None = None
         self.cancel_requested = bool(run.cancel_requested_at)
         self.registry_version: Any = None
-        self._steps: dict[tuple[int, str], tuple[int, bool]] = {}   # (revision, key) -> (pk, has version)
+        self._steps: dict[tuple[int, str], tuple[int, int | None]] = {}   # (revision, key) -> (pk, version id)
         self._versions: dict[int, bool] = {}
         self._intents: dict[str, int] = {}   # attempt uid -> pk of its in-flight row
         self._interrupted: CallIntent | None = None
@@ -222,8 +222,9 @@ class PassWriter:
         parts, source = [f"r AS ({update} RETURNING {cancel})"], "r"
         if attempt is not None:
             fields = _attempt_fields(run, attempt)
-            fields.update(capability_version_id=self._version_exists(attempt.version_id), run_id=run.pk,
-                          step_id=self._step(attempt.revision, attempt.step_id)[0], uid=attempt.attempt_id,
+            step_pk, step_version = self._step(attempt.revision, attempt.step_id)
+            fields.update(capability_version_id=self._version_exists(attempt.version_id, step_version), run_id=run.pk,
+                          step_id=step_pk, uid=attempt.attempt_id,
                           worker=(self.lease.worker if self.lease else "")[:100],
                           lease_token=self.lease.token if self.lease else None)
             sql, values_params = insert_from(Attempt, fields, "r", now=now)
@@ -267,7 +268,7 @@ class PassWriter:
         if plan is not None and plan.accepted:
             self._fresh_revision = plan.revision
             if plan_steps:
-                self._steps.update({(plan.revision, key): (pk, version is not None) for *_r, pk, key, version in rows})
+                self._steps.update({(plan.revision, key): (pk, version) for *_r, pk, key, version in rows})
         self._written(values, increments)
         self.previous = transition.state
         return True
@@ -310,24 +311,29 @@ class PassWriter:
             return None
         return attempts.get(uid) or Attempt.objects.filter(uid=uid).first()
 
-    def _step(self, revision: int, key: str) -> tuple[int, bool]:
+    def _step(self, revision: int, key: str) -> tuple[int, int | None]:
+        """A step's row id and the capability version it is linked to (None before its first attempt)."""
         if (revision, key) not in self._steps:
             for step_key, pk, version in Step.objects.filter(run=self.run, revision__number=revision).values_list(
                     "key", "pk", "capability_version_id"):
-                self._steps[(revision, step_key)] = (pk, version is not None)
+                self._steps[(revision, step_key)] = (pk, version)
         return self._steps[(revision, key)]
 
-    def _version_exists(self, version_id: int | None) -> int | None:
+    def _version_exists(self, version_id: int | None, step_version: int | None = None) -> int | None:
+        """`version_id` if that capability version still exists (an attempt links to it), else None.
+        The version its step row links to needs no query: that link keeps it from being deleted."""
         if version_id is None:
             return None
+        if version_id == step_version:
+            return version_id
         if version_id not in self._versions:
             self._versions[version_id] = CapabilityVersion.objects.filter(pk=version_id).exists()
         return version_id if self._versions[version_id] else None
 
     def _record_attempt(self, event: ev.AttemptFinished) -> Attempt:
-        step_pk, step_has_version = self._step(event.revision, event.step_id)
+        step_pk, step_version = self._step(event.revision, event.step_id)
         fields = _attempt_fields(self.run, event)
-        fields["capability_version_id"] = self._version_exists(event.version_id)
+        fields["capability_version_id"] = self._version_exists(event.version_id, step_version)
         if event.attempt_id in self._intents:
             # The outcome of a call whose intent was committed before it was sent.
             pk = self._intents.pop(event.attempt_id)
@@ -337,9 +343,9 @@ class PassWriter:
             attempt = Attempt.objects.create(run=self.run, step_id=step_pk, uid=event.attempt_id,
                                              worker=(self.lease.worker if self.lease else "")[:100],
                                              lease_token=self.lease.token if self.lease else None, **fields)
-        if not step_has_version and fields["capability_version_id"]:
+        if not step_version and fields["capability_version_id"]:
             Step.objects.filter(pk=step_pk).update(capability_version_id=fields["capability_version_id"])
-            self._steps[(event.revision, event.step_id)] = (step_pk, True)
+            self._steps[(event.revision, event.step_id)] = (step_pk, fields["capability_version_id"])
         return attempt
 
     def _changed_step_statuses(self, state: RunState) -> dict[str, list[int]]:
@@ -413,7 +419,7 @@ def _record_plan(run: Run, event: ev.PlanProposed, step_ids: dict | None = None,
     else:
         created = [(s.pk, s.key, s.capability_version_id) for s in Step.objects.bulk_create([Step(**r) for r in rows])]
     if step_ids is not None and all(pk for pk, _key, _version in created):
-        step_ids.update({(event.revision, key): (pk, version is not None) for pk, key, version in created})
+        step_ids.update({(event.revision, key): (pk, version) for pk, key, version in created})
 
 
 def _plan_rows(run: Run, event: ev.PlanProposed,

@@ -154,7 +154,7 @@ class TestTheFirstPlanInOneStatement:
         version = Capability.objects.get(name="search_documents").current_version_id
         assert all(s.capability_version_id == version for s in steps)
         # The writer knows the steps it wrote: the next pass reads none of them.
-        assert writer._steps == {(1, "a"): (steps[0].pk, True), (1, "b"): (steps[1].pk, True)}
+        assert writer._steps == {(1, "a"): (steps[0].pk, version), (1, "b"): (steps[1].pk, version)}
 
     def test_a_plan_of_the_most_steps_written_so_is_one_statement_too(self, operator, demo_capabilities):
         from runs.persistence import ONE_STATEMENT_PLAN_STEPS
