@@ -1,4 +1,6 @@
 """Fenced leases, write-ahead intents and nothing stranded, through the real adapter (no worker)."""
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -60,6 +62,46 @@ class Slice:
         with transaction.atomic():
             self.writer.write(transition)
         self.state = transition.state
+
+
+@pytest.mark.slow
+class TestTheLeaseRenewer:
+    """One thread per worker process renews the lease of every slice it advances, while the slice's own
+    thread is busy (blocked in a long call, say), and marks a lease another worker took over as lost."""
+
+    def test_held_leases_stay_renewed_and_a_taken_one_turns_lost(self, operator, demo_capabilities, settings):
+        settings.AGENTOPS_RUN_LEASE_SECONDS = 3  # renewed every second
+        first, second = ticket_run(operator), ticket_run(operator)
+        keepers = [leases.LeaseKeeper(leases.claim(run.pk, f"w{n}")) for n, run in enumerate((first, second))]
+        for keeper in keepers:
+            keeper.start()
+        try:
+            initial = {run.pk: Run.objects.get(pk=run.pk).lease_expires_at for run in (first, second)}
+            time.sleep(1.6)  # past one interval, while no pass is written
+            for run in (first, second):
+                assert Run.objects.get(pk=run.pk).lease_expires_at > initial[run.pk]
+            expire_lease(second.pk)
+            assert leases.claim(second.pk, "another worker")
+            deadline = time.monotonic() + 5
+            while not keepers[1].lost and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert keepers[1].lost and not keepers[0].lost
+            assert Run.objects.get(pk=second.pk).lease_owner == "another worker"
+        finally:
+            for keeper in keepers:
+                keeper.stop()
+        names = [thread.name for thread in threading.enumerate()]
+        assert names.count("lease-renewer") == 1 and sum(name.startswith("lease-") for name in names) == 1
+
+    def test_a_stopped_keeper_is_renewed_no_more(self, operator, demo_capabilities, settings):
+        settings.AGENTOPS_RUN_LEASE_SECONDS = 3
+        run = ticket_run(operator)
+        keeper = leases.LeaseKeeper(leases.claim(run.pk, "w"))
+        keeper.start()
+        keeper.stop()
+        before = Run.objects.get(pk=run.pk).lease_expires_at
+        time.sleep(1.3)
+        assert Run.objects.get(pk=run.pk).lease_expires_at == before and not keeper.lost
 
 
 class TestFencedLeases:
