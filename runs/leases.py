@@ -205,6 +205,8 @@ class _Renewer:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._woken = threading.Event()   # a lease due sooner than the thread's next wake was held
+        self._next_wake = 0.0
         self._held: set[LeaseKeeper] = set()
         self._thread: threading.Thread | None = None
         self._pid = 0
@@ -219,8 +221,12 @@ class _Renewer:
             self._held.add(keeper)
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                 self._pid = os.getpid()
+                self._woken = threading.Event()
                 self._thread = threading.Thread(target=self._run, name="lease-renewer", daemon=True)
                 self._thread.start()
+            sooner = keeper.due < self._next_wake
+        if sooner:  # only then: 64 slices starting at once would otherwise wake it 64 times
+            self._woken.set()
 
     def let_go(self, keeper: LeaseKeeper) -> None:
         with self._lock:
@@ -238,11 +244,11 @@ class _Renewer:
                 self._renew(keeper)
             with self._lock:
                 idle = not self._held
-                next_due = min((keeper.due for keeper in self._held), default=now + self.interval())
+                next_due = self._next_wake = min((keeper.due for keeper in self._held), default=now + self.interval())
             if idle:
                 connections.close_all()  # this thread's session only: nothing to renew for a while
-            # A lease held meanwhile is first due a whole interval after it was taken: never sooner.
-            time.sleep(max(0.05, next_due - time.monotonic()))
+            self._woken.wait(max(0.05, next_due - time.monotonic()))
+            self._woken.clear()
 
     def _renew(self, keeper: LeaseKeeper) -> None:
         try:
