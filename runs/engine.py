@@ -63,7 +63,7 @@ def run_advance(*, run_id: int, worker: str, slice_seconds: float = SLICE_SECOND
 
 def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> tuple[float | None, bool]:
     """(the countdown as run_advance returns it, whether the run finished and its lease was let go)."""
-    run = Run.objects.select_related("owner").get(pk=lease.run_id)
+    run = lease.run or Run.objects.select_related("owner").get(pk=lease.run_id)
     registry = DjangoRegistry()
     # Specs read from now on are at least this version: the first pass's commit keeps them if unchanged.
     registry.observe_version(lease.registry_version)

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -24,7 +24,7 @@ from django.utils import timezone
 from capabilities.models import Capability
 from core.choices import FINISHED_STATUSES
 from runs.models import Attempt, Run
-from runs.sql import Columns, execute
+from runs.sql import Columns, execute, from_row
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,8 @@ class Lease:
     registry_version: Any = None
     # Whether the run has an attempt left in flight by a lost worker (True where the claim could not tell).
     in_flight: bool = True
+    # The run row (its owner with it) as the claim found it, on PostgreSQL; None: read it after the claim.
+    run: Any = field(default=None, compare=False, repr=False)
 
 
 def fenced_update(run_id: int, lease: Lease | None, values: dict[str, Any], *, increments: dict[str, int] | None = None,
@@ -127,6 +129,9 @@ def claim(run_id: int, worker: str) -> Lease | None:
         # One statement: the conditional UPDATE hands the new token back, and says whether a lost
         # worker left a call in flight (a partial index answers), so a slice reads the run's
         # attempts only when there is one to resolve.
+        if connection.vendor == "postgresql":  # the run row and its owner too: the slice reads them next
+            row = execute(_lease_sql("claim_with_run"), [*params, run_id])
+            return Lease(run_id, worker, row[0], row[1], bool(row[2]), run=_claimed_run(row[3:])) if row else None
         row = execute(_lease_sql("claim_returning"), [*params, run_id])
         return Lease(run_id, worker, row[0], row[1], bool(row[2])) if row else None
     with connection.cursor() as cursor:
@@ -137,6 +142,13 @@ def claim(run_id: int, worker: str) -> Lease | None:
         cursor.execute(_lease_sql("token"), [run_id, worker])
         row = cursor.fetchone()
     return Lease(run_id, worker, row[0]) if row else None
+
+
+def _claimed_run(values: tuple) -> Run:
+    columns = len(Run._meta.concrete_fields)
+    run = from_row(Run, values[:columns])
+    run.owner = from_row(Run._meta.get_field("owner").related_model, values[columns:])
+    return run
 
 
 def release(lease: Lease) -> None:
@@ -162,9 +174,18 @@ def _lease_sql(name: str) -> str:
         attempts = qn(Attempt._meta.db_table)
         in_flight = (f"EXISTS (SELECT 1 FROM {attempts} WHERE {attempts}.{qn('run_id')} = %s "
                      f"AND {attempts}.{qn('in_flight')})")
+        owner_model = Run._meta.get_field("owner").related_model
+        run_columns = [qn(f.column) for f in meta.concrete_fields]
+        owner_columns = ", ".join(f"u.{qn(f.column)}" for f in owner_model._meta.concrete_fields)
+        with_run = (f"WITH c AS ({claim_sql} RETURNING {', '.join(run_columns)}) "
+                    f"SELECT c.{token}, {registry_version_sql()}, {in_flight}, "
+                    f"{', '.join(f'c.{column}' for column in run_columns)}, {owner_columns} "
+                    f"FROM c JOIN {qn(owner_model._meta.db_table)} u "
+                    f"ON u.{qn(owner_model._meta.pk.column)} = c.{qn(meta.get_field('owner').column)}")
         _LEASE_SQL.update({
             (connection.vendor, "claim"): claim_sql,
             (connection.vendor, "claim_returning"): f"{claim_sql} RETURNING {token}, {registry_version_sql()}, {in_flight}",
+            (connection.vendor, "claim_with_run"): with_run,
             (connection.vendor, "token"): f"SELECT {token} FROM {table} WHERE {pk} = %s AND {owner} = %s",
             (connection.vendor, "release"): (f"UPDATE {table} SET {owner} = '', {expires} = NULL "
                                              f"WHERE {pk} = %s AND {owner} = %s AND {token} = %s"),

@@ -180,3 +180,27 @@ def max_params() -> int:
     """How many parameters one statement may bind: PostgreSQL's protocol counts them in 16 bits
     (a plan of 6,000 steps exceeded it), SQLite as its build allows (Django's figure)."""
     return connection.features.max_query_params or 65_535
+
+
+_CONVERTERS: dict[tuple[type, str], tuple[list[str], list[tuple[Any, list]]]] = {}
+
+
+def from_row(model: type[models.Model], values: Any) -> models.Model:
+    """A model instance from its concrete columns as the database returned them (in the order of
+    `_meta.concrete_fields`), each through the converters the ORM would apply (JSON parsed, datetimes
+    made aware), so a row read by a hand-written statement is the instance a query would have built."""
+    key = (model, connection.vendor)
+    if key not in _CONVERTERS:
+        entries = []
+        for field in model._meta.concrete_fields:
+            column = field.get_col(model._meta.db_table)
+            entries.append((column, connection.ops.get_db_converters(column) + column.get_db_converters(connection)))
+        _CONVERTERS[key] = ([field.attname for field in model._meta.concrete_fields], entries)
+    names, entries = _CONVERTERS[key]
+    converted = []
+    for value, (column, converters) in zip(values, entries):
+        for converter in converters:
+            value = converter(value, column, connection)
+        converted.append(value)
+    return model.from_db(connection.alias, names, converted)
+

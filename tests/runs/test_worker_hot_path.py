@@ -69,6 +69,27 @@ class TestOncePerSlice:
             writer.load_interrupted()
         assert len(queries) == 0 and writer.interrupted() is None
 
+    def test_on_postgresql_the_claim_reads_the_run_and_its_owner_as_a_query_would(self, operator, demo_capabilities):
+        if connection.vendor != "postgresql":
+            pytest.skip("PostgreSQL only: SQLite claims, then reads the run")
+        run = start(operator)
+        Run.objects.filter(pk=run.pk).update(cancel_requested_at=run.created_at, labels={"team": "ops", "n": [1, 2]})
+        with CaptureQueriesContext(connection) as queries:
+            lease = leases.claim(run.pk, "w1")
+        assert len(queries) == 1
+        expected = Run.objects.select_related("owner").get(pk=run.pk)
+        claimed = lease.run
+        for field in Run._meta.concrete_fields:
+            assert getattr(claimed, field.attname) == getattr(expected, field.attname), field.name
+        assert claimed.lease_token == lease.token and claimed.lease_owner == "w1"
+        assert claimed.state == expected.state and isinstance(claimed.state, dict)
+        assert claimed.created_at.tzinfo is not None and not claimed._state.adding
+        with CaptureQueriesContext(connection) as queries:
+            assert claimed.owner == operator and claimed.owner.username == operator.username
+            assert claimed.owner.has_perm("runs.start_run") == operator.has_perm("runs.start_run")
+        assert not any("runs_run" in q["sql"] for q in queries)
+        assert leases.claim(run.pk, "w2") is None  # held: no row, no run
+
     def test_a_call_left_in_flight_is_seen_by_the_next_claim(self, operator, demo_capabilities):
         run = start(operator)
         engine.run_advance(run_id=run.pk, worker="w1")
