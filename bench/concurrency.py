@@ -199,7 +199,7 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
     for hostname in hostnames:
         command = [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", pool,
                    "--concurrency", str(concurrency // processes), "--loglevel", "WARNING", "--without-mingle",
-                   "--without-gossip", "--hostname", hostname, *os.environ.get("BENCH_WORKER_ARGS", "").split()]
+                   "--without-gossip", "--hostname", hostname]
         log = tempfile.NamedTemporaryFile(prefix=f"agentops-bench-{pool}-", suffix=".log", delete=False)
         workers.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
     spy = None
@@ -217,7 +217,7 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
         cpu_before, sys_before = process_cpu_s(*pids), process_cpu_s(*pids, system_only=True)
         if profile:  # py-spy (not a dependency) samples the worker while it advances the runs
             spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pids[0]),
-                                    "--rate", os.environ.get("SPY_RATE", "200"), "--gil", "--nonblocking", "--format", "raw", "--output", profile],
+                                    "--rate", "200", "--gil", "--nonblocking", "--format", "raw", "--output", profile],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         run_ids = start_runs(user, runs, steps)
         queued = time.time()

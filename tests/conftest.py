@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -102,6 +103,16 @@ def _role_groups():
     perms = {(p.content_type.app_label, p.codename): p.pk for p in Permission.objects.select_related("content_type")}
     Through.objects.bulk_create([Through(group_id=groups[name].pk, permission_id=perms[(app, codename)])
                                  for name, app, codename in _MIGRATED_ROLES])
+
+
+@pytest.fixture(scope="session")
+def local_redis() -> str:
+    """The Redis on 127.0.0.1:6379 (CI starts it; tests use databases of their own); skipped without it."""
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
+            return "redis://127.0.0.1:6379"
+    except OSError:
+        pytest.skip("Redis is not running on 127.0.0.1:6379")
 
 
 @pytest.fixture

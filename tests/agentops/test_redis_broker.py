@@ -4,7 +4,6 @@ Against the real Redis on 127.0.0.1:6379 (database 13, emptied around each test)
 as a Celery worker consumes: a channel with a prefetch limit, `drain_events`, acks.
 """
 import json
-import socket
 
 import pytest
 import redis
@@ -16,19 +15,11 @@ URL = "redis://127.0.0.1:6379/13"
 QUEUE = Queue("burst", Exchange("burst", type="direct"), routing_key="burst")
 
 
-def _redis_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-pytestmark = [pytest.mark.services, pytest.mark.skipif(not _redis_up(), reason="Redis is not running on 127.0.0.1:6379")]
+pytestmark = pytest.mark.services
 
 
 @pytest.fixture
-def client():
+def client(local_redis):
     client = redis.Redis.from_url(URL)
     client.flushdb()
     yield client

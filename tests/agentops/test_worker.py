@@ -14,14 +14,6 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def _redis_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -63,9 +55,8 @@ class TestWorkerRoundTrip:
             worker.wait(timeout=20)
 
     @pytest.mark.services
-    @pytest.mark.skipif(not _redis_up(), reason="Redis is not running on 127.0.0.1:6379")
-    def test_it_completes_a_task_on_redis(self, worker_env):
-        env = {**worker_env, "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15"}
+    def test_it_completes_a_task_on_redis(self, worker_env, local_redis):
+        env = {**worker_env, "CELERY_BROKER_URL": f"{local_redis}/15"}
         worker = _start_worker(env)
         try:
             result = _ping(env)
