@@ -24,12 +24,13 @@ from django.db.models import (
     Sum,
     Value,
 )
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.choices import FINISHED_STATUSES, RunStatus
 from runs import rollup
 from runs.labels import runs_with_labels
-from runs.models import Approval, ApprovalRollup, Attempt, AttemptRollup, Run, RunRollup
+from runs.models import Approval, ApprovalRollup, Attempt, AttemptRollup, Run, RunRollup, StopRollup
 from runs.querytools import one_of
 
 
@@ -142,6 +143,11 @@ class Span:
     def has_rollup(self) -> bool:
         return self.split > self.start
 
+    @property
+    def has_tail(self) -> bool:
+        """Whether anything is read from the tables after `split` (a period that ends on an hour has nothing)."""
+        return self.end > self.split
+
 
 def span_for(window: TimeWindow, start: datetime, now: datetime, *, narrowed: bool = False) -> Span:
     """How to read the window. The rollup counts all live operations: a dashboard narrowed to
@@ -152,6 +158,17 @@ def span_for(window: TimeWindow, start: datetime, now: datetime, *, narrowed: bo
     epoch = int(now.timestamp())
     split = datetime.fromtimestamp(epoch - epoch % rollup.HOUR_S, tz=now.tzinfo)
     return Span(start, max(split, start), now, bucket_s)
+
+
+def span_between(start: datetime, end: datetime) -> Span:
+    """[start, end] read as a window is: whole hours from the rollup when `start` is on an hour (the
+    windows of 24 h and more, and the periods before them), the rest from the tables. One bucket."""
+    seconds = max(1, int((end - start).total_seconds()))
+    if start.timestamp() % rollup.HOUR_S:
+        return Span(start, start, end, seconds)
+    epoch = int(end.timestamp())
+    split = datetime.fromtimestamp(epoch - epoch % rollup.HOUR_S, tz=end.tzinfo)
+    return Span(start, max(split, start), end, seconds)
 
 
 def _rollup_bucket(span: Span):
@@ -179,16 +196,24 @@ def run_counts(*, span: Span, starts: list[datetime], window: TimeWindow,
                 created_rows.append({"i": row["i"], "status": row["category"], "n": row["n"]})
             else:
                 finished_rows.append({"i": row["i"], "stop_reason": row["category"], "n": row["n"]})
-    recent = _bucketed(live_runs.filter(created_at__gte=span.split, created_at__lte=span.end),
-                       "created_at", "status", starts, window)
+    parts = []
+    if span.has_tail:
+        parts.append(live_runs.filter(created_at__gte=span.split, created_at__lte=span.end))
     if span.has_rollup:
-        still_live = live_runs.filter(status__in=LIVE_STATUSES, created_at__gte=span.start, created_at__lt=span.split)
-        recent = recent.union(_bucketed(still_live, "created_at", "status", starts, window), all=True)
-    created_rows += list(recent)
-    finished = live_runs.filter(finished_at__gte=span.split, finished_at__lte=span.end,
-                                status__in=list(FINISHED_STATUSES))
-    finished_rows += list(_bucketed(finished, "finished_at", "stop_reason", starts, window))
+        parts.append(live_runs.filter(status__in=LIVE_STATUSES, created_at__gte=span.start, created_at__lt=span.split))
+    created_rows += list(_union([_bucketed(part, "created_at", "status", starts, window) for part in parts]))
+    if span.has_tail:
+        finished = live_runs.filter(finished_at__gte=span.split, finished_at__lte=span.end,
+                                    status__in=list(FINISHED_STATUSES))
+        finished_rows += list(_bucketed(finished, "finished_at", "stop_reason", starts, window))
     return created_rows, finished_rows
+
+
+def _union(querysets: list[QuerySet]) -> QuerySet | list:
+    """One query for the rows of all (UNION ALL), or nothing to read."""
+    if not querysets:
+        return []
+    return querysets[0].union(*querysets[1:], all=True) if len(querysets) > 1 else querysets[0]
 
 
 def attempt_stats(*, span: Span, runs: QuerySet | None = None) -> list[dict]:
@@ -209,16 +234,67 @@ def attempt_stats(*, span: Span, runs: QuerySet | None = None) -> list[dict]:
         live = Attempt.objects.filter(run__evaluation__isnull=True, in_flight=False)
     else:
         live = Attempt.objects.filter(one_of(Attempt, "run", runs.values("pk")), in_flight=False)
-    recent = rollup.attempt_bins(live.filter(started_at__gte=span.split, started_at__lte=span.end), hour=False)
+    parts = []
+    if span.has_tail:
+        parts.append(rollup.attempt_bins(live.filter(started_at__gte=span.split, started_at__lte=span.end), hour=False))
     if span.has_rollup:
         live_runs = _operations(runs).filter(status__in=LIVE_STATUSES).values("pk")
         # The live runs are live operations already: no join back to the run. Probed run by run
         # on the (run, started_at) index, never a merge over the whole attempt table.
         of_live_runs = Attempt.objects.filter(one_of(Attempt, "run", live_runs), in_flight=False,
                                               started_at__gte=span.start, started_at__lt=span.split)
-        recent = recent.union(rollup.attempt_bins(of_live_runs, hour=False), all=True)
-    bins += list(recent)
+        parts.append(rollup.attempt_bins(of_live_runs, hour=False))
+    bins += list(_union(parts))
     return _capability_rows(bins)
+
+
+def stop_rows(*, span: Span, runs: QuerySet | None = None) -> list[dict]:
+    """Runs finished in the span by (stop reason, capability of the stopping attempt, "" for none): {stop_reason,
+    capability_name, n}. Whole hours from the rollup, the rest from the run table. Two queries."""
+    rows: list[dict] = []
+    if span.has_rollup:
+        first, last = span.rollup_hours
+        rows += list(StopRollup.objects.filter(hour__gte=first, hour__lt=last).values("stop_reason", "capability_name")
+                     .annotate(n=Sum("runs")).order_by())
+    if span.has_tail:
+        recent = _operations(runs).filter(finished_at__gte=span.split, finished_at__lte=span.end,
+                                          status__in=list(FINISHED_STATUSES))
+        rows += list(recent.annotate(capability_name=Coalesce(F("stop_attempt__capability_name"), Value("")))
+                     .values("stop_reason", "capability_name").annotate(n=Count("id")).order_by())
+    return rows
+
+
+def period_figures(*, start: datetime, end: datetime) -> dict:
+    """The headline figures of live operations for [start, end], read as a window is (so a trend's earlier
+    period costs what the window does, not a scan of its runs and attempts)."""
+    span = span_between(start, end)
+    created_rows, stop_reason_rows = run_counts(span=span, starts=[start],
+                                                window=TimeWindow("period", "", end - start, end - start))
+    return headline(created_rows, stop_reason_rows, attempt_stats(span=span))
+
+
+def headline(created_rows: list[dict], stop_reason_rows: list[dict], capabilities: list[dict]) -> dict:
+    """The window's cards from run_counts' rows and attempt_stats' capabilities."""
+    by_reason: dict[str, int] = {}
+    for row in stop_reason_rows:
+        by_reason[row["stop_reason"]] = by_reason.get(row["stop_reason"], 0) + row["n"]
+    finished_total = sum(by_reason.values())
+    stalled = by_reason.get("stalled", 0)
+    budget_stops = {reason.split(":", 1)[1]: n for reason, n in by_reason.items()
+                    if reason.startswith("budget_exhausted:")}
+    attempts_total = sum(c["calls"] for c in capabilities)
+    repeated = sum(c["repeated"] for c in capabilities)
+    return {
+        "runs_created": sum(row["n"] for row in created_rows),
+        "finished_total": finished_total,
+        "stall_rate": stalled / finished_total if finished_total else None,
+        "budget_stop_rate": sum(budget_stops.values()) / finished_total if finished_total else None,
+        "stalled": stalled,
+        "budget_stops": sorted(budget_stops.items(), key=lambda item: (-item[1], item[0])),
+        "attempts_total": attempts_total,
+        "repeated_attempts": repeated,
+        "repeated_rate": repeated / attempts_total if attempts_total else None,
+    }
 
 
 def _capability_rows(bins: list[dict]) -> list[dict]:
@@ -269,19 +345,8 @@ def dashboard(*, window_key: str, now: datetime | None = None, runs: QuerySet | 
     start, end, starts = window_bounds(window, now)
     span = span_for(window, start, now, narrowed=runs is not None)
 
-    outcome_rows, stop_rows = run_counts(span=span, starts=starts, window=window, runs=runs)
-
-    by_reason: dict[str, int] = {}
-    for row in stop_rows:
-        by_reason[row["stop_reason"]] = by_reason.get(row["stop_reason"], 0) + row["n"]
-    finished_total = sum(by_reason.values())
-    stalled = by_reason.get("stalled", 0)
-    budget_stops = {reason.split(":", 1)[1]: n for reason, n in by_reason.items()
-                    if reason.startswith("budget_exhausted:")}
-
+    outcome_rows, reason_rows = run_counts(span=span, starts=starts, window=window, runs=runs)
     capabilities = attempt_stats(span=span, runs=runs)
-    attempts_total = sum(c["calls"] for c in capabilities)
-    repeated = sum(c["repeated"] for c in capabilities)
     approvals = approval_stats(start=start, end=end, span=span, runs=runs)
 
     return {
@@ -292,16 +357,8 @@ def dashboard(*, window_key: str, now: datetime | None = None, runs: QuerySet | 
         "labels": [bucket_label(s, window) for s in starts],
         "bucket_starts": starts,  # the dashboard's drill-down links filter the runs list to each bucket
         "outcomes": _series_over_time(outcome_rows, "status", starts, OUTCOMES),
-        "stop_reasons": _series_over_time(stop_rows, "stop_reason", starts, STOP_GROUPS, _stop_group),
-        "runs_created": sum(row["n"] for row in outcome_rows),
-        "finished_total": finished_total,
-        "stall_rate": stalled / finished_total if finished_total else None,
-        "budget_stop_rate": sum(budget_stops.values()) / finished_total if finished_total else None,
-        "stalled": stalled,
-        "budget_stops": sorted(budget_stops.items(), key=lambda item: (-item[1], item[0])),
-        "attempts_total": attempts_total,
-        "repeated_attempts": repeated,
-        "repeated_rate": repeated / attempts_total if attempts_total else None,
+        "stop_reasons": _series_over_time(reason_rows, "stop_reason", starts, STOP_GROUPS, _stop_group),
+        **headline(outcome_rows, reason_rows, capabilities),
         "capabilities": capabilities,
         **approvals,
     }

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
-from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from runs import dashboard
 from runs.budget_usage import run_budget_usage
-from runs.models import Attempt, Run
+from runs.models import Run
 
 ACTIVE_SCAN = 200  # each carries its checkpoint (the usage the budgets are enforced against)
 ACTIVE_SHOWN = 15
@@ -81,15 +81,18 @@ def active_runs_by_burn(*, include_evaluations: bool = False, now: datetime | No
 
 
 def stops_per_capability(*, start: datetime, end: datetime, include_evaluations: bool = False) -> list[dict]:
-    """Stalls and budget stops in the window, by the capability of the attempt that stopped the run. One query."""
-    finished = Run.objects.filter(finished_at__gte=start, finished_at__lte=end).filter(
-        Q(stop_reason="stalled") | Q(stop_reason__startswith="budget_exhausted:"))
-    if not include_evaluations:
-        finished = finished.filter(evaluation__isnull=True)
-    rows = finished.values("stop_attempt__capability_name", "stop_reason").annotate(n=Count("id")).order_by()
+    """Stalls and budget stops in the window, by the capability of the attempt that stopped the run: whole hours
+    from the dashboard's rollup, the rest (and runs an evaluation made, when asked for) from the run table."""
+    span = dashboard.span_between(start, end)
+    rows = dashboard.stop_rows(span=span)
+    if include_evaluations:
+        rows += dashboard.stop_rows(span=dashboard.Span(start, start, end, span.bucket_s),
+                                    runs=Run.objects.filter(evaluation__isnull=False))
     by_capability: dict[str, dict] = {}
     for row in rows:
-        name = row["stop_attempt__capability_name"] or "(the planner)"
+        if row["stop_reason"] != "stalled" and not row["stop_reason"].startswith("budget_exhausted:"):
+            continue
+        name = row["capability_name"] or "(the planner)"
         entry = by_capability.setdefault(name, {"capability": name, "stalls": 0, "budget_stops": 0, "budgets": {}})
         if row["stop_reason"] == "stalled":
             entry["stalls"] += row["n"]
@@ -122,21 +125,9 @@ RISE_IS_BAD = {"stall_rate", "budget_stop_rate", "repeated_rate"}
 
 
 def previous_figures(*, start: datetime, end: datetime) -> dict:
-    """The headline figures for [start, end): two aggregate queries, so a trend costs little."""
-    live = Run.objects.filter(evaluation__isnull=True)
-    finished = Q(finished_at__gte=start, finished_at__lt=end)
-    runs = live.filter(Q(created_at__gte=start, created_at__lt=end) | finished).aggregate(
-        created=Count("id", filter=Q(created_at__gte=start, created_at__lt=end)),
-        finished=Count("id", filter=finished & ~Q(status__in=LIVE_STATUSES)),
-        stalled=Count("id", filter=finished & Q(stop_reason="stalled")),
-        budget=Count("id", filter=finished & Q(stop_reason__startswith="budget_exhausted:")))
-    attempts = Attempt.objects.filter(started_at__gte=start, started_at__lt=end, run__evaluation__isnull=True).aggregate(
-        total=Count("id"), repeated=Count("id", filter=Q(repeated_without_progress=True)))
-    total = runs["finished"]
-    return {"runs_created": runs["created"], "finished_total": total,
-            "stall_rate": runs["stalled"] / total if total else None,
-            "budget_stop_rate": runs["budget"] / total if total else None,
-            "repeated_rate": attempts["repeated"] / attempts["total"] if attempts["total"] else None}
+    """The headline figures for [start, end], read as the dashboard reads its own window."""
+    return {name: value for name, value in dashboard.period_figures(start=start, end=end).items()
+            if name in TREND_FIELDS}
 
 
 def trends(current: dict, previous: dict) -> dict[str, dict]:

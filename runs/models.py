@@ -393,4 +393,4 @@ class SavedView(models.Model):
         return self.name
 
 
-from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup  # noqa: E402,F401  (dashboard rollups, runs.rollup)
+from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup  # noqa: E402,F401  (dashboard rollups, runs.rollup)

@@ -29,6 +29,23 @@ class RunRollup(models.Model):
         return f"{self.kind} h{self.hour} {self.category}: {self.runs}"
 
 
+class StopRollup(models.Model):
+    """Finished runs per (hour finished, stop reason, capability of the attempt that stopped the run,
+    "" when none did: a stop while planning, say): the dashboard's stops per capability."""
+
+    hour = models.IntegerField()
+    stop_reason = models.CharField(max_length=40)
+    capability_name = models.CharField(max_length=80, blank=True)
+    runs = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hour", "stop_reason", "capability_name"],
+                                               name="stop_rollup_key")]
+
+    def __str__(self):
+        return f"h{self.hour} {self.stop_reason} {self.capability_name or '-'}: {self.runs}"
+
+
 class AttemptRollup(models.Model):
     """Attempts of finished runs per (hour started, capability, latency bin).
 

@@ -1,7 +1,8 @@
 """The dashboard's rollup: finished runs and their attempts, counted per hour.
 
 Written once per run, in the transaction that finishes it (runs.services.run_finish):
-two counters for the run, and one grouped INSERT ... SELECT over its attempts; and once
+two counters for the run, its stop by capability, and one grouped INSERT ... SELECT over
+its attempts; and once
 per approval decision, in the transaction that records it (runs.services.approval_decide). Nothing
 is added per pass, so the step loop pays nothing for the dashboard. Runs still live,
 and the current hour, are read from the run and attempt tables themselves
@@ -15,11 +16,11 @@ from datetime import datetime
 
 from django.db import connection, transaction
 from django.db.models import Count, F, FloatField, Func, IntegerField, Max, Min, Q, QuerySet, Sum, Value
-from django.db.models.functions import Cast, Floor, Greatest, Ln
+from django.db.models.functions import Cast, Coalesce, Floor, Greatest, Ln
 
 from core.choices import FINISHED_STATUSES
 from runs.models import Approval, Attempt, Run
-from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup
+from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup
 
 HOUR_S = 3600
 # Latency bins per factor e: 10 makes each bin ~10 % wide (percentiles interpolate within it).
@@ -156,9 +157,20 @@ def _run_counts(runs: QuerySet[Run]) -> QuerySet:
                                                                  all=True)
 
 
+def _stop_counts(runs: QuerySet[Run]) -> QuerySet:
+    """Finished runs as StopRollup rows: (hour finished, stop reason, the stopping attempt's capability or "")."""
+    finished = runs.filter(evaluation__isnull=True, status__in=list(FINISHED_STATUSES), finished_at__isnull=False)
+    return (finished.annotate(hour=EpochHour("finished_at"),
+                              capability_name=Coalesce(F("stop_attempt__capability_name"), Value("")))
+            .values("hour", "stop_reason", "capability_name").order_by().annotate(runs=Count("id")))
+
+
+STOP_KEYS = ["hour", "stop_reason", "capability_name"]
+
+
 def record_run_finished(*, run_id: int) -> None:
-    """Count a run that has just finished, with its attempts: two statements, read from the run's
-    row as it now stands. Call in the transaction that finishes it, once."""
+    """Count a run that has just finished, with its attempts: three statements, read from the run's
+    row as it now stands (its stop attempt set). Call in the transaction that finishes it, once."""
     with connection.cursor() as cursor:
         for sql, params, run_id_at in _run_finished_statements():
             cursor.execute(sql, [run_id if n in run_id_at else p for n, p in enumerate(params)])
@@ -170,13 +182,14 @@ _FINISHED_STATEMENTS: dict[str, list[tuple[str, tuple, frozenset[int]]]] = {}
 
 
 def _run_finished_statements() -> list[tuple[str, tuple, frozenset[int]]]:
-    """record_run_finished's two statements, compiled once per database vendor: building the grouped
+    """record_run_finished's statements, compiled once per database vendor: building the grouped
     queries through the ORM cost more CPU than the rest of a short run's finish."""
     if connection.vendor not in _FINISHED_STATEMENTS:
         (grouped, model), options = _attempt_fold(Attempt.objects.filter(run_id=_NO_RUN, run__evaluation__isnull=True))
         statements = [
             _fold_sql(_run_counts(Run.objects.filter(pk=_NO_RUN)), RunRollup, keys=["kind", "hour", "category"],
                       sums=["runs"]),
+            _fold_sql(_stop_counts(Run.objects.filter(pk=_NO_RUN)), StopRollup, keys=STOP_KEYS, sums=["runs"]),
             _fold_sql(grouped, model, **options)]
         _FINISHED_STATEMENTS[connection.vendor] = [
             (sql, tuple(params), frozenset(n for n, p in enumerate(params) if p == _NO_RUN)) for sql, params in statements]
@@ -197,5 +210,12 @@ def rebuild() -> None:
     finished = Run.objects.filter(evaluation__isnull=True, status__in=list(FINISHED_STATUSES),
                                   finished_at__isnull=False)
     _fold(_run_counts(Run.objects.all()), RunRollup, keys=["kind", "hour", "category"], sums=["runs"])
+    rebuild_stops()
     _fold_attempts(Attempt.objects.filter(run__in=finished.values("pk")))
     _fold_decisions(Approval.objects.filter(state__in=DECIDED, run__evaluation__isnull=True))
+
+
+def rebuild_stops() -> None:
+    """Recount the stops per capability alone (rebuild() does it too; the migration adding them calls it)."""
+    StopRollup.objects.all().delete()
+    _fold(_stop_counts(Run.objects.all()), StopRollup, keys=STOP_KEYS, sums=["runs"])

@@ -146,9 +146,10 @@ class TestDashboardView:
             step = make_step(make_revision(run), capability="search_documents" if i % 3 else "create_ticket")
             make_attempt(step, latency_s=i / 10)
         client = client_for(viewer)
-        # + active runs, stops per capability (this and the previous period), the previous period's
-        # figures (2), the session (evaluation-runs choice)
-        with django_assert_max_num_queries(21):
+        # + active runs, stops per capability (this period: the rollup and the current hour's runs; the
+        # previous one: the rollup), the previous period's figures (read as the window is: the rollup,
+        # the runs and attempts still live), the session (evaluation-runs choice)
+        with django_assert_max_num_queries(22):
             assert client.get(self.url).status_code == 200
 
 

@@ -6,15 +6,16 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runs import dashboard, rollup
-from runs.models import AttemptRollup, Run, RunRollup
+from runs import dashboard, dashboard_active, rollup
+from runs.models import Attempt, AttemptRollup, Run, RunRollup, StopRollup
 
 
 def _snapshot():
     runs = sorted(RunRollup.objects.values_list("kind", "hour", "category", "runs"))
     attempts = sorted(AttemptRollup.objects.values_list("hour", "capability_name", "bin", "attempts", "errors",
                                                         "repeated", "latency_min", "latency_max"))
-    return runs, [a[:6] + (round(a[6], 9), round(a[7], 9)) for a in attempts]
+    stops = sorted(StopRollup.objects.values_list("hour", "stop_reason", "capability_name", "runs"))
+    return runs, [a[:6] + (round(a[6], 9), round(a[7], 9)) for a in attempts], stops
 
 
 class TestRecording:
@@ -144,5 +145,74 @@ def test_a_run_the_engine_finishes_is_counted_once_with_its_attempts(operator, m
     assert sorted(RunRollup.objects.values_list("kind", "category", "runs")) == [
         ("created", "completed", 1), ("finished", "completed", 1)]
     assert sum(AttemptRollup.objects.values_list("attempts", flat=True)) == 1
+    # The stop, by the capability of the attempt that ended the run (set in the same write).
+    assert list(StopRollup.objects.values_list("hour", "stop_reason", "capability_name", "runs")) == [
+        (rollup.hour_of(run.finished_at), "completed", "search_documents", 1)]
     engine.run_advance(run_id=run.pk, worker="test-worker")  # a duplicate delivery changes nothing
     assert sum(RunRollup.objects.values_list("runs", flat=True)) == 2
+    assert sum(StopRollup.objects.values_list("runs", flat=True)) == 1
+
+
+@pytest.mark.parametrize("window_key", ["1h", "24h", "7d", "30d"])
+def test_the_previous_period_and_stops_per_capability_equal_direct_counts(window_key, make_run, make_revision,
+                                                                           make_step, make_attempt):
+    """The trend's earlier period and the stops per capability, read as the window is (rollup hours, live rows),
+    checked against plain counts over the tables."""
+    now = timezone.now()
+    window = dashboard.WINDOWS[window_key]
+    start, _end, _starts = dashboard.window_bounds(window, now)
+    earlier = start - window.span
+    reasons = ["stalled", "budget_exhausted:tool_calls", "completed", "stalled", "budget_exhausted:retries"]
+    span_s = (now - earlier).total_seconds()
+    for n in range(15):
+        created = earlier + timedelta(seconds=span_s * (n + 0.5) / 15)
+        status = "running" if n % 5 == 4 else "stopped"
+        reason = "" if status == "running" else reasons[n % 5]
+        run = make_run(status="completed" if reason == "completed" else status, stop_reason=reason,
+                       created_at=created, finished_at=None if status == "running" else created + timedelta(minutes=1))
+        attempt = make_attempt(make_step(make_revision(run), capability=["search_documents", "get_document"][n % 2]),
+                               started_at=created, repeated_without_progress=n % 3 == 0)
+        if reason:
+            Run.objects.filter(pk=run.pk).update(stop_attempt=attempt if n % 4 else None)
+    rollup.rebuild()  # make_run counted each run before its stop attempt was set
+
+    previous = dashboard_active.previous_figures(start=earlier, end=start)
+    runs = Run.objects.filter(evaluation__isnull=True)
+    finished = runs.filter(finished_at__gte=earlier, finished_at__lt=start)
+    assert previous["runs_created"] == runs.filter(created_at__gte=earlier, created_at__lt=start).count()
+    assert previous["finished_total"] == finished.count()
+    if finished.exists():
+        assert previous["stall_rate"] == finished.filter(stop_reason="stalled").count() / finished.count()
+    attempts = Attempt.objects.filter(started_at__gte=earlier, started_at__lt=start)
+    if attempts.exists():
+        assert previous["repeated_rate"] == attempts.filter(repeated_without_progress=True).count() / attempts.count()
+
+    for period in ((earlier, start), (start, now)):
+        rows = {row["capability"]: row for row in dashboard_active.stops_per_capability(start=period[0], end=period[1])}
+        stops = runs.filter(finished_at__gte=period[0], finished_at__lte=period[1])
+        for name, capability in (("search_documents", "search_documents"), ("(the planner)", None)):
+            of_it = stops.filter(stop_attempt__capability_name=capability) if capability else \
+                stops.filter(stop_attempt__isnull=True)
+            expected = (of_it.filter(stop_reason="stalled").count(),
+                        of_it.filter(stop_reason__startswith="budget_exhausted:").count())
+            got = (rows[name]["stalls"], rows[name]["budget_stops"]) if name in rows else (0, 0)
+            assert got == expected, (period, name)
+
+
+def test_the_earlier_period_is_read_from_the_rollup(make_run, make_revision, make_step, make_attempt):
+    """A day-long period that ended before this hour reads no run of its own from the run table."""
+    now = timezone.now()
+    run = make_run(status="stopped", stop_reason="stalled", created_at=now - timedelta(hours=30),
+                   finished_at=now - timedelta(hours=30))
+    attempt = make_attempt(make_step(make_revision(run), capability="get_document"), started_at=run.created_at)
+    Run.objects.filter(pk=run.pk).update(stop_attempt=attempt)
+    rollup.rebuild()
+    start = dashboard.window_bounds(dashboard.WINDOWS["24h"], now)[0]
+    earlier = start - timedelta(hours=24)
+    assert dashboard_active.stops_per_capability(start=earlier, end=start)[0]["stalls"] == 1
+    assert dashboard_active.previous_figures(start=earlier, end=start)["finished_total"] == 1
+    StopRollup.objects.all().delete()
+    RunRollup.objects.all().delete()
+    assert dashboard_active.stops_per_capability(start=earlier, end=start) == []
+    assert dashboard_active.previous_figures(start=earlier, end=start)["finished_total"] == 0
+

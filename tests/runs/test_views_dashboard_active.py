@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from django.utils import timezone
 
-from runs import dashboard_active
+from runs import dashboard_active, rollup
 from runs.models import Run
 
 
@@ -63,6 +63,7 @@ class TestStopsPerCapability:
             attempt = make_attempt(make_step(make_revision(run), capability=capability))
             Run.objects.filter(pk=run.pk).update(stop_attempt=attempt)
         make_run(status="stopped", stop_reason="stalled", finished_at=now - timedelta(minutes=5))  # no attempt
+        rollup.rebuild_stops()  # make_run counted each run before its stop attempt was set
         rows = dashboard_active.stops_per_capability(start=now - timedelta(hours=1), end=now)
         by_name = {r["capability"]: r for r in rows}
         assert by_name["search_documents"]["stalls"] == 2 and by_name["get_document"]["budget_stops"] == 1
@@ -85,6 +86,7 @@ class TestDashboardPage:
         stalled = make_run(status="stopped", stop_reason="stalled", finished_at=now - timedelta(minutes=5))
         attempt = make_attempt(make_step(make_revision(stalled)), started_at=now - timedelta(minutes=6))
         Run.objects.filter(pk=stalled.pk).update(stop_attempt=attempt)
+        rollup.rebuild_stops()  # make_run counted it before its stop attempt was set
         make_run(status="completed", finished_at=now - timedelta(minutes=5))
         client = client_for(viewer)
         body = client.get("/runs/dashboard/").content.decode()
