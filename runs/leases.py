@@ -222,15 +222,19 @@ class LeaseKeeper:
 
 
 class _Renewer:
-    """The process's lease-renewal thread, started with the first lease it holds (again in a forked child)."""
+    """The process's lease-renewal thread, started with the first lease it holds (anew in a forked child,
+    which inherits neither the thread nor its parent's leases)."""
 
     def __init__(self) -> None:
+        self._start_afresh()
+        os.register_at_fork(after_in_child=self._start_afresh)
+
+    def _start_afresh(self) -> None:
         self._lock = threading.Lock()
         self._woken = threading.Event()   # a lease due sooner than the thread's next wake was held
         self._next_wake = 0.0
         self._held: set[LeaseKeeper] = set()
         self._thread: threading.Thread | None = None
-        self._pid = 0
 
     @staticmethod
     def interval() -> float:
@@ -240,9 +244,7 @@ class _Renewer:
         keeper.due = time.monotonic() + self.interval()
         with self._lock:
             self._held.add(keeper)
-            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
-                self._pid = os.getpid()
-                self._woken = threading.Event()
+            if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="lease-renewer", daemon=True)
                 self._thread.start()
             sooner = keeper.due < self._next_wake

@@ -93,6 +93,31 @@ class TestTheLeaseRenewer:
         names = [thread.name for thread in threading.enumerate()]
         assert names.count("lease-renewer") == 1 and sum(name.startswith("lease-") for name in names) == 1
 
+    def test_a_forked_child_starts_afresh_without_its_parent_s_leases(self, operator, demo_capabilities):
+        """A worker pool that forks (prefork) gets a renewer of its own in each child: not the parent's
+        thread, leases or lock (which the parent's thread may have held at the fork)."""
+        import os
+
+        parent = leases.LeaseKeeper(leases.Lease(run_id=1, worker="parent", token=1))
+        parent.start()
+        try:
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: report what it inherited, hold a lease of its own, leave at once
+                renewer = leases._RENEWER
+                inherited = len(renewer._held) + (renewer._thread is not None)
+                child = leases.LeaseKeeper(leases.Lease(run_id=2, worker="child", token=1))
+                child.start()
+                started = renewer._thread is not None and renewer._thread.is_alive() and renewer._held == {child}
+                os.write(write, f"{inherited} {started}".encode())
+                os._exit(0)
+            os.close(write)
+            assert os.waitpid(pid, 0)[1] == 0
+            assert os.read(read, 100).decode() == "0 True"
+            os.close(read)
+        finally:
+            parent.stop()
+
     def test_a_stopped_keeper_is_renewed_no_more(self, operator, demo_capabilities, settings):
         settings.AGENTOPS_RUN_LEASE_SECONDS = 3
         run = ticket_run(operator)
