@@ -24,7 +24,6 @@ from django.db.models import (
     Sum,
     Value,
 )
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.choices import FINISHED_STATUSES, RunStatus
@@ -250,17 +249,16 @@ def attempt_stats(*, span: Span, runs: QuerySet | None = None) -> list[dict]:
 
 def stop_rows(*, span: Span, runs: QuerySet | None = None) -> list[dict]:
     """Runs finished in the span by (stop reason, capability of the stopping attempt, "" for none): {stop_reason,
-    capability_name, n}. Whole hours from the rollup, the rest from the run table. Two queries."""
+    capability_name, runs}. Whole hours from the rollup, the rest from the run table. Two queries."""
     rows: list[dict] = []
     if span.has_rollup:
         first, last = span.rollup_hours
         rows += list(StopRollup.objects.filter(hour__gte=first, hour__lt=last).values("stop_reason", "capability_name")
-                     .annotate(n=Sum("runs")).order_by())
+                     .annotate(runs=Sum("runs")).order_by())
     if span.has_tail:
         recent = _operations(runs).filter(finished_at__gte=span.split, finished_at__lte=span.end,
                                           status__in=list(FINISHED_STATUSES))
-        rows += list(recent.annotate(capability_name=Coalesce(F("stop_attempt__capability_name"), Value("")))
-                     .values("stop_reason", "capability_name").annotate(n=Count("id")).order_by())
+        rows += list(rollup.stop_groups(recent, hour=False))
     return rows
 
 

@@ -95,11 +95,11 @@ def stops_per_capability(*, start: datetime, end: datetime, include_evaluations:
         name = row["capability_name"] or "(the planner)"
         entry = by_capability.setdefault(name, {"capability": name, "stalls": 0, "budget_stops": 0, "budgets": {}})
         if row["stop_reason"] == "stalled":
-            entry["stalls"] += row["n"]
+            entry["stalls"] += row["runs"]
         else:
-            entry["budget_stops"] += row["n"]
+            entry["budget_stops"] += row["runs"]
             budget = row["stop_reason"].split(":", 1)[1]
-            entry["budgets"][budget] = entry["budgets"].get(budget, 0) + row["n"]
+            entry["budgets"][budget] = entry["budgets"].get(budget, 0) + row["runs"]
     finished_from = local_param(start)
     for entry in by_capability.values():
         # "(none)": the run stopped without an attempt to blame (e.g. while planning).

@@ -157,12 +157,18 @@ def _run_counts(runs: QuerySet[Run]) -> QuerySet:
                                                                  all=True)
 
 
+def stop_groups(runs: QuerySet[Run], *, hour: bool) -> QuerySet:
+    """Runs grouped by (hour finished,) stop reason and the stopping attempt's capability ("" for none),
+    counted as `runs`. The same grouping feeds the rollup and the dashboard's reads of recent runs."""
+    keys = {"hour": EpochHour("finished_at")} if hour else {}
+    return (runs.annotate(**keys, capability_name=Coalesce(F("stop_attempt__capability_name"), Value("")))
+            .values(*keys, "stop_reason", "capability_name").order_by().annotate(runs=Count("id")))
+
+
 def _stop_counts(runs: QuerySet[Run]) -> QuerySet:
-    """Finished runs as StopRollup rows: (hour finished, stop reason, the stopping attempt's capability or "")."""
-    finished = runs.filter(evaluation__isnull=True, status__in=list(FINISHED_STATUSES), finished_at__isnull=False)
-    return (finished.annotate(hour=EpochHour("finished_at"),
-                              capability_name=Coalesce(F("stop_attempt__capability_name"), Value("")))
-            .values("hour", "stop_reason", "capability_name").order_by().annotate(runs=Count("id")))
+    """Finished runs as StopRollup rows."""
+    return stop_groups(runs.filter(evaluation__isnull=True, status__in=list(FINISHED_STATUSES),
+                                   finished_at__isnull=False), hour=True)
 
 
 STOP_KEYS = ["hour", "stop_reason", "capability_name"]

@@ -138,21 +138,10 @@ def execute(sql: str, params: list[Any], *, fetch: str = "one") -> Any:
             cursor.execute(sql, params)
             return cursor.fetchone() if fetch == "one" else cursor.fetchall()
     connection.ensure_connection()
-    raw = _session_cursor()
-    cursor = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
-    cursor.execute(numbered(sql), params)
-    return cursor.fetchone() if fetch == "one" else cursor.fetchall()
-
-
-def _session_cursor() -> psycopg.RawCursor:
-    """The raw cursor of this thread's database session, kept from one statement to the next: psycopg
-    builds a new Transformer (and looks every parameter's dumper up again) for each statement text
-    unless the same cursor runs the same text again, which the pass's statement does at every pass."""
-    session = connection.connection
-    raw = getattr(connection, "_hot_path_cursor", None)
-    if raw is None or raw.closed or raw.connection is not session:
-        raw = connection._hot_path_cursor = psycopg.RawCursor(session)
-    return raw
+    raw = psycopg.RawCursor(connection.connection)
+    with connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw) as cursor:
+        cursor.execute(numbered(sql), params)
+        return cursor.fetchone() if fetch == "one" else cursor.fetchall()
 
 
 def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], *, now,
