@@ -63,6 +63,9 @@ def policy_fields(*, required: bool) -> dict[str, serializers.Field]:
                                        "null: the run's completion criteria.", **opt),
         "volatile_paths": serializers.ListField(
             child=serializers.CharField(), help_text="Dotted output paths left out of the outcome fingerprint.", **opt),
+        "settle_s": serializers.FloatField(
+            allow_null=True, help_text="Seconds after a call was sent during which it may still land; a status "
+                                       "lookup's 'not committed' is believed only after it. null: the timeout.", **opt),
         "distinct_calls": serializers.BooleanField(
             help_text="Identical calls are distinct operations: the step id is part of the idempotency key.", **opt),
     }

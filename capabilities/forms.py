@@ -49,6 +49,9 @@ LABELS_AND_HELP: dict[str, tuple[str, str]] = {
     "volatile_paths": ("Volatile output paths", "One dotted path per line (request_id, meta.generated_at, "
                                                 "items.*.etag): values that change on every call, left out "
                                                 "when comparing outcomes for repetition."),
+    "settle_s": ("Settle window (seconds)", "How long after it was sent a state-changing call may still land "
+                                            "(the remote still processing it). A status lookup's \"not committed\" "
+                                            "is believed only after it, so nothing is sent twice. Blank: the timeout."),
     "distinct_calls": ("Identical calls are distinct", "Each step is its own operation (e.g. append a line): the "
                                                        "step id is part of the idempotency key, so a re-proposed "
                                                        "call is not deduplicated."),
@@ -131,6 +134,7 @@ class CapabilityForm(forms.Form):
     max_output_bytes = _labelled("max_output_bytes", forms.IntegerField())
     timeout_s = _labelled("timeout_s", forms.FloatField())
     retry_max_attempts = _labelled("retry_max_attempts", forms.IntegerField())
+    settle_s = _labelled("settle_s", forms.FloatField(required=False))
     retry_backoff_base_s = _labelled("retry_backoff_base_s", forms.FloatField())
     retry_backoff_cap_s = _labelled("retry_backoff_cap_s", forms.FloatField())
     retry_on = _labelled("retry_on", forms.MultipleChoiceField(choices=[(c, c) for c in ERROR_CODES], required=False,
@@ -162,8 +166,8 @@ class CapabilityForm(forms.Form):
         ("Arguments", ("schema", "max_argument_bytes", "max_output_bytes")),
         ("Side effects and approval", ("side_effect", "requires_approval", "idempotent", "distinct_calls",
                                        "status_lookup", "permission")),
-        ("Timeout and retries", ("timeout_s", "retry_max_attempts", "retry_backoff_base_s", "retry_backoff_cap_s",
-                                 "retry_on")),
+        ("Timeout and retries", ("timeout_s", "settle_s", "retry_max_attempts", "retry_backoff_base_s",
+                                 "retry_backoff_cap_s", "retry_on")),
         ("Rate limit and polling", ("rate_limit_calls", "rate_limit_period_s", "polling_max_attempts",
                                     "polling_interval_s", "polling_until")),
         ("Repetition", ("volatile_paths",)),

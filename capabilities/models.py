@@ -116,6 +116,9 @@ class CapabilityVersion(models.Model):
     volatile_paths = models.JSONField(default=list, blank=True)
     # Identical calls are distinct operations: the step id is part of the idempotency key.
     distinct_calls = models.BooleanField(default=False)
+    # How long after a state-changing call was sent it may still land; a status lookup's
+    # "not committed" is believed only after it (null: the timeout).
+    settle_s = models.FloatField(null=True, blank=True)
     # Kind-specific settings: python {"function"}, http {"url", "method", ...}, mcp {"tool"}.
     config = models.JSONField(default=dict, blank=True)
     change_note = models.CharField(max_length=300, blank=True)
@@ -127,7 +130,8 @@ class CapabilityVersion(models.Model):
         "description", "schema", "max_argument_bytes", "max_output_bytes", "timeout_s", "retry_max_attempts",
         "retry_backoff_base_s", "retry_backoff_cap_s", "retry_on", "side_effect", "requires_approval",
         "idempotent", "status_lookup", "permission", "rate_limit_calls", "rate_limit_period_s",
-        "polling_max_attempts", "polling_interval_s", "polling_until", "volatile_paths", "distinct_calls", "config",
+        "polling_max_attempts", "polling_interval_s", "polling_until", "volatile_paths", "distinct_calls", "settle_s",
+        "config",
     )
 
     class Meta:
@@ -136,6 +140,8 @@ class CapabilityVersion(models.Model):
             models.UniqueConstraint(fields=["capability", "number"], name="capability_version_unique"),
             models.CheckConstraint(condition=Q(number__gte=1), name="capability_version_positive"),
             models.CheckConstraint(condition=Q(timeout_s__gt=0) & Q(timeout_s__lte=3600), name="capability_timeout_range"),
+            models.CheckConstraint(condition=Q(settle_s__isnull=True) | (Q(settle_s__gte=0) & Q(settle_s__lte=86_400)),
+                                   name="capability_settle_range"),
             models.CheckConstraint(condition=Q(retry_max_attempts__gte=1) & Q(retry_max_attempts__lte=20),
                                    name="capability_retry_attempts_range"),
             models.CheckConstraint(condition=Q(retry_backoff_base_s__gte=0) & Q(retry_backoff_cap_s__gte=0),
@@ -193,6 +199,7 @@ class CapabilityVersion(models.Model):
             enabled=capability.enabled,
             volatile_paths=tuple(self.volatile_paths or ()),
             distinct_calls=self.distinct_calls,
+            settle_s=self.settle_s,
             config=config,
             version_id=self.pk,
         )

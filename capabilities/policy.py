@@ -93,6 +93,9 @@ def policy_errors(policy: dict[str, Any]) -> dict[str, list[str]]:
     attempts = policy["retry_max_attempts"]
     if not _is_int(attempts) or not 1 <= attempts <= 20:
         errors.add("retry_max_attempts", "Must be a whole number from 1 to 20 (1 means never retry).")
+    settle = policy.get("settle_s")
+    if settle is not None and (not _is_number(settle) or not 0 <= settle <= 86_400):
+        errors.add("settle_s", "Must be a number of seconds from 0 to 86400, or empty for the timeout.")
     for key in ("retry_backoff_base_s", "retry_backoff_cap_s"):
         value = policy[key]
         if not _is_number(value) or not 0 <= value <= 86_400:

@@ -63,6 +63,10 @@ class RateLimitedExecutor:
     def lookup_status(self, spec: CapabilitySpec, arguments: dict[str, Any], **kw: Any) -> Observation | None:
         return self.inner.lookup_status(spec, arguments, **kw)
 
+    def in_flight(self, spec: CapabilitySpec, *, idempotency_key: str | None) -> bool:
+        in_flight = getattr(self.inner, "in_flight", None)
+        return bool(in_flight and in_flight(spec, idempotency_key=idempotency_key))
+
 
 def as_observation(result: Observation | AdmissionRefused) -> Observation:
     """For callers outside the runtime (try-it): a refusal shown as the rate_limited failure it is."""

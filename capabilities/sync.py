@@ -49,6 +49,7 @@ def _policy_from_definition(definition) -> tuple[dict[str, Any], dict[str, Any]]
         "polling_interval_s": float(spec.polling.interval_s) if spec.polling else None,
         "polling_until": spec.polling.until if spec.polling else None,
         "volatile_paths": list(spec.volatile_paths), "distinct_calls": spec.distinct_calls,
+        "settle_s": spec.settle_s,
     }
     return policy, dict(spec.config)
 

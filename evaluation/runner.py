@@ -201,7 +201,7 @@ def _simulated(evaluation: Evaluation, scenario, mode: str) -> _Harness:
     if mode == "planning":
         rig.controller.planner = _planning_planner(evaluation, rig, scenario)
     return _Harness(rig.controller, rig.clock, replace(rig.state, started_at=rig.clock.now()),
-                    lambda events: rig.executor.commits)
+                    lambda events: rig.executor.eventual_commits())
 
 
 def _registered(evaluation: Evaluation, scenario, mode: str) -> _Harness:

@@ -9,11 +9,13 @@ import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db import connection
 
+from capabilities.executors.fence import Fence
 from capabilities.models import Capability
 from capabilities.wiring import capability_executor
 from core.choices import ApprovalState
-from runs.leases import INFRASTRUCTURE_ERRORS
+from runs.leases import INFRASTRUCTURE_ERRORS, Lease
 from runs.models import Approval, Run
 from runs.persistence import PassWriter
 from runs.planners import planner_for
@@ -166,11 +168,51 @@ class DjangoApprovalBook:
         return ApprovalDecision(approval.state == ApprovalState.APPROVED, approval.comment, who)
 
 
+def lease_is_current(lease: Lease) -> bool:
+    """Whether `lease` is still the run's. Inside a transaction the run row is locked until it ends,
+    so a takeover (whose claim updates the row) waits for what the caller commits in it."""
+    rows = Run.objects.filter(pk=lease.run_id, lease_owner=lease.worker, lease_token=lease.token)
+    if connection.in_atomic_block:
+        rows = rows.select_for_update()
+    return rows.exists()
+
+
+class FencedExecutor:
+    """Gives each state-changing call and lookup of a leased run its fence (lease token + attempt)."""
+
+    def __init__(self, inner, lease: Lease | None):
+        self.inner = inner
+        self.lease = lease
+
+    def _fence(self, spec: CapabilitySpec, attempt: int | None) -> Fence | None:
+        lease = self.lease
+        if lease is None or not spec.changes_state:
+            return None
+        return Fence(lease.run_id, lease.token, attempt or 0, check=lambda: lease_is_current(lease))
+
+    def execute(self, spec: CapabilitySpec, arguments: dict, *, attempt: int | None = None, **kw):
+        return self.inner.execute(spec, arguments, attempt=attempt, fence=self._fence(spec, attempt), **kw)
+
+    def lookup_status(self, spec: CapabilitySpec, arguments: dict, *, attempt: int | None = None, **kw):
+        return self.inner.lookup_status(spec, arguments, attempt=attempt, fence=self._fence(spec, attempt), **kw)
+
+    def in_flight(self, spec: CapabilitySpec, *, idempotency_key: str | None) -> bool:
+        return self.inner.in_flight(spec, idempotency_key=idempotency_key)
+
+
 def build_controller(run: Run, writer: PassWriter | None = None, registry: DjangoRegistry | None = None) -> Controller:
     registry = registry or DjangoRegistry()
+    executor = capability_executor(context={"run_id": run.pk}, registry_version=registry.version)
     return Controller(registry=registry,
-                      executor=capability_executor(context={"run_id": run.pk}, registry_version=registry.version), planner=planner_for(run), clock=WallClock(),
+                      executor=FencedExecutor(executor, writer.lease if writer is not None else None),
+                      planner=planner_for(run), clock=WallClock(),
                       authorizer=OwnerAuthorizer(run.owner_id, owner=run.owner if Run.owner.is_cached(run) else None),
                       approvals=DjangoApprovalBook(run), ids=RandomIds(),
                       approval_ttl_s=settings.AGENTOPS_APPROVAL_TTL_SECONDS, intents=writer,
-                      abandon_on=INFRASTRUCTURE_ERRORS)
+                      abandon_on=INFRASTRUCTURE_ERRORS, cancel_requested=cancel_check(run.pk))
+
+
+def cancel_check(run_id: int):
+    """Asked when a call returns: a cancel requested while it was in flight stops the run at this
+    decision (design.md "Cancel"), not after whatever the observation would have led to."""
+    return lambda: Run.objects.filter(pk=run_id, cancel_requested_at__isnull=False).exists()

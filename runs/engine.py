@@ -13,7 +13,8 @@ import logging
 import time
 from dataclasses import replace
 
-from runs import otel
+from capabilities.executors.open_calls import OPEN_CALLS
+from runs import otel, queue
 from runs.adapters import DjangoRegistry, build_controller
 from runs.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release
 from runs.models import Run
@@ -53,12 +54,22 @@ def run_advance(*, run_id: int, worker: str, slice_seconds: float = SLICE_SECOND
         log.warning("%s; worker %s stops advancing it", lost, worker)
         return None
     finally:
-        keeper.stop()
-        if not finished:  # a finishing pass let go of the lease in its own write
-            try:
-                release(lease)
-            except INFRASTRUCTURE_ERRORS:
-                log.warning("could not release the lease of run %s: it expires by itself", run_id)
+        # A call abandoned at its timeout may still land: the run stays ours (renewed) until its
+        # thread ends, so no other worker looks its outcome up before it can no longer land.
+        if finished or not OPEN_CALLS.when_closed(run_id, lambda: _let_go(lease, keeper, wake=True)):
+            _let_go(lease, keeper, released=finished)
+
+
+def _let_go(lease: Lease, keeper: LeaseKeeper, *, released: bool = False, wake: bool = False) -> None:
+    keeper.stop()
+    if released or keeper.lost:   # a finishing pass let go of the lease in its own write
+        return
+    try:
+        release(lease)
+        if wake:   # the run waited for its open call: advance it now, not at its next countdown
+            queue.advance_later(lease.run_id)
+    except INFRASTRUCTURE_ERRORS:
+        log.warning("could not release the lease of run %s: it expires by itself", lease.run_id)
 
 
 def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> tuple[float | None, bool]:

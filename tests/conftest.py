@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -230,7 +231,14 @@ def worker_env() -> dict[str, str]:
     env.setdefault("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{otlp_port()}")
     env.setdefault("OTEL_EXPORTER_OTLP_TIMEOUT", "2")
     env.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")
+    # The ledger capabilities outside the product (tests/chaos/chaos_ledger.py) and where they
+    # record their real effects, for the exactly-once tests (tests/runs/test_exactly_once.py).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "tests" / "chaos"), env.get("PYTHONPATH")) if p)
+    env.setdefault("CHAOS_LEDGER", str(TEST_LEDGER))
     return env
+
+
+TEST_LEDGER = Path(tempfile.gettempdir()) / f"agentops-test-ledger-{os.getpid()}.jsonl"
 
 
 WORKER_STDIO_COMMANDS = ("python -m mcp_server_time", "python -m agentops_no_such_mcp_server")

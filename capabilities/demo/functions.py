@@ -1,7 +1,8 @@
 """The demo capabilities, registered with `@capability`.
 
 search_documents and get_document are pure. The ticket and notification
-capabilities write rows through the Django models in `capabilities.models`.
+capabilities write rows through the Django models in `capabilities.models`, fenced
+(`commit_fenced`): a worker paused past its lease cannot add a row after a takeover.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from capabilities.kinds.python.registry import CallContext, capability
+from capabilities.kinds.python.registry import CallContext, capability, commit_fenced
 from capabilities.models import OutboxMessage, Ticket
 
 from . import search
@@ -56,8 +57,8 @@ def create_ticket(title: str, body: str = "", *, context: CallContext) -> dict[s
         raise ValueError("title must not be empty")
     # Without a key there is nothing to deduplicate on: every call is a new ticket.
     key = context.idempotency_key or f"adhoc-{uuid.uuid4()}"
-    ticket, _created = Ticket.objects.get_or_create(idempotency_key=key,
-                                                    defaults={"title": title, "body": body, "status": "open"})
+    ticket, _created = commit_fenced(context, lambda: Ticket.objects.get_or_create(
+        idempotency_key=key, defaults={"title": title, "body": body, "status": "open"}))
     return _ticket_result(ticket)
 
 
@@ -91,6 +92,6 @@ def send_notification(channel: Literal["email", "slack"], recipient: str, messag
     if not recipient.strip() or not message.strip():
         raise ValueError("recipient and message must not be empty")
     key = context.idempotency_key or f"adhoc-{uuid.uuid4()}"
-    outbox, _created = OutboxMessage.objects.get_or_create(
-        idempotency_key=key, defaults={"channel": channel, "recipient": recipient.strip(), "message": message})
+    outbox, _created = commit_fenced(context, lambda: OutboxMessage.objects.get_or_create(
+        idempotency_key=key, defaults={"channel": channel, "recipient": recipient.strip(), "message": message}))
     return _message_result(outbox)

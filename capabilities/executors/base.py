@@ -18,6 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from capabilities.executors.fence import Fence
+from capabilities.executors.open_calls import OPEN_CALLS
 from capabilities.executors.secrets import Redactor, redactor_for, secret_env_names
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.ids import random_hex
@@ -149,7 +151,10 @@ class BaseExecutor(ABC):
     # The Executor protocol ----------------------------------------------------
 
     def execute(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None = None,
-                timeout_s: float | None = None, trace_id: str = "", span_id: str = "") -> Observation:
+                timeout_s: float | None = None, trace_id: str = "", span_id: str = "",
+                attempt: int | None = None, fence: Fence | None = None) -> Observation:
+        """`fence`: the fencing token of a run's state-changing call (runs.adapters sets it from
+        the run's lease and `attempt`), carried to the callee by every kind."""
         started = time.monotonic()
         trace_id = trace_id or new_trace_id()
         span_id = span_id or new_span_id()
@@ -161,7 +166,7 @@ class BaseExecutor(ABC):
         if observation is None:
             try:
                 observation = self._run(spec, arguments, idempotency_key=idempotency_key, timeout_s=timeout,
-                                        trace_id=trace_id, span_id=span_id)
+                                        trace_id=trace_id, span_id=span_id, fence=fence)
             except CapabilityError as exc:
                 observation = exc.to_observation()
             except Exception as exc:  # an executor bug must still come back as one observation
@@ -171,15 +176,22 @@ class BaseExecutor(ABC):
         return replace(observation, latency_s=round(time.monotonic() - started, 6),
                        trace_id=trace_id, span_id=span_id)
 
+    def in_flight(self, spec: CapabilitySpec, *, idempotency_key: str | None) -> bool:
+        """Whether a call with this key is still running in this process (capabilities.executors.open_calls)."""
+        return OPEN_CALLS.in_flight(idempotency_key)
+
     def lookup_status(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None = None,
-                      timeout_s: float | None = None) -> Observation | None:
-        """Ask whether the operation with this idempotency key committed; None if we cannot tell."""
+                      timeout_s: float | None = None, attempt: int | None = None,
+                      fence: Fence | None = None) -> Observation | None:
+        """Ask whether the operation with this idempotency key committed; None if we cannot tell.
+        The lookup carries the fence too: a callee that keeps the highest lease token per key
+        refuses the late call of a worker that was taken over once the new one has asked."""
         # Allowed for a disabled capability too: reconciling an unknown outcome reads, never writes.
         if not spec.status_lookup:
             return None
         timeout = spec.timeout_s if timeout_s is None else timeout_s
         try:
-            answer = self._lookup(spec, arguments, idempotency_key=idempotency_key, timeout_s=timeout)
+            answer = self._lookup(spec, arguments, idempotency_key=idempotency_key, timeout_s=timeout, fence=fence)
         except Exception:  # a lookup that fails tells us nothing; the caller falls back
             return None
         if answer is None:
@@ -196,11 +208,11 @@ class BaseExecutor(ABC):
 
     @abstractmethod
     def _run(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None, timeout_s: float,
-             trace_id: str, span_id: str) -> Observation:
+             trace_id: str, span_id: str, fence: Fence | None = None) -> Observation:
         """Call the capability: return an Observation or raise CapabilityError."""
 
     def _lookup(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None,
-                timeout_s: float) -> tuple[bool, Any] | None:
+                timeout_s: float, fence: Fence | None = None) -> tuple[bool, Any] | None:
         return None
 
     # Helpers for subclasses -------------------------------------------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from capabilities.executors.base import OutputStore, default_output_store
+from capabilities.executors.fence import Fence
+from capabilities.executors.open_calls import OPEN_CALLS
 from capabilities.executors.secrets import Redactor
 from capabilities.kinds.http.executor import HttpExecutor
 from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy
@@ -38,7 +40,8 @@ class CapabilityExecutor:
         }
 
     def execute(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None = None,
-                timeout_s: float | None = None, trace_id: str = "", span_id: str = "") -> Observation:
+                timeout_s: float | None = None, trace_id: str = "", span_id: str = "",
+                attempt: int | None = None, fence: Fence | None = None) -> Observation:
         executor = self.executors.get(str(spec.kind))
         if executor is None:
             # A configuration error no retry can fix: terminal.
@@ -46,13 +49,18 @@ class CapabilityExecutor:
                                        trace_id=trace_id, span_id=span_id)
         return executor.execute(spec, arguments, idempotency_key=idempotency_key,
                                 timeout_s=spec.timeout_s if timeout_s is None else timeout_s,
-                                trace_id=trace_id, span_id=span_id)
+                                trace_id=trace_id, span_id=span_id, attempt=attempt, fence=fence)
 
     def lookup_status(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None = None,
-                      timeout_s: float | None = None) -> Observation | None:
+                      timeout_s: float | None = None, attempt: int | None = None,
+                      fence: Fence | None = None) -> Observation | None:
         executor = self.executors.get(str(spec.kind))
         if executor is None:
             return None
         return executor.lookup_status(spec, arguments, idempotency_key=idempotency_key,
-                                      timeout_s=spec.timeout_s if timeout_s is None else timeout_s)
+                                      timeout_s=spec.timeout_s if timeout_s is None else timeout_s,
+                                      attempt=attempt, fence=fence)
+
+    def in_flight(self, spec: CapabilitySpec, *, idempotency_key: str | None) -> bool:
+        return OPEN_CALLS.in_flight(idempotency_key)
 

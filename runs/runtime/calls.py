@@ -53,7 +53,8 @@ def call(p: Pass, progress: StepProgress, action: Action) -> Attempt | Admission
         p.ports.intents.begin(CallIntent(attempt_id, s.revision, progress.step.id, spec.name, action.kind,
                                          progress.attempts + 1, action.key, started, timeout, span_id))
     observation = p.ports.executor.execute(spec, progress.step.arguments, idempotency_key=action.key,
-                                           timeout_s=timeout, trace_id=s.trace_id, span_id=span_id)
+                                           timeout_s=timeout, trace_id=s.trace_id, span_id=span_id,
+                                           attempt=progress.attempts + 1)
     if isinstance(observation, AdmissionRefused):
         return observation
     ended = p.ports.clock.now()

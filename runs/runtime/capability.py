@@ -94,6 +94,10 @@ class CapabilitySpec:
     # Identical calls are distinct operations (e.g. "append a line"): the step id becomes
     # part of the idempotency key, so a re-proposed call is not deduplicated.
     distinct_calls: bool = False
+    # How long after a state-changing call was sent it may still land (a remote still
+    # processing, a paused worker's call): a status lookup's "not committed" is believed
+    # only after it. None: the timeout.
+    settle_s: float | None = None
     # Kind-specific settings (URL, method, MCP server, python dotted path...).
     config: dict[str, Any] = field(default_factory=dict)
     # Database id of the CapabilityVersion row, when there is one.
@@ -102,6 +106,10 @@ class CapabilitySpec:
     @property
     def changes_state(self) -> bool:
         return self.side_effect.changes_state
+
+    @property
+    def settle_window_s(self) -> float:
+        return self.timeout_s if self.settle_s is None else self.settle_s
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

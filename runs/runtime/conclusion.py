@@ -21,6 +21,8 @@ from .stop import StallKind, StopKind
 
 
 def conclude(p: Pass, action: Action, attempt: Attempt, history_before: tuple[HistoryEntry, ...]) -> None:
+    if p.cancel_arrived():
+        return _cancelled_in_flight(p, action, attempt)
     s, spec, observation = p.state, action.spec, attempt.observation
     progress, step = attempt.progress, attempt.progress.step
     if observation.status is Status.OK:
@@ -57,6 +59,18 @@ def conclude(p: Pass, action: Action, attempt: Attempt, history_before: tuple[Hi
     attempt = replace(attempt, progress=_settled(attempt.progress, verdict.decision, observation, polling))
     p.state = p.state.with_step(attempt.progress)
     _act_on(p, action, attempt, verdict)
+
+
+def _cancelled_in_flight(p: Pass, action: Action, attempt: Attempt) -> None:
+    """The call's observation is recorded, then the run stops `cancelled` (design.md "Cancel")."""
+    attempt = replace(attempt, progress=replace(attempt.progress, last_observation=_summary(attempt.observation)))
+    record_attempt(p, action, attempt, repeated=False)
+    reason = "cancelled by an operator while this call was in flight: its observation is recorded, nothing follows"
+    p.emit(DecisionMade(attempt.attempt_id, Decision.STOP_CANCELLED.value, reason, p.usage_snapshot()))
+    p.state = p.state.with_step(attempt.progress)
+    p.stop(StopKind.CANCELLED, None, "cancelled by an operator while a call was in flight "
+                                     f"(step {attempt.progress.step.id}, {action.spec.name}); its observation is "
+                                     "recorded", attempt.attempt_id)
 
 
 def _still_polling(completion: CompletionCriteria | None, spec: CapabilitySpec, observation: Observation) -> bool:

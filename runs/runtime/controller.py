@@ -32,7 +32,7 @@ from .pass_context import Pass
 from .plan_intake import ask_planner
 from .ports import ApprovalBook, Authorizer, CapabilityRegistry, Clock, Executor, IdSource, Planner
 from .records import replace
-from .resolution import interrupted_call, resolve
+from .resolution import interrupted_call, look_up_settled, resolve
 from .signatures import action_signature, arguments_hash, idempotency_key
 from .state import PlanningNeed, RunState, StepProgress, StepStatus
 from .stop import ReplanReason, RunStatus, StopKind
@@ -54,7 +54,8 @@ class Controller:
                  authorizer: Authorizer, approvals: ApprovalBook, *, rng: random.Random | None = None,
                  history_window: int = 20, ids: IdSource | None = None,
                  approval_ttl_s: float | None = None, intents: IntentLog | None = None,
-                 abandon_on: tuple[type[BaseException], ...] = ()) -> None:
+                 abandon_on: tuple[type[BaseException], ...] = (),
+                 cancel_requested: Callable[[], bool] | None = None) -> None:
         self.registry = registry
         self.executor = executor
         self.planner = planner
@@ -71,6 +72,8 @@ class Controller:
         # Errors of the collaborators' infrastructure (a database restarting): the pass is
         # abandoned, not decided, so the run is not stopped internal_error for an outage.
         self.abandon_on = abandon_on
+        # Whether an operator asked to cancel while a call was in flight (asked when it returns).
+        self.cancel_requested = cancel_requested
 
     # -- public -------------------------------------------------------------------------
 
@@ -156,6 +159,13 @@ class Controller:
             state = "no longer registered" if spec is None else "disabled"
             return p.stop(StopKind.TERMINAL_FAILURE, code.value,
                           f"step {step.id}: capability {step.capability!r} is {state}")
+        if progress.unsettled is not None:
+            # The step's last call had an unknown outcome and waited to settle: look it up now,
+            # concluded against the history before that call (as in the pass that made it).
+            unknown_id = progress.unsettled["attempt_id"]
+            history_before = tuple(e for e in p.state.history if e.attempt_id != unknown_id)
+            action, looked = look_up_settled(p, progress, spec)
+            return None if looked is None else conclude(p, action, looked, history_before)
         kind = progress.next_kind
         budget = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name, side_effecting=spec.changes_state,
                                          retry=kind == AttemptKind.RETRY, started_at=s.started_at, now=now)

@@ -28,6 +28,9 @@ class Decision(StrEnum):
     # Not an outcome of decide(): the controller records it on an attempt whose side
     # effect is unknown, before it resolves the outcome by key or status lookup.
     RESOLVE = "resolve"
+    # Nor this: an operator's cancel that arrived while the call was in flight, recorded on
+    # that call's attempt (design.md "Cancel"), whatever the observation would have decided.
+    STOP_CANCELLED = "stop_cancelled"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ arguments.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .events import Event, RunStopped, StatusChanged
@@ -37,6 +38,8 @@ class Ports(Protocol):
     intents: IntentLog
     history_window: int
     approval_ttl_s: float | None
+    # Asked after a call returns: did an operator ask to cancel meanwhile? None: never.
+    cancel_requested: Callable[[], bool] | None
 
 
 class Pass:
@@ -48,6 +51,14 @@ class Pass:
         self.events: list[Event] = []
         # None: nothing to do until something outside changes. 0: again now. > 0: after that long.
         self.wait_s: float | None = 0.0
+
+    def cancel_arrived(self) -> bool:
+        """Whether a cancel was requested (before this pass, or while its call was in flight)."""
+        if not self.state.cancel_requested:
+            asked = self.ports.cancel_requested
+            if asked is not None and asked():
+                self.state = replace(self.state, cancel_requested=True)
+        return self.state.cancel_requested
 
     def emit(self, event: Event) -> None:
         self.events.append(event)

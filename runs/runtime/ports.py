@@ -28,13 +28,17 @@ class CapabilityRegistry(Protocol):
 @runtime_checkable
 class Executor(Protocol):
     def execute(self, spec: CapabilitySpec, arguments: dict[str, Any], *, idempotency_key: str | None,
-                timeout_s: float, trace_id: str, span_id: str) -> Observation | AdmissionRefused:
+                timeout_s: float, trace_id: str, span_id: str, attempt: int) -> Observation | AdmissionRefused:
         """Run the capability within timeout_s; classify every failure into an Observation, never raise.
-        AdmissionRefused: a rate limit did not let the call out (nothing was sent)."""
+        AdmissionRefused: a rate limit did not let the call out (nothing was sent). `attempt`: the
+        attempt number the call is recorded as (with the lease, the fencing token the callee sees)."""
 
     def lookup_status(self, spec: CapabilitySpec, arguments: dict[str, Any], *, idempotency_key: str | None,
-                      timeout_s: float) -> Observation | None:
+                      timeout_s: float, attempt: int) -> Observation | None:
         """Did the operation with this key commit? OK + committed + result, OK + not_committed, or None."""
+
+    # Optional: executors that may leave a call running after its timeout answer
+    # in_flight(spec, idempotency_key=...) -> bool (resolution.call_in_flight).
 
 
 @runtime_checkable

@@ -110,6 +110,8 @@ def capability_entry(spec: CapabilitySpec) -> dict[str, Any]:
         entry["volatile_paths"] = list(spec.volatile_paths)
     if spec.distinct_calls:
         entry["distinct_calls"] = True
+    if spec.settle_s is not None:
+        entry["settle_s"] = spec.settle_s
     return entry
 
 

@@ -1,10 +1,21 @@
 """Side effects whose outcome is unknown: a call that timed out after it may have
 committed, or one a lost worker sent (its intent is in flight). Never a blind repeat:
-re-send with the same key, or ask whether it committed, or stop."""
+re-send with the same key, or ask whether it committed, or stop.
+
+A lookup's "not committed" is only true for now while the call can still land (its
+thread still running, the remote still processing, a paused worker's call), so the
+lookup waits until the call is over and its settle window has passed since it was sent
+(design.md "A lookup's 'not committed' is believed only once the call can no longer
+land"): a countdown, not a sleeping thread.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from . import budgets as B
 from .calls import Action, Attempt, call, call_timeout, count_call, count_commit, wait_for_admission
+from .capability import CapabilitySpec
 from .history import AttemptKind
 from .intents import CallIntent
 from .observation import AdmissionRefused, ErrorCode, Observation, SideEffectStatus
@@ -13,6 +24,30 @@ from .records import replace
 from .retry import retry_allowed
 from .state import StepProgress
 from .stop import StopKind
+
+# How soon a run looks again at a call that is still running after its settle window (a
+# worker holding the call's lease wakes it as soon as the call ends): longer than a wait
+# slept inline, so no worker thread sleeps on it.
+IN_FLIGHT_RECHECK_S = 2.0
+
+
+@dataclass(frozen=True)
+class UnsettledCall:
+    """A call whose outcome is unknown, waiting to settle before it is looked up."""
+
+    attempt_id: str
+    kind: str
+    key: str | None
+    sent_at: float
+    observation: dict[str, Any]   # what the caller saw (a failure): the lookup's "not committed" keeps it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attempt_id": self.attempt_id, "kind": self.kind, "key": self.key, "sent_at": self.sent_at,
+                "observation": self.observation}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> UnsettledCall:
+        return cls(data["attempt_id"], data["kind"], data.get("key"), float(data["sent_at"]), data["observation"])
 
 
 def interrupted_call(p: Pass, progress: StepProgress, action: Action, intent: CallIntent) -> Attempt:
@@ -68,9 +103,49 @@ def resolve(p: Pass, action: Action, unknown: Attempt) -> Attempt | None:
     return _look_up(p, action, unknown)
 
 
+def look_up_settled(p: Pass, progress: StepProgress, spec: CapabilitySpec) -> tuple[Action, Attempt | None]:
+    """The pass after a wait to settle: the unknown outcome of the step's last call, looked up
+    now if the call can no longer land (or waited for again)."""
+    unsettled = UnsettledCall.from_dict(progress.unsettled or {})
+    action = Action(spec, unsettled.kind, unsettled.key)
+    unknown = Attempt(replace(progress, unsettled=None), unsettled.attempt_id, unsettled.kind, unsettled.sent_at,
+                      unsettled.sent_at, Observation.from_dict(unsettled.observation))
+    return action, _look_up(p, action, unknown)
+
+
+def call_in_flight(p: Pass, spec: CapabilitySpec, key: str | None) -> bool:
+    """Whether a call with this key is still running where this pass runs (an abandoned
+    thread, say). Executors that never leave a call running need not answer."""
+    in_flight = getattr(p.ports.executor, "in_flight", None)
+    return bool(in_flight is not None and in_flight(spec, idempotency_key=key))
+
+
+def _wait_to_settle(p: Pass, action: Action, unknown: Attempt, settle_at: float) -> None:
+    s, spec, progress = p.state, action.spec, unknown.progress
+    now = p.ports.clock.now()
+    wake = settle_at if now < settle_at else now + IN_FLIGHT_RECHECK_S
+    deadline = s.budgets.deadline_at(s.started_at)
+    if wake > deadline:
+        why = (f"its settle window of {spec.settle_window_s:g}s since it was sent" if now < settle_at
+               else "the call is still running")
+        return p.stop(StopKind.BUDGET_EXHAUSTED, B.BudgetName.DEADLINE,
+                      f"step {progress.step.id}: whether {spec.name} committed can only be looked up once it can "
+                      f"no longer land ({why}), which is after the deadline; whether it committed stays unknown",
+                      unknown.attempt_id)
+    unsettled = UnsettledCall(unknown.attempt_id, unknown.kind, action.key, unknown.started,
+                              unknown.observation.to_dict())
+    p.state = replace(p.state.with_step(replace(progress, unsettled=unsettled.to_dict())),
+                      not_before=settle_at if now < settle_at else None)
+    p.wait_s = wake - now
+
+
 def _look_up(p: Pass, action: Action, unknown: Attempt) -> Attempt | None:
     s, spec, progress = p.state, action.spec, unknown.progress
     step, original = progress.step, unknown.observation
+    settle_at = unknown.started + spec.settle_window_s
+    if p.ports.clock.now() < settle_at or call_in_flight(p, spec, action.key):
+        # Its "not committed" could be overtaken by the call itself: not believed yet.
+        return _wait_to_settle(p, action, unknown, settle_at)
     started = p.ports.clock.now()
     budget = B.exhausted_before_lookup(s.budgets, s.usage, capability=spec.name, started_at=s.started_at,
                                        now=started)
@@ -79,7 +154,7 @@ def _look_up(p: Pass, action: Action, unknown: Attempt) -> Attempt | None:
                       f"step {step.id}: looking up whether {spec.name} committed would exceed the {budget} "
                       "budget; whether it committed stays unknown", unknown.attempt_id)
     looked = p.ports.executor.lookup_status(spec, step.arguments, idempotency_key=action.key,
-                                            timeout_s=call_timeout(s, spec, started))
+                                            timeout_s=call_timeout(s, spec, started), attempt=progress.attempts + 1)
     p.state = replace(p.state, usage=p.state.usage.counted_lookup(spec.name))
     if looked is None or looked.side_effect is SideEffectStatus.UNKNOWN:
         return p.stop(StopKind.TERMINAL_FAILURE, ErrorCode.OUTCOME_UNKNOWN.value,

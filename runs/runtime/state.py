@@ -36,13 +36,22 @@ class StepProgress:
     approved_arguments_hash: str | None = None
     committed: bool = False
     last_observation: dict[str, Any] | None = None   # a summary: status, error_code, side_effect, state_changed
+    # A call whose outcome is unknown and is to be looked up once it can no longer land
+    # (resolution.UnsettledCall as a dict); None: nothing waits to settle.
+    unsettled: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return memo_dict(self, lambda: {
+        return memo_dict(self, self._as_dict)
+
+    def _as_dict(self) -> dict[str, Any]:
+        data = {
             "step": self.step.to_dict(), "index": self.index, "status": self.status,
             "attempts": self.attempts, "retries_used": self.retries_used, "polls_used": self.polls_used,
             "next_kind": self.next_kind, "approved_arguments_hash": self.approved_arguments_hash,
-            "committed": self.committed, "last_observation": self.last_observation})
+            "committed": self.committed, "last_observation": self.last_observation}
+        if self.unsettled is not None:   # only then: checkpoints of every other step stay as they were
+            data["unsettled"] = self.unsettled
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StepProgress:

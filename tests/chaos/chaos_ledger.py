@@ -11,6 +11,11 @@ returns, so a SIGKILL right after a call cannot lose an effect that happened.
   effect), but has a status lookup that answers from the ledger.
 - ledger_slow: idempotent, sleeps `seconds` (longer than the lease in the suite).
 - ledger_approved: idempotent, requires approval.
+- ledger_late / ledger_late_fenced: NOT idempotent, with a status lookup; the effect
+  lands `seconds` after the call was sent, past its 2 s timeout (the seed's central case).
+  The fenced one commits only while `context.fence.still_current()`, in one transaction
+  with that check (commit_fenced), as README "Exactly once" asks of a callee.
+- ledger_late_idempotent: the idempotent twin.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import time
 from contextlib import contextmanager
 from typing import Any
 
-from capabilities.kinds.python.registry import CallContext, capability
+from capabilities.kinds.python.registry import CallContext, capability, commit_fenced
 
 
 def _path() -> str:
@@ -72,6 +77,14 @@ def _effect(capability_name: str, item: str, context: CallContext, *, idempotent
     return {"receipt": receipt, "item": item}
 
 
+def _received(capability_name: str, item: str, context: CallContext) -> None:
+    """A `received` line when a call arrives (its `exec` and `effect` lines come when it lands)."""
+    with _locked() as fh:
+        _append(fh, {"kind": "received", "capability": capability_name, "key": context.idempotency_key or "",
+                     "span": context.span_id, "item": item, "pid": os.getpid(), "at": time.time(),
+                     "fence": context.fence.token if context.fence else None})
+
+
 def _think() -> None:
     # Long enough that a SIGKILL often lands inside a call.
     time.sleep(random.uniform(0.05, 0.4))
@@ -118,6 +131,44 @@ def ledger_approved(item: str, *, context: CallContext) -> dict[str, Any]:
     """Write an item once an operator approved it."""
     _think()
     return _effect("ledger_approved", item, context, idempotent=True)
+
+
+@capability(side_effect="external", idempotent=False, timeout_s=2, retry={"max_attempts": 3, "backoff_s": 0.2},
+            status_lookup=ledger_lookup_status)
+def ledger_late(item: str, seconds: float = 3.0, *, context: CallContext) -> dict[str, Any]:
+    """Send an item whose effect lands after the call's timeout; not idempotent, looked up by key."""
+    _received("ledger_late", item, context)
+    time.sleep(seconds)
+    return _effect("ledger_late", item, context, idempotent=False)
+
+
+@capability(side_effect="external", idempotent=False, timeout_s=2, retry={"max_attempts": 3, "backoff_s": 0.2},
+            status_lookup=ledger_lookup_status)
+def ledger_late_fenced(item: str, seconds: float = 3.0, *, context: CallContext) -> dict[str, Any]:
+    """As ledger_late, but the effect is committed only while the call's fence is current."""
+    _received("ledger_late_fenced", item, context)
+    time.sleep(seconds)
+    return commit_fenced(context, lambda: _effect("ledger_late_fenced", item, context, idempotent=False))
+
+
+@capability(side_effect="external", idempotent=True, timeout_s=2, retry={"max_attempts": 3, "backoff_s": 0.2})
+def ledger_late_idempotent(item: str, seconds: float = 3.0, *, context: CallContext) -> dict[str, Any]:
+    """The idempotent twin of ledger_late: the same key never makes a second effect, and a key
+    that already committed is answered at once."""
+    committed, result = ledger_lookup_status({}, context.idempotency_key)
+    if committed and context.idempotency_key:
+        return {**result, "deduplicated": True}
+    time.sleep(seconds)
+    return _effect("ledger_late_idempotent", item, context, idempotent=True)
+
+
+def effects_by_item(path: str, capability_name: str) -> dict[str, int]:
+    """How many real effects each item got: the figure exactly-once is judged by."""
+    counts: dict[str, int] = {}
+    for record in read_ledger(path):
+        if record.get("kind") == "effect" and record.get("capability") == capability_name:
+            counts[record["item"]] = counts.get(record["item"], 0) + 1
+    return counts
 
 
 def read_ledger(path: str) -> list[dict[str, Any]]:

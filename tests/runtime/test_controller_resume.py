@@ -26,7 +26,7 @@ def stepped(path):
             break
         rig.clock.sleep(transition.wait_s)
     state = RunState.from_dict(json.loads(saved))
-    return scenario_result(rig.scenario, state, events, rig.executor.commits, rig.clock.now() - state.started_at), state
+    return scenario_result(rig.scenario, state, events, rig.executor.eventual_commits(), rig.clock.now() - state.started_at), state
 
 
 def shape(events):

@@ -71,6 +71,7 @@ def crashed_then_resumed(**capability):
         transition = rig.controller.advance(state)
         transitions.append(transition)
         state = transition.state
+        rig.clock.sleep(transition.wait_s or 0)    # a lookup waits out the lost call's settle window
     return rig, log, state, [e for t in transitions for e in t.events]
 
 
@@ -89,6 +90,13 @@ def test_a_lost_call_with_a_status_lookup_is_looked_up_not_repeated():
     rig, log, state, events = crashed_then_resumed(status_lookup=True)
     assert state.stop_reason == "completed" and state.latest_ok_outputs["create_ticket"] == {"ticket": "T-1"}
     assert rig.executor.commits == 1 and len(log.begun) == 1
+
+
+def test_a_lost_call_is_looked_up_only_once_its_settle_window_has_passed_since_it_was_sent():
+    rig, log, state, events = crashed_then_resumed(status_lookup=True, timeout_s=3, settle_s=7)
+    lookups = [e for e in events if type(e).__name__ == "AttemptFinished" and e.kind == "lookup"]
+    assert len(lookups) == 1 and lookups[0].started_at == log.begun[0].started_at + 7
+    assert rig.executor.commits == 1 and state.stop_reason == "completed"
 
 
 def test_a_lost_call_that_can_be_neither_deduplicated_nor_looked_up_stops_outcome_unknown():

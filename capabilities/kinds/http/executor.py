@@ -11,7 +11,8 @@ config:
     max_response_bytes  10_000_000 (default)
 
 GET sends the arguments as query parameters, every other method as a JSON body.
-State-changing capabilities send `Idempotency-Key`; every call sends
+State-changing capabilities send `Idempotency-Key` and, in a run, `AgentOps-Fence`
+(capabilities.executors.fence; the status lookup sends it too); every call sends
 `traceparent`. A header value with a line break is refused before anything is
 sent. Redirects are followed by hand (at most 5) so that each hop is checked by
 the guard; secret headers are dropped when a redirect leaves the origin. Each
@@ -60,6 +61,7 @@ from urllib.parse import quote, urlencode, urljoin, urlsplit, urlunsplit
 import certifi
 
 from capabilities.executors.base import BaseExecutor, CapabilityError, traceparent
+from capabilities.executors.fence import FENCE_HEADER, IDEMPOTENCY_HEADER, Fence
 from capabilities.executors.secrets import has_line_break, is_credential_header
 from capabilities.netguard import NetGuard, Resolution, URLRefused
 from runs.runtime.capability import CapabilitySpec
@@ -100,7 +102,7 @@ class HttpExecutor(BaseExecutor):
     # -- execute ----------------------------------------------------------------
 
     def _run(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None, timeout_s: float,
-             trace_id: str, span_id: str) -> Observation:
+             trace_id: str, span_id: str, fence: Fence | None = None) -> Observation:
         config = spec.config
         method = str(config.get("method", "GET")).upper()
         if method not in METHODS:
@@ -108,7 +110,9 @@ class HttpExecutor(BaseExecutor):
         headers, secret_names = self._headers(config)
         headers["traceparent"] = traceparent(trace_id, span_id)
         if spec.changes_state and idempotency_key:
-            headers["Idempotency-Key"] = idempotency_key
+            headers[IDEMPOTENCY_HEADER] = idempotency_key
+        if spec.changes_state and fence is not None:
+            headers[FENCE_HEADER] = fence.token
         url = with_query(config["url"], query_params(arguments)) if method == "GET" else config["url"]
         body = None if method == "GET" else arguments
         answer = self._send(spec, method, url, headers=headers, secret_names=secret_names,
@@ -137,12 +141,14 @@ class HttpExecutor(BaseExecutor):
     # -- status lookup ------------------------------------------------------------
 
     def _lookup(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None,
-                timeout_s: float) -> tuple[bool, Any] | None:
+                timeout_s: float, fence: Fence | None = None) -> tuple[bool, Any] | None:
         template = spec.config.get("status_url")
         if not template or ("{idempotency_key}" in template and not idempotency_key):
             return None
         url = template.replace("{idempotency_key}", quote(idempotency_key or "", safe=""))
         headers, secret_names = self._headers(spec.config)
+        if fence is not None:
+            headers[FENCE_HEADER] = fence.token
         answer = self._send(spec, "GET", url, headers=headers, secret_names=secret_names, json_body=None, timeout_s=timeout_s, allow_redirects=True)
         if isinstance(answer, Observation):
             return None

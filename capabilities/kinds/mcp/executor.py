@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capabilities.executors.base import BaseExecutor, CapabilityError, traceparent
+from capabilities.executors.fence import FENCE_META, IDEMPOTENCY_META, Fence
 from capabilities.executors.secrets import has_line_break
 from capabilities.kinds.mcp import pool as mcp_pool
 from capabilities.netguard import NetGuard, URLRefused, guarded_async_transport
@@ -458,11 +459,13 @@ class McpExecutor(BaseExecutor):
         self.stdio = stdio or StdioPolicy()
 
     def _run(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None, timeout_s: float,
-             trace_id: str, span_id: str) -> Observation:
+             trace_id: str, span_id: str, fence: Fence | None = None) -> Observation:
         tool = spec.config.get("tool") or spec.name
         meta = {"traceparent": traceparent(trace_id, span_id)}
         if idempotency_key and spec.changes_state:
-            meta["io.agentops/idempotency-key"] = idempotency_key
+            meta[IDEMPOTENCY_META] = idempotency_key
+        if fence is not None and spec.changes_state:
+            meta[FENCE_META] = fence.token
 
         async def work(client: Any, progress: _Progress) -> Any:
             progress.sent = True

@@ -8,6 +8,10 @@ capability, since the function may still commit), and abandons the thread: it
 runs to completion in the background (a daemon thread, so it never blocks
 process exit) and its result or exception is discarded. Capabilities that can
 stop early should watch `context.remaining_s()`.
+
+A state-changing call is open (capabilities.executors.open_calls) until its thread
+ends, whether or not the caller still waits: the unknown outcome of an abandoned
+call is looked up only once it has ended, and its worker keeps the run until then.
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from typing import Any
 import jsonschema
 
 from capabilities.executors.base import BaseExecutor, CapabilityError
+from capabilities.executors.fence import Fence
+from capabilities.executors.open_calls import OPEN_CALLS
 from capabilities.kinds.python.registry import CallContext, accepts_context, definition_for, resolve
 from runs.runtime.capability import CapabilitySpec
 from runs.runtime.observation import ErrorCode, Observation
@@ -90,15 +96,26 @@ class PythonExecutor(BaseExecutor):
         self.on_thread_exit = on_thread_exit
 
     def _run(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None, timeout_s: float,
-             trace_id: str, span_id: str) -> Observation:
+             trace_id: str, span_id: str, fence: Fence | None = None) -> Observation:
         function = self._function(spec)
         call_arguments = dict(arguments)
         if accepts_context(function):
             call_arguments["context"] = CallContext(idempotency_key=idempotency_key, trace_id=trace_id,
-                                                    span_id=span_id, deadline=time.monotonic() + timeout_s)
+                                                    span_id=span_id, deadline=time.monotonic() + timeout_s,
+                                                    fence=fence)
+        run_id = fence.run_id if fence is not None else None
+        tracked = spec.changes_state
+        if tracked:
+            OPEN_CALLS.opened(run_id, idempotency_key)
+
+        def ended() -> None:
+            if tracked:   # before the thread's database connections are closed: a wake-up may use one
+                OPEN_CALLS.closed(run_id, idempotency_key)
+            if self.on_thread_exit is not None:
+                self.on_thread_exit()
+
         try:
-            result = call_with_timeout(lambda: function(**call_arguments), timeout_s,
-                                       on_thread_exit=self.on_thread_exit)
+            result = call_with_timeout(lambda: function(**call_arguments), timeout_s, on_thread_exit=ended)
         except CallTimedOut:
             return self.fail(spec, ErrorCode.TIMEOUT, f"{spec.name} did not return within {timeout_s:g}s "
                              "(the call was abandoned; its result will be discarded)")
@@ -107,7 +124,7 @@ class PythonExecutor(BaseExecutor):
         return self.ok(spec, result)
 
     def _lookup(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None,
-                timeout_s: float) -> tuple[bool, Any] | None:
+                timeout_s: float, fence: Fence | None = None) -> tuple[bool, Any] | None:
         lookup = self._status_lookup(spec)
         if lookup is None:
             return None

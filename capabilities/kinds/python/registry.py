@@ -22,7 +22,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from django.db import transaction
+
+from capabilities.executors.base import CapabilityError
+from capabilities.executors.fence import Fence
 from runs.runtime.capability import CapabilitySpec, Kind, PollingPolicy, RetryPolicy, SideEffect
+from runs.runtime.observation import ErrorCode, SideEffectStatus
 
 CONTEXT_PARAMETER = "context"
 
@@ -34,13 +39,18 @@ class CallContext:
     """What a capability may know about the call it is serving.
 
     `deadline` is on the `time.monotonic()` clock; past it the executor has
-    already given up on the call and will discard its result.
+    already given up on the call and will discard its result. `fence` (state-changing
+    calls of a run) says whether this call still speaks for the run: check
+    `context.fence.still_current()` inside the transaction that commits the effect, and
+    commit nothing when it is False (a worker paused past its lease whose run was taken
+    over: its late call must not land beside the new worker's).
     """
 
     idempotency_key: str | None = None
     trace_id: str = ""
     span_id: str = ""
     deadline: float | None = None
+    fence: Fence | None = None
 
     def remaining_s(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -60,6 +70,7 @@ class CapabilityDefinition:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     polling: PollingPolicy | None = None
     status_lookup: StatusLookup | None = None
+    settle_s: float | None = None
 
     @property
     def dotted_path(self) -> str:
@@ -78,7 +89,7 @@ class CapabilityDefinition:
             schema=self.schema, timeout_s=self.timeout_s, retry=self.retry, side_effect=self.side_effect,
             requires_approval=self.requires_approval, idempotent=self.idempotent,
             status_lookup=self.status_lookup is not None, permission=self.permission,
-            polling=self.polling, config=config,
+            polling=self.polling, settle_s=self.settle_s, config=config,
         )
 
 
@@ -89,7 +100,8 @@ def capability(name: str | None = None, description: str | None = None, schema: 
                side_effect: str | SideEffect = "none", requires_approval: bool = False, idempotent: bool = False,
                permission: str = "", timeout_s: float = 10, retry: dict | RetryPolicy | None = None,
                polling: dict | PollingPolicy | None = None,
-               status_lookup: StatusLookup | None = None) -> Callable[[Callable], Callable]:
+               status_lookup: StatusLookup | None = None,
+               settle_s: float | None = None) -> Callable[[Callable], Callable]:
     """Register a function as a python capability; the function itself is returned unchanged."""
 
     def register(function: Callable) -> Callable:
@@ -106,6 +118,7 @@ def capability(name: str | None = None, description: str | None = None, schema: 
             retry=retry if isinstance(retry, RetryPolicy) else RetryPolicy.from_dict(retry),
             polling=polling if polling is None or isinstance(polling, PollingPolicy) else PollingPolicy(**polling),
             status_lookup=status_lookup,
+            settle_s=None if settle_s is None else float(settle_s),
         )
         existing = _REGISTRY.get(definition.name)
         if existing is not None and existing.dotted_path != definition.dotted_path:
@@ -115,6 +128,21 @@ def capability(name: str | None = None, description: str | None = None, schema: 
         return function
 
     return register
+
+
+def commit_fenced(context: CallContext, write: Callable[[], Any]) -> Any:
+    """Commit `write()` only while the call still speaks for its run (`context.fence`).
+
+    The check and the write share one transaction on the AgentOps database, where the
+    check locks the run row: a worker taking the run over waits for this commit, and its
+    status lookup then sees it. A paused worker's late call commits nothing.
+    """
+    with transaction.atomic():
+        if context.fence is not None and not context.fence.still_current():
+            raise CapabilityError(ErrorCode.CONFLICT, f"the run's lease {context.fence.lease_token} was taken over "
+                                  "by another worker: this late call commits nothing",
+                                  side_effect=SideEffectStatus.NOT_COMMITTED)
+        return write()
 
 
 def registered_capabilities() -> dict[str, CapabilityDefinition]:

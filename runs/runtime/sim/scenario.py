@@ -36,11 +36,11 @@ TOP_FIELDS = {"name", "description", "goal", "completion", "budgets", "owner_per
               "planner", "approvals", "expect", "direct", "seed", "require_plan_approval", "approval_ttl_s"}
 CAPABILITY_FIELDS = {"name", "description", "side_effect", "schema", "max_argument_bytes", "timeout_s", "retry",
                      "requires_approval", "idempotent", "status_lookup", "permission", "polling", "responses",
-                     "enabled", "version", "volatile_paths", "distinct_calls"}
+                     "enabled", "version", "volatile_paths", "distinct_calls", "settle_s"}
 # An approvals entry {"decision": "expire"}: nobody answers, and the request lapses.
 APPROVAL_DECISIONS = ("approve", "reject", "expire")
 RESPONSE_FIELDS = {"return", "state_changed", "raise", "http_status", "body", "headers", "latency_s",
-                   "commit_then_timeout", "retry_after_s"}
+                   "commit_then_timeout", "commit_late_s", "retry_after_s"}
 RAISABLE = tuple(c.value for c in ErrorCode if c is not ErrorCode.OUTCOME_UNKNOWN)
 MODES = ("planning", "direct")
 REGISTERED = "registered"
@@ -263,7 +263,16 @@ def _spec(item: dict[str, Any]) -> CapabilitySpec:
         status_lookup=_flag(item, "status_lookup"), permission=str(item.get("permission", "")),
         polling=PollingPolicy(int(polling["max_attempts"]), float(polling["interval_s"]), until) if polling else None,
         enabled=bool(item.get("enabled", True)), volatile_paths=tuple(volatile),
-        distinct_calls=_flag(item, "distinct_calls"))
+        distinct_calls=_flag(item, "distinct_calls"), settle_s=_settle_s(item))
+
+
+def _settle_s(item: dict[str, Any]) -> float | None:
+    value = item.get("settle_s")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 86_400:
+        raise ValueError("settle_s must be a number of seconds from 0 to 86400")
+    return float(value)
 
 
 def _flag(item: dict[str, Any], key: str) -> bool:
@@ -285,18 +294,21 @@ def _responses(items: Any, where: str, problems: list[str]) -> list[dict[str, An
         unknown = set(r) - RESPONSE_FIELDS
         if unknown:
             problems.append(f"{at}: unknown fields {', '.join(sorted(unknown))}")
-        kinds = [k for k in ("raise", "http_status", "commit_then_timeout") if k in r]
-        if "return" in r and "commit_then_timeout" not in r:
+        kinds = [k for k in ("raise", "http_status", "commit_then_timeout", "commit_late_s") if k in r]
+        if "return" in r and "commit_then_timeout" not in r and "commit_late_s" not in r:
             kinds.append("return")
         if len(kinds) != 1:
-            problems.append(f"{at} needs exactly one of return, raise, http_status, commit_then_timeout")
+            problems.append(f"{at} needs exactly one of return, raise, http_status, commit_then_timeout, "
+                            "commit_late_s")
         if "raise" in r and r["raise"] not in RAISABLE:
             problems.append(f"{at}: raise must be one of {', '.join(RAISABLE)}")
         if "http_status" in r and (not isinstance(r["http_status"], int) or not 100 <= r["http_status"] <= 599):
             problems.append(f"{at}: http_status must be an HTTP status code")
         if "commit_then_timeout" in r and (r["commit_then_timeout"] is not True or "return" not in r):
             problems.append(f"{at}: commit_then_timeout must be true and come with a return")
-        for key in ("latency_s", "retry_after_s"):
+        if "commit_late_s" in r and "return" not in r:
+            problems.append(f"{at}: commit_late_s must come with a return")
+        for key in ("latency_s", "retry_after_s", "commit_late_s"):
             if key in r and (isinstance(r[key], bool) or not isinstance(r[key], (int, float)) or r[key] < 0):
                 problems.append(f"{at}: {key} must be a non-negative number")
     return [r for r in items if isinstance(r, dict)]
@@ -357,7 +369,7 @@ def run_scenario(scenario: Scenario | str | Path | dict[str, Any], mode: str = "
     state = rig.controller.run_until_pause(rig.state, on_transition=collect)
     while let_expire(rig, state):
         state = rig.controller.run_until_pause(state, on_transition=collect)
-    return scenario_result(rig.scenario, state, events, rig.executor.commits, rig.clock.now() - state.started_at,
+    return scenario_result(rig.scenario, state, events, rig.executor.eventual_commits(), rig.clock.now() - state.started_at,
                            rig.mode)
 
 

@@ -89,9 +89,12 @@ class SimulatedCapabilities:
         self.consumed: dict[str, int] = {}
         self.committed: dict[str, Any] = {}   # idempotency key -> the result it committed
         self.commits = 0
+        # Calls whose effect lands after the caller gave up: (lands at, key, output, idempotent).
+        self.landing: list[tuple[float, str | None, Any, bool]] = []
 
     def execute(self, spec: CapabilitySpec, arguments: dict[str, Any], *, idempotency_key: str | None,
-                timeout_s: float, trace_id: str = "", span_id: str = "") -> Observation:
+                timeout_s: float, trace_id: str = "", span_id: str = "", **_: Any) -> Observation:
+        self._land()
         if spec.idempotent and idempotency_key is not None and idempotency_key in self.committed:
             # The callee deduplicates: the first result again, nothing new committed.
             return Observation.success(self.committed[idempotency_key], side_effect=SideEffectStatus.COMMITTED,
@@ -102,6 +105,14 @@ class SimulatedCapabilities:
         writes = spec.changes_state
         # A caller that gave up on a side-effecting call cannot know whether it happened.
         lost = SideEffectStatus.UNKNOWN if writes else SideEffectStatus.NOT_COMMITTED
+        if "commit_late_s" in response:
+            # The caller gives up at its timeout; the callee commits later all the same.
+            sent = self.clock.now()
+            self.clock.advance(timeout_s)
+            self.landing.append((sent + float(response["commit_late_s"]), idempotency_key, response.get("return"),
+                                 spec.idempotent))
+            self._land()
+            return Observation.failure(ErrorCode.TIMEOUT, f"no answer within {timeout_s:g}s", side_effect=lost)
         if response.get("commit_then_timeout"):
             self.clock.advance(timeout_s)
             self._commit(idempotency_key, response.get("return"), writes)
@@ -134,12 +145,29 @@ class SimulatedCapabilities:
                                    side_effect=side_effect)
 
     def lookup_status(self, spec: CapabilitySpec, arguments: dict[str, Any], *, idempotency_key: str | None,
-                      timeout_s: float) -> Observation | None:
+                      timeout_s: float, **_: Any) -> Observation | None:
         if not spec.status_lookup or idempotency_key is None:
             return None
+        self._land()
         if idempotency_key in self.committed:
             return Observation.success(self.committed[idempotency_key], side_effect=SideEffectStatus.COMMITTED)
         return Observation.success(None, side_effect=SideEffectStatus.NOT_COMMITTED)
+
+    def eventual_commits(self) -> int:
+        """Every commit, the late ones still to land included: what the callee will have done."""
+        for _, key, output, idempotent in sorted(self.landing, key=lambda c: c[0]):
+            if not (idempotent and key is not None and key in self.committed):
+                self._commit(key, output, True)
+        self.landing = []
+        return self.commits
+
+    def _land(self) -> None:
+        """Commit the late calls whose time has come (a lookup before then truthfully says not committed)."""
+        now, due = self.clock.now(), [c for c in self.landing if c[0] <= self.clock.now()]
+        self.landing = [c for c in self.landing if c[0] > now]
+        for _, key, output, idempotent in due:
+            if not (idempotent and key is not None and key in self.committed):   # an idempotent callee dedups
+                self._commit(key, output, True)
 
     def _next(self, name: str) -> dict[str, Any] | None:
         items = self.responses.get(name)

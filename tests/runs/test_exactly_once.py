@@ -1,0 +1,166 @@
+"""Side effects exactly once through a real worker, counted in a ledger outside the product.
+
+The seed's central case: a non-idempotent send with a status lookup whose effect lands after
+its timeout. No fault at all (the call's thread goes on after the timeout), and a worker
+SIGSTOPped mid-call past its lease, taken over, then resumed. Effects are counted per item
+in tests/chaos/chaos_ledger.py's fsync'd ledger (its path in the workers' CHAOS_LEDGER), not
+by idempotency key. Runs on whichever stack the environment selects.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from capabilities.models import Capability
+from runs import queue, services
+from runs.models import Attempt, Decision, Run
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAOS_DIR = ROOT / "tests" / "chaos"
+if str(CHAOS_DIR) not in sys.path:
+    sys.path.insert(0, str(CHAOS_DIR))
+
+from chaos_ledger import effects_by_item, read_ledger  # noqa: E402
+
+
+@pytest.fixture
+def ledger(db, worker_env):
+    from capabilities.sync import python_capabilities_sync
+
+    python_capabilities_sync(modules=("chaos_ledger",))
+    assert Capability.objects.filter(name="ledger_late").exists()
+    return worker_env["CHAOS_LEDGER"]
+
+
+@pytest.fixture
+def taker(worker_env):
+    """A second real worker, started when a test asks for it."""
+    procs = []
+
+    def start():
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency", "4",
+             "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"taker-{os.getpid()}@%h"],
+            cwd=ROOT, env=worker_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def item(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"   # the ledger is shared by the session's worker
+
+
+def send(owner, capability, name, seconds=3.0):
+    return services.run_start(
+        owner=owner, goal=f"Send {name} once", planner="scripted",
+        planner_config={"plans": [[{"capability": capability, "arguments": {"item": name, "seconds": seconds}}]]},
+        completion={"capability": capability, "path": "receipt", "exists": True},
+        budgets={"deadline_s": 120, "max_retries": 3})
+
+
+def finished(run_id):
+    run = Run.objects.get(pk=run_id)
+    return run if run.is_finished else None
+
+
+def received(ledger, name):
+    return [r for r in read_ledger(ledger) if r["kind"] == "received" and r["item"] == name]
+
+
+def effects(ledger, capability, names):
+    counts = effects_by_item(ledger, capability)
+    return {name: counts.get(name, 0) for name in names}
+
+
+def test_a_send_whose_effect_lands_after_its_timeout_makes_one_effect_per_item(celery_worker, ledger, operator,
+                                                                                wait_until):
+    late = {item("late"): None for _ in range(3)}
+    twins = {item("twin"): None for _ in range(3)}
+    runs = [send(operator, "ledger_late", name) for name in late] + \
+           [send(operator, "ledger_late_idempotent", name) for name in twins]
+    for run in runs:
+        wait_until(lambda run=run: finished(run.pk), timeout=90, message=f"run {run.pk} to finish")
+    assert effects(ledger, "ledger_late", late) == {name: 1 for name in late}
+    assert effects(ledger, "ledger_late_idempotent", twins) == {name: 1 for name in twins}
+    for run in runs[:3]:
+        run.refresh_from_db()
+        assert run.stop_reason == "completed", run.stop_detail
+        kinds = list(Attempt.objects.filter(run=run).order_by("started_at").values_list("kind", "side_effect_status"))
+        # The call timed out with its outcome unknown; the lookup, made once the call had ended, found it.
+        assert kinds == [("call", "unknown"), ("lookup", "committed")]
+    for run in runs[3:]:
+        run.refresh_from_db()
+        assert run.stop_reason == "completed", run.stop_detail
+
+
+def test_a_worker_paused_past_its_lease_cannot_land_its_call_beside_the_taker(celery_worker, ledger, taker, operator,
+                                                                              wait_until):
+    name = item("paused")
+    run = send(operator, "ledger_late_fenced", name, seconds=3.0)
+    first = wait_until(lambda: received(ledger, name), timeout=60, message="the call to arrive")[0]
+    assert first["pid"] == celery_worker.pid
+    os.kill(celery_worker.pid, signal.SIGSTOP)
+    try:
+        taker()
+        # Paused past its lease: the lease lapses (as 14 s of SIGSTOP would let it) and the sweep re-sends.
+        Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+        def taken_over():
+            queue.advance_later(run.pk)
+            owner = Run.objects.values_list("lease_owner", flat=True).get(pk=run.pk)
+            return owner.startswith("taker") or finished(run.pk)
+
+        wait_until(taken_over, timeout=60, interval=1.0, message="the other worker to take the run over")
+        wait_until(lambda: len(received(ledger, name)) >= 2, timeout=60, message="the taker's re-send")
+    finally:
+        os.kill(celery_worker.pid, signal.SIGCONT)   # the zombie wakes: its call finishes and tries to commit
+    wait_until(lambda: finished(run.pk), timeout=90, message="the run to finish")
+    time.sleep(4)   # the zombie's call (3 s) has had every chance to land
+    run.refresh_from_db()
+    assert run.stop_reason == "completed", run.stop_detail
+    assert effects(ledger, "ledger_late_fenced", [name]) == {name: 1}
+    calls = received(ledger, name)
+    assert len(calls) == 2 and calls[0]["fence"] != calls[1]["fence"]   # the zombie's call and the taker's
+    # The trace is truthful: the lost call was looked up and found not committed, and it never committed.
+    attempts = list(Attempt.objects.filter(run=run).order_by("started_at").values_list("kind", "side_effect_status"))
+    assert attempts[0] == ("call", "unknown") and attempts[-1][1] == "committed", attempts
+    assert ("lookup", "not_committed") in attempts, attempts
+
+
+def test_a_cancel_during_the_last_call_is_recorded_and_stops_the_run_cancelled(celery_worker, ledger, operator,
+                                                                              wait_until):
+    name = item("cancel")
+    run = services.run_start(
+        owner=operator, goal="A long last call", planner="scripted",
+        planner_config={"plans": [[{"capability": "ledger_slow", "arguments": {"item": name, "seconds": 4}}]]},
+        completion={"capability": "ledger_slow", "path": "receipt", "exists": True}, budgets={"deadline_s": 120})
+    wait_until(lambda: Attempt.objects.filter(run=run, in_flight=True).exists(), timeout=60,
+               message="the call in flight")
+    services.run_cancel(run_id=run.pk, user=operator)
+    run.refresh_from_db()
+    assert run.cancel_requested_at is not None and not run.is_finished   # recorded at once, the call goes on
+    wait_until(lambda: finished(run.pk), timeout=60, message="the run to stop")
+    run.refresh_from_db()
+    assert run.status == "cancelled" and run.stop_reason == "cancelled"
+    assert "in flight" in run.stop_detail
+    attempt = Attempt.objects.get(run=run)
+    assert attempt.status == "ok" and attempt.side_effect_status == "committed"   # its observation is recorded
+    assert Decision.objects.get(attempt=attempt).decision == "stop_cancelled"
+    assert effects(ledger, "ledger_slow", [name]) == {name: 1}
