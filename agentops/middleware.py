@@ -1,9 +1,12 @@
-"""Refuse oversized API bodies before anything reads them; answer database outages with 503."""
+"""Refuse oversized API bodies before anything reads them; answer outages (database, storage) with 503."""
+import logging
 import sys
 
 from django.conf import settings
 from django.core.signals import got_request_exception
 from django.http import HttpResponse, JsonResponse
+
+from core.outages import Outage, outage_of, told
 
 
 class RequestSizeLimitMiddleware:
@@ -25,37 +28,40 @@ class RequestSizeLimitMiddleware:
         return self.get_response(request)
 
 
-# -- database outages ------------------------------------------------------------------------
+# -- outages (the database down, storage full) -------------------------------------------------
 
-def _database_error(exc: BaseException | None) -> bool:
-    from django.db import InterfaceError, OperationalError
-
-    return isinstance(exc, (OperationalError, InterfaceError))
-
-
-def _mark_database_outage(sender, request=None, **kwargs):
+def _mark_outage(sender, request=None, **kwargs):
     """got_request_exception fires inside Django's handler, while the exception is current."""
-    if request is not None and _database_error(sys.exc_info()[1]):
-        request._agentops_database_down = True
+    exc = sys.exc_info()[1]
+    outage = outage_of(exc)
+    if request is not None and outage is not None:
+        request._agentops_outage = (outage, str(exc).strip()[:300])
 
 
-got_request_exception.connect(_mark_database_outage, dispatch_uid="agentops-database-outage")
+got_request_exception.connect(_mark_outage, dispatch_uid="agentops-outage")
 
 
-def database_unavailable_response(request) -> HttpResponse:
-    message = "The database is unavailable; try again shortly."
+class OutageIsNotAnError(logging.Filter):
+    """On django.request: Django logs each uncaught exception as a 500 error before the middleware
+    below answers 503; an outage is logged once, by the middleware, as a warning naming what is down."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(getattr(record, "request", None), "_agentops_outage", None) is None
+
+
+def outage_response(request, outage: Outage) -> HttpResponse:
     if request.path.startswith("/api/") or request.path.startswith("/healthz"):
-        response = JsonResponse({"error": {"code": "service_unavailable", "message": message},
-                                 "down": ["database"]}, status=503)
+        response = JsonResponse({"error": {"code": outage.code, "message": outage.message},
+                                 "down": [outage.down]}, status=503)
     else:
         response = HttpResponse(f"<!doctype html><title>Unavailable</title><h1>AgentOps is unavailable</h1>"
-                                f"<p>{message}</p>", status=503)
+                                f"<p>{outage.message}</p>", status=503)
     response["Retry-After"] = "5"
     return response
 
 
-class DatabaseUnavailableMiddleware:
-    """A database outage answers 503 (JSON on the API), never Django's 500 page.
+class OutageMiddleware:
+    """An outage (database down, storage full) answers 503 (JSON on the API), never Django's 500 page.
 
     Outermost, because the error may come from any layer (the session, the user,
     the view); Django turns it into a 500 response before it reaches us, so the
@@ -67,6 +73,8 @@ class DatabaseUnavailableMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        if getattr(request, "_agentops_database_down", False) and response.status_code >= 500:
-            return database_unavailable_response(request)
-        return response
+        marked = getattr(request, "_agentops_outage", None)
+        if marked is None or response.status_code < 500:
+            return response
+        outage, detail = marked
+        return told(request, outage_response(request, outage), outage.summary, detail)

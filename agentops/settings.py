@@ -150,7 +150,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "agentops.middleware.DatabaseUnavailableMiddleware",
+    "agentops.middleware.OutageMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "agentops.middleware.RequestSizeLimitMiddleware",
@@ -453,9 +453,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # An outage's 503 is logged as a warning naming what is down (agentops.outages), not as a 500 error.
+    "filters": {"outage_is_not_an_error": {"()": "agentops.middleware.OutageIsNotAnError"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # axes logs every successful login at INFO; lock-outs and failures still show at WARNING.
     # httpx logs every request at INFO (the LLM planner's, MCP's): a line per call, CPU in the worker.
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"},
+    "loggers": {"django.request": {"filters": ["outage_is_not_an_error"]},
+                "django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"},
                 "httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }

@@ -16,13 +16,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections, connection, connections
+from django.db import close_old_connections, connection, connections
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from capabilities.models import Capability
 from core.choices import FINISHED_STATUSES
+from core.outages import DATABASE_ERRORS
 from runs.models import Attempt, Run
 from runs.sql import Columns, execute, from_row
 
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 # Database errors abandon a pass instead of stopping the run: the database is down
 # or restarting, nothing was decided, and the next worker resumes from the checkpoint.
-INFRASTRUCTURE_ERRORS = (OperationalError, InterfaceError)
+INFRASTRUCTURE_ERRORS = DATABASE_ERRORS
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ import socket
 from celery import shared_task
 from django.conf import settings
 
+from core.outages import outage_of
 from runs import engine, sweeps
 from runs.leases import INFRASTRUCTURE_ERRORS
 from runs.queue import ADVANCE_RUN
@@ -18,10 +19,10 @@ def advance_run(self, run_id: int) -> None:
     worker = f"{self.request.hostname or socket.gethostname()}:{self.request.id}"
     try:
         countdown = engine.run_advance(run_id=run_id, worker=worker)
-    except INFRASTRUCTURE_ERRORS:
-        # The database is down or restarting: nothing was decided. Try again once our
-        # lease (which we could not release) has expired; the orphan sweep is the net.
-        log.warning("run %s: database unavailable; advancing again later", run_id)
+    except INFRASTRUCTURE_ERRORS as exc:
+        # The database is down, restarting or its disk full: nothing was decided. Try again once
+        # our lease (which we could not release) has expired; the orphan sweep is the net.
+        log.warning("run %s: %s; advancing again later", run_id, outage_of(exc).summary)
         countdown = settings.AGENTOPS_RUN_LEASE_SECONDS + 1
     if countdown is not None:
         advance_run.apply_async((run_id,), countdown=countdown)

@@ -29,13 +29,14 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def web_without_database(tmp_path_factory):
     port, dead_db = free_port(), free_port()
+    log_path = tmp_path_factory.mktemp("log") / "gunicorn.log"
     env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": f"postgres://postgres@127.0.0.1:{dead_db}/nowhere",
            "AGENTOPS_VAR_DIR": str(tmp_path_factory.mktemp("var")), "DEBUG": "false",
            "SECRET_KEY": "x" * 50, "ALLOWED_HOSTS": "127.0.0.1", "SECURE_SSL_REDIRECT": "false",
            "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "agentops.wsgi", "-k", "gthread", "--threads", "4",
                              "-b", f"127.0.0.1:{port}", "--log-level", "warning"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=log_path.open("w"), stderr=subprocess.STDOUT)
     try:
         for _ in range(100):
             try:
@@ -43,7 +44,7 @@ def web_without_database(tmp_path_factory):
                 break
             except OSError:
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", log_path
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -59,6 +60,7 @@ def fetch(url, data=None, headers=None):
 
 
 def test_healthz_says_the_database_is_down(web_without_database):
+    web_without_database, _ = web_without_database
     status, headers, body = fetch(f"{web_without_database}/healthz")
     assert status == 503 and headers["Content-Type"] == "application/json"
     data = json.loads(body)
@@ -66,6 +68,7 @@ def test_healthz_says_the_database_is_down(web_without_database):
 
 
 def test_the_api_answers_a_json_503_not_an_html_500(web_without_database):
+    web_without_database, _ = web_without_database
     status, headers, body = fetch(f"{web_without_database}/api/runs/start/", data=b'{"goal": "x"}',
                                   headers={"Content-Type": "application/json", "Authorization": "Token abc"})
     assert status == 503 and headers["Content-Type"] == "application/json"
@@ -74,6 +77,17 @@ def test_the_api_answers_a_json_503_not_an_html_500(web_without_database):
 
 
 def test_pages_answer_503(web_without_database):
+    web_without_database, _ = web_without_database
     # A session cookie makes the page look its user up in the database.
     status, _, body = fetch(f"{web_without_database}/runs/", headers={"Cookie": "sessionid=" + "a" * 32})
     assert status == 503 and b"unavailable" in body
+
+
+def test_each_503_is_logged_as_a_warning_naming_the_database_not_as_a_500(web_without_database):
+    url, log_path = web_without_database
+    fetch(f"{url}/api/runs/", headers={"Authorization": "Token abc"})
+    fetch(f"{url}/runs/", headers={"Cookie": "sessionid=" + "b" * 32})
+    log = log_path.read_text()
+    assert "WARNING agentops.outages: database unavailable: GET /api/runs/ answered 503" in log, log
+    assert "WARNING agentops.outages: database unavailable: GET /runs/ answered 503" in log, log
+    assert "Internal Server Error" not in log and "ERROR" not in log, log
