@@ -24,16 +24,19 @@ DEFAULT_VISIBILITY_TIMEOUT_S = 3600.0
 
 
 def advance_later(run_id: int, countdown: float | None = None) -> None:
+    _record_send(run_id, due=timezone.now() + timedelta(seconds=countdown or 0))
     queue.send(ADVANCE_RUN, (run_id,), countdown=countdown)
-    # After the send: a send that failed records nothing, and the sweep's patience starts
-    # from the last send that reached the broker.
-    due = timezone.now() + timedelta(seconds=countdown or 0)
+
+
+def _record_send(run_id: int, due) -> None:
+    """Written before the send: after it, the write waited on the row lock of the worker that had
+    already taken the task (sending 2,000 starts took twice as long). A send the broker then
+    refuses is found by the sweep as a lost task is, a visibility timeout later."""
     try:
         # Never moved back: a later-due task sent by someone else meanwhile still counts.
         Run.objects.filter(Q(task_sent_at__isnull=True) | Q(task_sent_at__lt=due), pk=run_id).update(task_sent_at=due)
-    except INFRASTRUCTURE_ERRORS:
-        log.warning("run %s: its task is queued but the database did not record it; the sweep may send it again",
-                    run_id)
+    except INFRASTRUCTURE_ERRORS:  # the database is down: the task is still worth sending
+        log.warning("run %s: could not record its task's send; the sweep may send it again early", run_id)
 
 
 def visibility_timeout_s() -> float:
