@@ -127,16 +127,14 @@ def requeue_orphaned_runs(now=None) -> int:
 
 def orphaned(now) -> Q:
     """Which live runs without a live lease have no task on its way (runs.queue records each send)."""
-    lease_s = settings.AGENTOPS_RUN_LEASE_SECONDS
-    quiet_since = now - timedelta(seconds=lease_s)
     # Its worker died after claiming it (the lease ran out) and nothing was sent since the claim.
     worker_died = Q(lease_expires_at__lt=now) & (Q(task_sent_at__isnull=True) |
                                                  Q(task_sent_at__lt=F("lease_expires_at")))
-    # Sent, and claimed by nobody for the broker's visibility timeout since it became due: had a
-    # worker taken and lost it, Redis would have redelivered it by now.
-    unclaimed = Q(task_sent_at__lt=now - timedelta(seconds=queue.visibility_timeout_s()))
-    # No send recorded (the broker was down, or a run from before task_sent_at): quiet for a lease
-    # period with no wait pending.
-    never_sent = Q(task_sent_at__isnull=True, updated_at__lt=quiet_since) & (
-        Q(next_action_at__isnull=True) | Q(next_action_at__lt=quiet_since))
-    return worker_died | unclaimed | never_sent
+    # No sign of life for the broker's visibility timeout: no task due, no change (a start or a
+    # decision whose task is still being sent), no wait pending. Had a worker taken the task and
+    # died, Redis would have redelivered it by now; a task still queued behind a backlog that
+    # takes longer than this to drain is sent again, once per visibility timeout.
+    cutoff = now - timedelta(seconds=queue.visibility_timeout_s())
+    unclaimed = ((Q(task_sent_at__isnull=True) | Q(task_sent_at__lt=cutoff)) & Q(updated_at__lt=cutoff)
+                 & (Q(next_action_at__isnull=True) | Q(next_action_at__lt=cutoff)))
+    return worker_died | unclaimed
