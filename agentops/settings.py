@@ -376,11 +376,17 @@ if CELERY_BROKER_URL.startswith("embedded://"):
 # lease every third of this while it works (inside a call too) and stretches it to
 # cover a call's whole timeout, so this is only how soon a dead worker's run is resumed.
 AGENTOPS_RUN_LEASE_SECONDS = env_int("AGENTOPS_RUN_LEASE_SECONDS", 30, minimum=3)
+# An unacknowledged task (its worker was killed) is redelivered by Redis after this, not the
+# default hour: a lease, a task's slice and a margin. Tasks wait at most 30 s in a countdown
+# (longer waits hop), so no waiting task is redelivered early. The orphan sweep sends a task
+# again only when nobody claimed its run this long after it was due (runs.queue).
+TASK_VISIBILITY_TIMEOUT_S = AGENTOPS_RUN_LEASE_SECONDS + 60
 if urlsplit(CELERY_BROKER_URL).scheme in ("redis", "rediss"):
-    # An unacknowledged task (its worker was killed) is redelivered after this, not the
-    # default hour: a lease, a task's slice and a margin. Tasks wait at most 30 s in a
-    # countdown (longer waits hop), so no waiting task is redelivered early.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": AGENTOPS_RUN_LEASE_SECONDS + 60}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": TASK_VISIBILITY_TIMEOUT_S}
+elif CELERY_BROKER_URL.startswith("embedded://"):
+    # It never redelivers (a task taken by a worker that died is gone): the value is only the
+    # sweep's patience, as long as Redis's so both stacks resume a lost task alike.
+    CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] = TASK_VISIBILITY_TIMEOUT_S
 # Results only for tasks that ask for one (Try it): the broker's Redis, files beside the embedded broker.
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or (
     "file://" + str(VAR_DIR / "results") if CELERY_BROKER_URL.startswith("embedded://")

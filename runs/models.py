@@ -76,6 +76,9 @@ class Run(models.Model):
     # Fencing token: raised by every claim, so a worker that lost the lease cannot write.
     lease_token = models.PositiveBigIntegerField(default=0)
     next_action_at = models.DateTimeField(null=True, blank=True)
+    # When the run's advance task was last sent (when it became due, for a countdown): the
+    # orphan sweep takes a run nobody claimed for the broker's visibility timeout since as lost.
+    task_sent_at = models.DateTimeField(null=True, blank=True)
     deadline_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -99,19 +98,15 @@ def requeue_orphaned_runs(now=None) -> int:
 
     A task can be lost: a worker killed mid-run (the embedded broker does not
     redeliver; Redis only after its visibility timeout) or a broker that was down
-    when the run was committed. A run counts as orphaned when it is queued or
-    running, no lease is live, no wait is pending and it has not changed for a
-    lease period. External runs wait for their agent, not a worker; they are woken
-    by plan submissions. A duplicate task is harmless: claim() lets one through.
+    when it was sent. A run waiting its turn in a backlog is not lost, and sending
+    it again would only lengthen the queue in front of it. A duplicate task is
+    harmless (claim() lets one through), but each costs a place in the queue.
+    External runs wait for their agent, not a worker; plan submissions wake them.
     """
     now = now or timezone.now()
-    quiet_since = now - timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)
     orphans = list(
-        Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING], updated_at__lt=quiet_since)
-        .exclude(planner="external")
-        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
-        .filter(Q(next_action_at__isnull=True) | Q(next_action_at__lt=quiet_since))
-        .values_list("pk", flat=True)[:500])
+        Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exclude(planner="external")
+        .exclude(lease_expires_at__gte=now).filter(orphaned(now)).values_list("pk", flat=True)[:500])
     # A decided approval whose run still says awaiting_approval (decided before this
     # version moved runs out of it, or a wake-up lost with its worker): queue it too.
     decided = list(
@@ -124,6 +119,21 @@ def requeue_orphaned_runs(now=None) -> int:
         Run.objects.filter(pk__in=decided, status=RunStatus.AWAITING_APPROVAL).update(status=RunStatus.QUEUED,
                                                                                        updated_at=now)
     for run_id in orphans + decided:
-        log.warning("run %s had no worker for over %s s: queued again", run_id, settings.AGENTOPS_RUN_LEASE_SECONDS)
-        queue.advance_later(run_id)
+        log.warning("run %s had no worker and no task on its way: queued again", run_id)
+        queue.advance_later(run_id)  # records the send: the next sweep waits again
     return len(orphans) + len(decided)
+
+
+def orphaned(now) -> Q:
+    """Which live runs without a live lease have no task on its way (runs.queue records each send)."""
+    # Its worker died after claiming it (the lease ran out) and nothing was sent since the claim.
+    worker_died = Q(lease_expires_at__lt=now) & (Q(task_sent_at__isnull=True) |
+                                                 Q(task_sent_at__lt=F("lease_expires_at")))
+    # No sign of life for the broker's visibility timeout: no task due, no change (a start or a
+    # decision whose task is still being sent), no wait pending. Had a worker taken the task and
+    # died, Redis would have redelivered it by now; a task still queued behind a backlog that
+    # takes longer than this to drain is sent again, once per visibility timeout.
+    cutoff = now - timedelta(seconds=queue.visibility_timeout_s())
+    unclaimed = ((Q(task_sent_at__isnull=True) | Q(task_sent_at__lt=cutoff)) & Q(updated_at__lt=cutoff)
+                 & (Q(next_action_at__isnull=True) | Q(next_action_at__lt=cutoff)))
+    return worker_died | unclaimed

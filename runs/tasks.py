@@ -6,15 +6,14 @@ from celery import shared_task
 from django.conf import settings
 
 from core.outages import outage_of
-from runs import engine, sweeps
+from runs import engine, queue, sweeps
 from runs.leases import INFRASTRUCTURE_ERRORS
-from runs.queue import ADVANCE_RUN
 from runs.retention import purge_by_setting
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(name=ADVANCE_RUN, bind=True, acks_late=True, ignore_result=True)
+@shared_task(name=queue.ADVANCE_RUN, bind=True, acks_late=True, ignore_result=True)
 def advance_run(self, run_id: int) -> None:
     worker = f"{self.request.hostname or socket.gethostname()}:{self.request.id}"
     try:
@@ -25,7 +24,7 @@ def advance_run(self, run_id: int) -> None:
         log.warning("run %s: %s; advancing again later", run_id, outage_of(exc).summary)
         countdown = settings.AGENTOPS_RUN_LEASE_SECONDS + 1
     if countdown is not None:
-        advance_run.apply_async((run_id,), countdown=countdown)
+        queue.advance_later(run_id, countdown)  # recorded, as every send is, for the orphan sweep
 
 
 @shared_task(name="runs.sweep_overdue_runs", ignore_result=True)

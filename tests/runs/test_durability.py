@@ -248,12 +248,12 @@ class TestNothingStranded:
         assert Run.objects.get(pk=run.pk).status == "queued"
 
     def test_the_sweep_requeues_an_approved_run_whose_wake_up_was_lost(self, operator, second_operator,
-                                                                       demo_capabilities, settings, requeued):
+                                                                       demo_capabilities, requeued):
         run = ticket_run(operator)
         engine.run_advance(run_id=run.pk, worker="w")
         approval = Approval.objects.get(run=run, state="pending")
         services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
-        later = timezone.now() + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS + 5)
+        later = timezone.now() + timedelta(seconds=sweeps.queue.visibility_timeout_s() + 5)
         assert sweeps.requeue_orphaned_runs(now=later) == 1 and requeued == [run.pk]
 
     def test_the_sweep_requeues_a_run_left_awaiting_an_approval_already_decided(self, operator, second_operator,

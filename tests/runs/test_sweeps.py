@@ -1,0 +1,100 @@
+"""The orphan sweep's rule: a run waiting its turn in the broker is left alone; a lost task is sent again, once.
+
+Rows are shaped as of some time ago and the sweep runs at the real time, as the sends it makes
+are recorded at the real time.
+"""
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from runs import queue, sweeps
+from runs.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """Tasks reach no broker here; advance_later still records each send, as in production."""
+    from runs import tasks
+
+    calls = []
+    monkeypatch.setattr(tasks.advance_run, "apply_async", lambda args, **kw: calls.append(args[0]))
+    return calls
+
+
+@pytest.fixture
+def queued_run(make_run):
+    def make(*, sent_s_ago, **fields):
+        run = make_run(status="queued", started_at=None)
+        long_ago = timezone.now() - timedelta(minutes=10)  # quiet: the rule for a run never sent would take it
+        Run.objects.filter(pk=run.pk).update(updated_at=long_ago,
+                                             task_sent_at=timezone.now() - timedelta(seconds=sent_s_ago), **fields)
+        return run
+
+    return make
+
+
+def visibility_s() -> float:
+    return queue.visibility_timeout_s()
+
+
+def sent_at(run) -> timezone.datetime:
+    return Run.objects.values_list("task_sent_at", flat=True).get(pk=run.pk)
+
+
+class TestRequeueOrphanedRuns:
+    def test_it_leaves_a_queued_run_waiting_its_turn_within_the_visibility_timeout(self, queued_run, sent):
+        queued_run(sent_s_ago=visibility_s() - 5)
+        assert sweeps.requeue_orphaned_runs() == 0 and sent == []
+
+    def test_it_sends_again_once_a_task_nobody_claimed_within_the_visibility_timeout(self, queued_run, sent):
+        run = queued_run(sent_s_ago=visibility_s() + 1)
+        assert sweeps.requeue_orphaned_runs() == 1 and sent == [run.pk]
+        assert timezone.now() - sent_at(run) < timedelta(seconds=5)  # the re-send is recorded...
+        assert sweeps.requeue_orphaned_runs() == 0 and sent == [run.pk]  # ...so the next sweep waits again
+
+    def test_it_leaves_a_claimed_run_with_a_live_lease_alone(self, queued_run, sent):
+        queued_run(sent_s_ago=visibility_s() * 10, status="running", lease_owner="w", lease_token=1,
+                   lease_expires_at=timezone.now() + timedelta(seconds=10))
+        assert sweeps.requeue_orphaned_runs() == 0 and sent == []
+
+    def test_it_sends_again_once_the_run_of_a_worker_that_died(self, queued_run, sent):
+        # Sent 20 s ago, claimed, and the worker's lease ran out without a renewal: it is gone.
+        run = queued_run(sent_s_ago=20, status="running", lease_owner="w", lease_token=1,
+                         lease_expires_at=timezone.now() - timedelta(seconds=1))
+        assert sweeps.requeue_orphaned_runs() == 1 and sent == [run.pk]
+        assert sweeps.requeue_orphaned_runs() == 0 and sent == [run.pk]
+
+    def test_a_countdown_counts_from_when_its_task_is_due(self, queued_run, sent):
+        run = queued_run(sent_s_ago=visibility_s() * 10)
+        queue.advance_later(run.pk, countdown=30)
+        assert sent_at(run) > timezone.now() + timedelta(seconds=25)
+        almost = timezone.now() + timedelta(seconds=visibility_s() + 25)
+        assert sweeps.requeue_orphaned_runs(now=almost) == 0 and sent == [run.pk]
+        assert sweeps.requeue_orphaned_runs(now=almost + timedelta(seconds=10)) == 1
+
+
+class TestAdvanceLater:
+    def test_a_database_that_cannot_record_the_send_does_not_stop_it(self, make_run, sent, monkeypatch):
+        from django.db import OperationalError
+
+        run = make_run(status="queued")
+
+        def database_down(*args, **kwargs):
+            raise OperationalError("the database system is shutting down")
+
+        monkeypatch.setattr(queue.Run.objects, "filter", database_down)
+        queue.advance_later(run.pk)
+        assert sent == [run.pk]
+
+    def test_it_never_moves_the_record_back_to_an_earlier_due_time(self, make_run, sent):
+        run = make_run(status="running")
+        queue.advance_later(run.pk, countdown=30)
+        later = sent_at(run)
+        queue.advance_later(run.pk)
+        assert sent_at(run) == later and sent == [run.pk, run.pk]
+
+    def test_the_sweeps_patience_is_the_brokers_visibility_timeout_on_either_broker(self, settings):
+        assert visibility_s() == settings.TASK_VISIBILITY_TIMEOUT_S > settings.AGENTOPS_RUN_LEASE_SECONDS
