@@ -38,11 +38,14 @@ def ask(p: Pass, request: PlanningRequest) -> PlanProposal | PlanNotReady | None
     return proposal
 
 
-def settle_lost_call(p: Pass) -> None:
-    """Count, once, the planner call a lost worker made: it spent what its answer said, or at most its ceiling."""
-    lost = p.ports.intents.interrupted_planner_call()
-    if lost is None:
-        return
+def settle_lost_calls(p: Pass) -> None:
+    """Count, once, each planner call lost workers made (two when the worker that found one was lost too
+    before counting it): each spent what its answer said, or at most its ceiling."""
+    while (lost := p.ports.intents.interrupted_planner_call()) is not None:
+        _count_lost(p, lost)
+
+
+def _count_lost(p: Pass, lost: PlannerCallIntent) -> None:
     answered = lost.answered_tokens is not None
     tokens = lost.answered_tokens if answered else lost.max_tokens
     cost = (lost.answered_cost or 0.0) if answered else lost.max_cost

@@ -56,6 +56,8 @@ class MemoryIntentLog(NoIntentLog):
             raise Crash()   # the answer's figures are durable; the pass that would count them is not
 
     def interrupted_planner_call(self):
+        if isinstance(self.pending, list):
+            return self.pending.pop(0) if self.pending else None
         found, self.pending = self.pending, None
         return found
 
@@ -131,6 +133,17 @@ def test_a_lost_call_is_counted_by_the_one_pass_that_finds_it():
     assert len(ended(first.events)) == 2 and ended(first.events)[0].lost
     assert not any(e.lost for e in ended(second.events))
     assert second.state.usage.estimated_tokens == CEILING.tokens
+
+
+def test_two_calls_lost_in_a_row_are_both_counted_before_the_next_is_made():
+    planner, log = MeteredPlanner(), MemoryIntentLog()
+    r = rig(planner, log, max_tokens=2 * CEILING.tokens)
+    log.pending = [PlannerCallIntent("a", 1, 0.0, CEILING.tokens, CEILING.cost),
+                   PlannerCallIntent("b", 1, 1.0, CEILING.tokens, CEILING.cost)]
+    transition = r.controller.advance(r.state)
+    assert transition.state.stop_reason == "budget_exhausted:tokens" and planner.served == 0
+    assert [e.call_id for e in ended(transition.events)] == ["a", "b"]
+    assert transition.state.usage.estimated_tokens == 2 * CEILING.tokens
 
 
 def test_the_estimate_counts_against_the_tokens_budget_and_refuses_the_next_planner_call():
