@@ -30,7 +30,11 @@ def run_budget_usage(run) -> list[dict]:
     stopped_by = run.stop_reason.split(":", 1)[1] if run.stop_reason.startswith("budget_exhausted:") else None
     rows = []
     for name, key, usage_key, field in _COUNTS:
-        rows.append(_row(name, _used(run, usage, usage_key, field), budgets.get(key), stopped_by))
+        row = _row(name, _used(run, usage, usage_key, field), budgets.get(key), stopped_by)
+        if usage.get(f"estimated_{usage_key}"):
+            # Planner calls lost with their worker, counted at their maximum: said apart from the answers'.
+            row["estimated"] = usage[f"estimated_{usage_key}"]
+        rows.append(row)
     calls = usage.get("calls_per_capability") or {}
     per_capability = budgets.get("max_calls_per_capability") or {}
     if isinstance(per_capability, dict):

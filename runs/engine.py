@@ -80,6 +80,7 @@ def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> t
     registry.observe_version(lease.registry_version)
     writer = PassWriter(run, lease, version_of=registry.version_id)
     writer.load_interrupted()
+    writer.load_interrupted_planner_calls()
     controller = build_controller(run, writer, registry)
     state = RunState.from_dict(run.state)
     writer.previous = state

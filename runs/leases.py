@@ -24,7 +24,7 @@ from django.utils import timezone
 from capabilities.models import Capability
 from core.choices import FINISHED_STATUSES
 from core.outages import DATABASE_ERRORS
-from runs.models import Attempt, Run
+from runs.models import Attempt, PlannerCall, Run
 from runs.sql import Columns, execute, from_row
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,8 @@ class Lease:
     token: int
     # The registry's version when the lease was taken (None where the claim could not read it).
     registry_version: Any = None
-    # Whether the run has an attempt left in flight by a lost worker (True where the claim could not tell).
+    # Whether the run has an attempt or a planner call left in flight by a lost worker (True where the
+    # claim could not tell).
     in_flight: bool = True
     # The run row (its owner with it) as the claim found it, on PostgreSQL; None: read it after the claim.
     run: Any = field(default=None, compare=False, repr=False)
@@ -131,9 +132,9 @@ def claim(run_id: int, worker: str) -> Lease | None:
         # worker left a call in flight (a partial index answers), so a slice reads the run's
         # attempts only when there is one to resolve.
         if connection.vendor == "postgresql":  # the run row and its owner too: the slice reads them next
-            row = execute(_lease_sql("claim_with_run"), [*params, run_id])
+            row = execute(_lease_sql("claim_with_run"), [*params, run_id, run_id])
             return Lease(run_id, worker, row[0], row[1], bool(row[2]), run=_claimed_run(row[3:])) if row else None
-        row = execute(_lease_sql("claim_returning"), [*params, run_id])
+        row = execute(_lease_sql("claim_returning"), [*params, run_id, run_id])
         return Lease(run_id, worker, row[0], row[1], bool(row[2])) if row else None
     with connection.cursor() as cursor:
         cursor.execute(_lease_sql("claim"), params)
@@ -172,9 +173,10 @@ def _lease_sql(name: str) -> str:
         claim_sql = (f"UPDATE {table} SET {owner} = %s, {token} = {token} + 1, {expires} = %s "
                      f"WHERE {pk} = %s AND {qn('status')} NOT IN ({finished}) "
                      f"AND ({expires} IS NULL OR {expires} < %s)")
-        attempts = qn(Attempt._meta.db_table)
-        in_flight = (f"EXISTS (SELECT 1 FROM {attempts} WHERE {attempts}.{qn('run_id')} = %s "
-                     f"AND {attempts}.{qn('in_flight')})")
+        attempts, planner_calls = qn(Attempt._meta.db_table), qn(PlannerCall._meta.db_table)
+        in_flight = (f"(EXISTS (SELECT 1 FROM {attempts} WHERE {attempts}.{qn('run_id')} = %s "
+                     f"AND {attempts}.{qn('in_flight')}) OR EXISTS (SELECT 1 FROM {planner_calls} "
+                     f"WHERE {planner_calls}.{qn('run_id')} = %s AND {planner_calls}.{qn('in_flight')}))")
         owner_model = Run._meta.get_field("owner").related_model
         run_columns = [qn(f.column) for f in meta.concrete_fields]
         owner_columns = ", ".join(f"u.{qn(f.column)}" for f in owner_model._meta.concrete_fields)

@@ -136,6 +136,15 @@ class Run(models.Model):
         return f"Run {self.pk}: {self.goal[:60]}"
 
     @property
+    def tokens_estimated(self) -> int:
+        """Of `tokens`: what planner calls lost with their worker were counted at without an answer."""
+        return int(((self.state or {}).get("usage") or {}).get("estimated_tokens") or 0)
+
+    @property
+    def cost_estimated(self) -> float:
+        return float(((self.state or {}).get("usage") or {}).get("estimated_cost") or 0.0)
+
+    @property
     def is_finished(self) -> bool:
         return self.status in FINISHED_STATUSES
 
@@ -267,6 +276,41 @@ class Attempt(models.Model):
 
     def __str__(self):
         return f"{self.capability_name} #{self.number} ({self.status})"
+
+
+class PlannerCall(models.Model):
+    """A planner call that spends tokens (an LLM endpoint), written ahead like a side-effecting attempt:
+    committed before it is made, closed by the pass that counts it. One left in flight was lost with
+    its worker; the next worker counts it (at the answer's figures, or its ceiling as an estimate)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="planner_calls")
+    uid = models.CharField(max_length=32, unique=True, help_text="The runtime's call id.")
+    revision = models.PositiveIntegerField(help_text="The plan revision the call asked for.")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # The most the call may spend, written ahead: what it is counted at when its answer never came.
+    max_tokens = models.PositiveBigIntegerField()
+    max_cost = models.FloatField()
+    # When the answer reached the worker; tokens and cost then say what the provider reported.
+    answered_at = models.DateTimeField(null=True, blank=True)
+    tokens = models.PositiveBigIntegerField(default=0, help_text="What the run counted for this call.")
+    cost = models.FloatField(default=0.0)
+    in_flight = models.BooleanField(default=True)
+    lost = models.BooleanField(default=False, help_text="Its worker was lost before the call was counted.")
+    estimated = models.BooleanField(default=False, help_text="Counted at its maximum: no answer was recorded.")
+    worker = models.CharField(max_length=100, blank=True)
+    lease_token = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        indexes = [
+            models.Index(fields=["run", "started_at"], name="planner_call_run_time_idx"),
+            # A claiming worker looks for its run's lost planner calls.
+            models.Index(fields=["run"], condition=Q(in_flight=True), name="planner_call_in_flight_idx"),
+        ]
+
+    def __str__(self):
+        return f"run {self.run_id} planner call for revision {self.revision}"
 
 
 class Decision(models.Model):

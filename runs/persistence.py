@@ -24,6 +24,7 @@ from capabilities.outputs import store_json, stored_output_for
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
 from runs.leases import Lease, can_return_from_update, fenced_update, fenced_update_sql, registry_version_sql
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
+from runs.planner_intents import PlannerCallIntents
 from runs.runtime import events as ev
 from runs.runtime.controller import Transition
 from runs.runtime.intents import CallIntent, LeaseLost
@@ -48,7 +49,7 @@ def record_transition(run: Run, transition: Transition) -> None:
     PassWriter(run).write(transition)
 
 
-class PassWriter:
+class PassWriter(PlannerCallIntents):
     """Writes the passes of one run for one worker's slice: the events, the checkpoint, the lease.
 
     With a lease, every write of a pass is fenced: the pass's one UPDATE of the run
@@ -160,6 +161,8 @@ class PassWriter:
                                         decision=event.decision, reason=event.reason, usage=event.usage)
             elif isinstance(event, ev.ApprovalRequested):
                 _record_approval_request(run, event)
+            elif isinstance(event, ev.PlannerCallEnded):
+                self.record_planner_call_ended(event)
         if stopped is not None:
             attempt = self._attempt(attempts, stopped.attempt_id)
             if attempt is not None:
@@ -170,7 +173,8 @@ class PassWriter:
             # whether a call is in flight (the intents it began or was handed by the claim).
             run_close_open_records(run_id=run.pk, now=now,
                                    approvals=bool(run.approvals_requested or increments.get("approvals_requested")),
-                                   in_flight=bool(self._intents) or self.lease is None or self.lease.in_flight)
+                                   in_flight=bool(self._intents) or self.lease is None or self.lease.in_flight
+                                   or bool(self._open_planner_calls))
             self.released = True
         self._written(values, increments)
         for status, pks in self._changed_step_statuses(state).items():

@@ -27,7 +27,7 @@ from capabilities.models import Capability
 from core.choices import ApprovalState
 from runs import search
 from runs.budget_usage import run_budget_usage
-from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
+from runs.models import Approval, Attempt, Decision, PlannerCall, PlanRevision, Run, Step
 from runs.pagination import Ordering
 from runs.querytools import narrowed, one_of
 from runs.runtime.plan import step_changes
@@ -225,6 +225,7 @@ class Gauge:
     limit: float | None
     unit: str = ""
     exhausted: bool = False
+    estimated: float = 0   # of used: counted at a lost planner call's maximum (tokens, cost)
 
     @property
     def percent(self) -> int:
@@ -254,7 +255,8 @@ def budget_gauges(*, run: Run, capability_calls: dict[str, int] | None = None) -
         label = (f"Calls to {row['capability']}" if row["name"] == "capability_calls"
                  else BUDGET_LABELS.get(row["name"], row["name"]))
         gauges.append(Gauge(row["name"], label, row["used"], _number(row["limit"]),
-                            unit="s" if row["name"] == "deadline" else "", exhausted=row["exhausted"]))
+                            unit="s" if row["name"] == "deadline" else "", exhausted=row["exhausted"],
+                            estimated=row.get("estimated", 0)))
     if stopped_by and not any(g.exhausted for g in gauges):
         gauges.append(Gauge(stopped_by, BUDGET_LABELS.get(stopped_by, stopped_by), 0, None, exhausted=True))
     return gauges
@@ -435,6 +437,10 @@ class IsoText(Func):
 
 def trace_revisions(*, run: Run) -> QuerySet[PlanRevision]:
     return run.plan_revisions.select_related("triggering_attempt").order_by("number")
+
+
+def trace_planner_calls(*, run: Run) -> QuerySet[PlannerCall]:
+    return run.planner_calls.order_by("started_at", "id")
 
 
 def trace_steps(*, run: Run) -> QuerySet[Step]:

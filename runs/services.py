@@ -21,6 +21,7 @@ from runs import otel, queue, rollup
 from runs.labels import labels_errors
 from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
 from runs.planners import validate_planner_config
+from runs.planner_intents import count_planner_calls_left_in_flight
 from runs.planners.external import awaited_revision
 from runs.runtime.budgets import Budgets
 from runs.runtime.completion import completion_errors
@@ -121,6 +122,8 @@ def run_close_open_records(*, run_id: int, now, newly_finished: bool = True, app
             in_flight=False, ended_at=now,
             error_message="The worker making this call was lost and the run ended before its outcome was resolved: "
                           "the side effect may or may not have happened.")
+        # A planner call lost with its worker spent tokens all the same: counted before the run closes.
+        count_planner_calls_left_in_flight(run_id=run_id, now=now)
     if newly_finished:
         # The dashboard's counts of this run and its attempts, in this same transaction.
         rollup.record_run_finished(run_id=run_id)

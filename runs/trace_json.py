@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from runs import selectors
 from runs.budget_usage import revisions_used, run_budget_usage
-from runs.models import Approval, PlanRevision, Run, Step
+from runs.models import Approval, PlannerCall, PlanRevision, Run, Step
 from runs.trace_review import attempt_label
 
 USAGE_FIELDS = ("iterations", "tool_calls", "retries", "tokens", "cost", "side_effects_committed",
@@ -44,7 +44,7 @@ def run_dict(run: Run) -> dict:
         "trace_id": run.trace_id, "created_at": iso(run.created_at), "started_at": iso(run.started_at),
         "finished_at": iso(run.finished_at), "deadline_at": iso(run.deadline_at),
         "cancel_requested_at": iso(run.cancel_requested_at), "budget_usage": run_budget_usage(run),
-        "labels": run.labels,
+        "labels": run.labels, "tokens_estimated": run.tokens_estimated, "cost_estimated": run.cost_estimated,
     }
 
 
@@ -58,6 +58,13 @@ def revision_dict(revision: PlanRevision) -> dict:
         "capabilities_seen": revision.capabilities_seen, "needs_approval": revision.needs_approval,
         "created_at": iso(revision.created_at),
     }
+
+
+def planner_call_dict(call: PlannerCall) -> dict:
+    """A written-ahead planner call: `lost` with its worker, counted at its ceiling when `estimated`."""
+    return {"revision": call.revision, "started_at": iso(call.started_at), "ended_at": iso(call.ended_at),
+            "tokens": call.tokens, "cost": call.cost, "max_tokens": call.max_tokens, "max_cost": call.max_cost,
+            "in_flight": call.in_flight, "lost": call.lost, "estimated": call.estimated, "worker": call.worker}
 
 
 def step_dict(step: Step) -> dict:
@@ -185,6 +192,8 @@ def trace_chunks(run: Run) -> Iterator[str]:
     yield '{"run": ' + _dumps(run_dict(run))
     yield ', "revisions": ['
     yield from _array(map(revision_dict, selectors.trace_revisions(run=run)))
+    yield '], "planner_calls": ['
+    yield from _array(map(planner_call_dict, selectors.trace_planner_calls(run=run)))
     yield '], "steps": ['
     yield from _array(map(step_dict, selectors.trace_steps(run=run)))
     yield '], "attempts": ['

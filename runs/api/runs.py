@@ -31,6 +31,8 @@ class BudgetUsageOutput(serializers.Serializer):
     fraction = serializers.FloatField(help_text="used / limit, 0..1")
     exhausted = serializers.BooleanField(help_text="This budget stopped the run.")
     capability = serializers.CharField(required=False, help_text="A capability_calls row's capability.")
+    estimated = serializers.FloatField(required=False, help_text="tokens and cost: the part of used counted at "
+                                                                 "the maximum of planner calls lost with their worker.")
 
 
 class RunOutput(serializers.ModelSerializer):
@@ -41,6 +43,9 @@ class RunOutput(serializers.ModelSerializer):
     revisions = serializers.IntegerField(help_text="Replans after the first plan, as max_revisions counts them.")
     plans = serializers.IntegerField(help_text="Every plan received, the first included.")
     budget_usage = BudgetUsageOutput(many=True)
+    tokens_estimated = serializers.IntegerField(help_text="Of tokens: planner calls lost with their worker, "
+                                                          "counted at their maximum (no answer was recorded).")
+    cost_estimated = serializers.FloatField(help_text="Of cost: the same calls at the model's price.")
 
     class Meta:
         model = Run
@@ -48,7 +53,7 @@ class RunOutput(serializers.ModelSerializer):
                   "stop_reason", "stop_detail", "stop_attempt", "stall_kind", "iterations", "revisions", "plans",
                   "tool_calls", "retries", "tokens", "cost", "side_effects_committed", "approvals_requested",
                   "repeated_attempts", "trace_id", "created_at", "started_at", "finished_at", "deadline_at",
-                  "cancel_requested_at", "budget_usage", "labels"]
+                  "cancel_requested_at", "budget_usage", "labels", "tokens_estimated", "cost_estimated"]
 
 
 class RevisionOutput(serializers.ModelSerializer):

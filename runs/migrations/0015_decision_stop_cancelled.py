@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0012_i16_stop_rollup'),
+        ('runs', '0014_planner_intents'),
     ]
 
     operations = [

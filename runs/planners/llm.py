@@ -43,7 +43,7 @@ from capabilities.kinds.http.executor import retry_after_seconds
 from capabilities.netguard import GuardedTransport, NetGuard, URLRefused
 from runs.runtime.observation import RETRYABLE_CODES, error_code_for_http_status
 from runs.runtime.plan import PlanError
-from runs.runtime.planning import PlanningRequest, PlanProposal
+from runs.runtime.planning import PlannerCallCeiling, PlanningRequest, PlanProposal
 from runs.runtime.records import declared_numbers
 from runs.runtime.retry import jittered_backoff_s
 from runs.runtime.stop import ReplanReason
@@ -77,6 +77,11 @@ PLAN_SCHEMA: dict[str, Any] = {
         "no_further_plan": {"type": "boolean"},
     },
 }
+
+# The response formats asked for, in order: a server that refuses one is asked with the next.
+FORMATS: tuple[dict[str, Any] | None, ...] = (
+    {"type": "json_schema", "json_schema": {"name": "plan", "schema": PLAN_SCHEMA, "strict": False}},
+    {"type": "json_object"}, None)
 
 SYSTEM_PROMPT = """You are the planner of an agent runtime. You propose a plan; the runtime \
 validates it, asks for approvals, executes it and decides whether the run may continue.
@@ -191,6 +196,18 @@ class LLMPlanner:
                 + answer.completion_tokens * self.config.price_per_1k_completion_tokens) / 1000.0
         return proposal_from_answer(answer.content, tokens=tokens, cost=round(cost, 8))
 
+    def ceiling(self, request: PlanningRequest) -> PlannerCallCeiling:
+        """The most one call may spend, written ahead: what a call lost with its worker is counted at.
+
+        The prompt at one token per byte of the request body (no tokenizer's tokens are shorter,
+        and the body's JSON around the messages outweighs a chat template's few special tokens),
+        plus the max_tokens the answer may take, each at the model's price."""
+        prompt = len(json.dumps(self._body(build_messages(request), FORMATS[0])).encode())
+        completion = self.config.max_tokens
+        cost = (prompt * self.config.price_per_1k_prompt_tokens
+                + completion * self.config.price_per_1k_completion_tokens) / 1000.0
+        return PlannerCallCeiling(tokens=prompt + completion, cost=round(cost, 8))
+
     # -- HTTP --------------------------------------------------------------------------------
 
     def _complete(self, messages: list[dict[str, str]], remaining_s: float | None) -> _Answer:
@@ -200,8 +217,7 @@ class LLMPlanner:
         started = self.monotonic()
         limits = [x for x in (remaining_s, self.time_limit_s) if x is not None]
         budget_s = min(limits) if limits else None
-        formats = [{"type": "json_schema", "json_schema": {"name": "plan", "schema": PLAN_SCHEMA, "strict": False}},
-                   {"type": "json_object"}, None]
+        formats = list(FORMATS)
         retries = 0
         last_error = "no attempt made"
         transport = self.transport

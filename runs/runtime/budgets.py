@@ -77,6 +77,10 @@ class Usage(_Record):
     # Only the commits inside the rate window are kept, so the state stays bounded.
     side_effect_times: tuple[float, ...] = ()
     elapsed_s: float = 0.0
+    # Of tokens and cost: what planner calls lost with their worker were counted at without an
+    # answer (their ceiling), so a reader can tell the estimate from what providers reported.
+    estimated_tokens: int = 0
+    estimated_cost: float = 0.0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Usage:
@@ -101,6 +105,12 @@ class Usage(_Record):
         return replace(self, iterations=self.iterations + 1, tokens=self.tokens + tokens, cost=self.cost + cost,
                        plans=self.plans + int(received),
                        revisions=self.revisions + int(received and self.plans > 0))
+
+    def counted_lost_planner_call(self, *, tokens: int, cost: float, estimated: bool) -> Usage:
+        """A planner call whose worker was lost: it was made (an iteration) and spent, but brought no plan."""
+        return replace(self, iterations=self.iterations + 1, tokens=self.tokens + tokens, cost=self.cost + cost,
+                       estimated_tokens=self.estimated_tokens + (tokens if estimated else 0),
+                       estimated_cost=self.estimated_cost + (cost if estimated else 0.0))
 
     def counted_side_effect(self, now: float) -> Usage:
         return replace(self, side_effects=self.side_effects + 1,

@@ -30,6 +30,7 @@ from .intents import CallIntent, IntentLog, LeaseLost, NoIntentLog
 from .observation import AdmissionRefused, ErrorCode, SideEffectStatus
 from .pass_context import Pass
 from .plan_intake import ask_planner
+from .planner_calls import settle_lost_calls
 from .ports import ApprovalBook, Authorizer, CapabilityRegistry, Clock, Executor, IdSource, Planner
 from .records import replace
 from .resolution import interrupted_call, look_up_settled, resolve
@@ -127,6 +128,7 @@ class Controller:
     # -- one pass -----------------------------------------------------------------------
 
     def _pass(self, p: Pass) -> None:
+        settle_lost_calls(p)   # first: whatever ends the run next, a lost planner call's spending is in its usage
         if p.state.cancel_requested:
             return p.stop(StopKind.CANCELLED, None, "cancelled by an operator")
         if p.state.pending_approval is not None and not take_approval(p):

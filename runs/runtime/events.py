@@ -123,5 +123,26 @@ class RunStopped:
                 "attempt_id": self.attempt_id, "stall_kind": self.stall_kind}
 
 
+@dataclass(frozen=True)
+class PlannerCallEnded:
+    """A written-ahead planner call is accounted for: answered in this pass, or lost with the worker
+    that made it and counted by the one that resumed the run (`lost`), at the answer's figures or,
+    when the answer never came, at the call's ceiling (`estimated`)."""
+
+    call_id: str
+    revision: int
+    started_at: float
+    ended_at: float
+    tokens: int
+    cost: float
+    lost: bool = False
+    estimated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "planner_call_ended", "call_id": self.call_id, "revision": self.revision,
+                "started_at": self.started_at, "ended_at": self.ended_at, "tokens": self.tokens,
+                "cost": self.cost, "lost": self.lost, "estimated": self.estimated}
+
+
 Event = Union[PlanProposed, AttemptFinished, DecisionMade, ApprovalRequested, ApprovalDecided, StatusChanged,
-              RunStopped]
+              RunStopped, PlannerCallEnded]

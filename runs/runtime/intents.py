@@ -6,6 +6,10 @@ run's lease has passed to someone else) before the call goes out. A worker
 that dies mid-call leaves the intent without a result; the next worker is told
 (`interrupted()`) and resolves it like any unknown outcome: re-send with the
 same key, status lookup, or stop. Never a blind repeat.
+
+Planner calls that spend tokens (an LLM endpoint) are written ahead the same way
+(`begin_planner_call`), so a lost call's spending is counted once by whoever
+resumes the run (runtime/planner_calls.py), never dropped.
 """
 from __future__ import annotations
 
@@ -31,6 +35,20 @@ class CallIntent:
     span_id: str = ""            # the span the call is sent with, so the trace can be matched to it
 
 
+@dataclass(frozen=True)
+class PlannerCallIntent:
+    call_id: str
+    revision: int                 # the revision the call asks for
+    started_at: float
+    # The most the call may spend (PlannerCallCeiling): what it is counted at, as an estimate,
+    # when its worker is lost before the answer is known.
+    max_tokens: int
+    max_cost: float
+    # What the provider's answer said it spent, when it reached the worker before the worker was lost.
+    answered_tokens: int | None = None
+    answered_cost: float | None = None
+
+
 @runtime_checkable
 class IntentLog(Protocol):
     def begin(self, intent: CallIntent) -> None:
@@ -41,6 +59,15 @@ class IntentLog(Protocol):
 
         Returned once: the controller resolves it in the pass that asks."""
 
+    def begin_planner_call(self, intent: PlannerCallIntent) -> None:
+        """Durably record the planner call before it is made; raise LeaseLost if the run is not ours."""
+
+    def planner_call_answered(self, intent: PlannerCallIntent, tokens: int, cost: float) -> None:
+        """Record what the answer spent, at once: a worker lost before its pass is recorded leaves the figure."""
+
+    def interrupted_planner_call(self) -> PlannerCallIntent | None:
+        """A planner call of this run made by a lost worker and never counted. Returned once."""
+
 
 class NoIntentLog:
     """For scenarios and in-process runs: nothing survives the process, nothing to resume."""
@@ -49,4 +76,13 @@ class NoIntentLog:
         return None
 
     def interrupted(self) -> CallIntent | None:
+        return None
+
+    def begin_planner_call(self, intent: PlannerCallIntent) -> None:
+        return None
+
+    def planner_call_answered(self, intent: PlannerCallIntent, tokens: int, cost: float) -> None:
+        return None
+
+    def interrupted_planner_call(self) -> PlannerCallIntent | None:
         return None

@@ -12,6 +12,7 @@ from .capability import CapabilitySpec
 from .events import PlanProposed
 from .pass_context import Pass
 from .plan import Step, parse_plan, step_changes
+from .planner_calls import ask
 from .planning import PlanningRequest, PlanNotReady, PlanProposal
 from .ports import CapabilityRegistry
 from .records import replace
@@ -45,7 +46,7 @@ def ask_planner(p: Pass, now: float) -> None:
                       f"no {budget} budget left to ask the planner ({need.reason})", need.trigger_attempt_id)
     visible = tuple(p.ports.registry.visible(p.ports.authorizer))
     asked = _Asked(need, visible, at=p.ports.clock.now())
-    proposal = p.ports.planner.propose(_planning_request(s, asked, now))
+    proposal = ask(p, _planning_request(s, asked, now))
     if isinstance(proposal, PlanNotReady):
         # Nothing happened yet (an external agent is still thinking): count nothing,
         # emit nothing, and wait until the plan's arrival advances the run again.

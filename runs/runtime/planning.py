@@ -52,6 +52,16 @@ class PlanProposal:
 
 
 @dataclass(frozen=True)
+class PlannerCallCeiling:
+    """The most one planner call may spend (its request's prompt and max_tokens, at the model's price).
+
+    A call whose worker is lost before the answer is known is counted at this, marked as an estimate."""
+
+    tokens: int
+    cost: float
+
+
+@dataclass(frozen=True)
 class PlanNotReady:
     """The planner has no answer YET (an external agent has not submitted this revision).
 

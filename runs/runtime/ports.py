@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 from .approvals import ApprovalDecision, ApprovalRequest
 from .capability import CapabilitySpec
 from .observation import AdmissionRefused, Observation
-from .planning import PlanningRequest, PlanProposal
+from .planning import PlannerCallCeiling, PlanningRequest, PlanProposal
 
 
 @runtime_checkable
@@ -45,6 +45,15 @@ class Executor(Protocol):
 class Planner(Protocol):
     def propose(self, request: PlanningRequest) -> PlanProposal | None:
         """None: the planner has no (further) plan."""
+
+
+@runtime_checkable
+class CallingPlanner(Planner, Protocol):
+    """A planner whose every call spends tokens somewhere (an LLM endpoint): its calls are written
+    ahead (intents.PlannerCallIntent) so a worker lost mid-call never drops what the call spent."""
+
+    def ceiling(self, request: PlanningRequest) -> PlannerCallCeiling:
+        """The most propose(request) may spend."""
 
 
 @runtime_checkable

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from runs.runtime.intents import CallIntent, LeaseLost
+from runs.runtime.intents import CallIntent, LeaseLost, NoIntentLog
 from runs.runtime.sim.scenario import prepare_scenario
 
 
@@ -11,7 +11,7 @@ class Crash(Exception):
     """Stands for the process dying: nothing after it runs, nothing of the pass is kept."""
 
 
-class MemoryIntentLog:
+class MemoryIntentLog(NoIntentLog):
     def __init__(self):
         self.begun: list[CallIntent] = []
         self.pending: CallIntent | None = None
