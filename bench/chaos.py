@@ -5,11 +5,15 @@ Starts its own PostgreSQL cluster and Redis (ports from CHAOS_PG_PORT, default
 5441, and CHAOS_REDIS_PORT, default 6391), several real Celery workers and one
 beat, registers the ledger capabilities of tests/chaos/chaos_ledger.py (their real
 effects go to an fsync'd ledger file), starts runs, and meanwhile SIGKILLs
-workers every few seconds and crash-restarts Redis and PostgreSQL. Then it waits
-for every run to finish and checks the ledger against the trace:
+workers every few seconds, SIGSTOPs one past its lease now and then (it wakes after
+another worker took its run over, its call still in flight), kills the children of a
+prefork worker, and crash-restarts Redis and PostgreSQL. Some runs call a send whose
+effect lands after its timeout (ledger_late_fenced). Then it waits for every run to
+finish and checks the ledger against the trace:
 
 - 0 lost or stranded runs, 0 internal_error,
-- 0 duplicate real effects (idempotent and status-lookup capabilities),
+- 0 duplicate real effects, counted per item in the ledger (not per idempotency key,
+  which an idempotent callee refuses anyway),
 - 0 executions missing from the trace (every exec's span is an attempt's span),
 - a call longer than the lease executed once,
 - an approval decided while the broker was down resumes its run,
@@ -47,6 +51,7 @@ PG_PORT = int(os.environ.get("CHAOS_PG_PORT", "5441"))
 REDIS_PORT = int(os.environ.get("CHAOS_REDIS_PORT", "6391"))
 CLUSTER = os.environ.get("CHAOS_PG_CLUSTER", "chaos")
 LEASE_S = 4
+PREFORK_WORKER = "worker2"
 
 
 def log(msg: str) -> None:
@@ -142,8 +147,49 @@ class Processes:
         celery = [sys.executable, "-m", "celery", "-A", "agentops"]
         if name == "beat":
             return celery + ["beat", "-l", "WARNING", "-s", str(self.workdir / "beat-schedule")]
-        return celery + ["worker", "--pool", "threads", "-c", "4", "-l", "WARNING", "--without-mingle",
+        # The last worker runs the prefork pool (its children are killed too), the others threads.
+        pool = ["--pool", "prefork", "-c", "2"] if name == PREFORK_WORKER else ["--pool", "threads", "-c", "4"]
+        return celery + ["worker", *pool, "-l", "WARNING", "--without-mingle",
                          "--without-gossip", "--hostname", f"chaos-{name}-{self.generation[name]}@%h"]
+
+    def _workers(self, spare: str) -> list[str]:
+        return [n for n in self.procs if n.startswith("worker")
+                and not (spare and spare.startswith(f"chaos-{n}-{self.generation[n]}@"))]
+
+    def pause_random_worker(self, spare: str = "") -> tuple[str, subprocess.Popen]:
+        """SIGSTOP a worker (not `spare`'s): resume() wakes it after its leases have lapsed."""
+        name = random.choice(self._workers(spare))
+        proc = self.procs[name]
+        try:
+            os.kill(proc.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+        return name, proc
+
+    @staticmethod
+    def resume(proc: subprocess.Popen) -> None:
+        try:
+            os.kill(proc.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+    def kill_prefork_child(self) -> int | None:
+        """SIGKILL one pool child of the prefork worker (its parent starts another)."""
+        proc = self.procs.get(PREFORK_WORKER)
+        if proc is None or proc.poll() is not None:
+            return None
+        try:
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        except OSError:
+            return None
+        if not children:
+            return None
+        child = int(random.choice(children))
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            return None
+        return child
 
     def start(self, name: str) -> None:
         self.generation[name] += 1
@@ -153,9 +199,7 @@ class Processes:
 
     def kill_random_worker(self, spare: str = "") -> str:
         """SIGKILL a worker, but not the one named in `spare` (a lease owner we want alive)."""
-        names = [n for n in self.procs if n.startswith("worker")
-                 and not (spare and spare.startswith(f"chaos-{n}-{self.generation[n]}@"))]
-        name = random.choice(names)
+        name = random.choice(self._workers(spare))
         proc = self.procs[name]
         self.killed.add(proc.pid)
         try:
@@ -176,6 +220,7 @@ class Processes:
     def stop(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
+                self.resume(proc)   # a stopped process would not see the SIGTERM
                 proc.terminate()
         for proc in self.procs.values():
             try:
@@ -195,6 +240,9 @@ def plan_for(i: int) -> tuple[list, dict]:
         return steps, {"capability": "ledger_idempotent", "path": "item", "equals": f"{i}-c"}
     steps = [{"id": "a", "capability": "ledger_lookup", "arguments": {"item": f"{i}-a"}},
              {"id": "b", "capability": "ledger_lookup", "arguments": {"item": f"{i}-b"}}]
+    if i % 4 == 1:
+        # The seed's central case: a non-idempotent send whose effect lands after its timeout.
+        steps.insert(0, {"id": "l", "capability": "ledger_late_fenced", "arguments": {"item": f"{i}-l", "seconds": 3}})
     return steps, {"capability": "ledger_lookup", "path": "item", "equals": f"{i}-b"}
 
 
@@ -303,6 +351,10 @@ def experiment(args) -> dict:
         redis_at = [args.duration * f for f in ((0.25, 0.55, 0.85) if args.full else (0.3, 0.75))]
         pg_at = [args.duration * f for f in ((0.4, 0.7, 0.95) if args.full else (0.5, 0.9))]
         next_kill = 2.0
+        pause_at = [args.duration * f for f in ((0.15, 0.45, 0.65, 0.8) if args.full else (0.2, 0.6))]
+        paused: list[tuple[float, subprocess.Popen]] = []   # (resume at, worker)
+        pauses = child_kills = 0
+        next_child_kill = 5.0
         decided_in_outage = False
         while time.monotonic() - started < args.duration or next_run < args.runs:
             elapsed = time.monotonic() - started
@@ -322,6 +374,23 @@ def experiment(args) -> dict:
                 log(f"SIGKILL {procs.kill_random_worker(spare)}")
                 kills += 1
                 next_kill = elapsed + random.uniform(2, 6)
+            if pause_at and elapsed >= pause_at[0]:
+                pause_at.pop(0)
+                spare = retrying(lambda: Run.objects.filter(pk=slow.pk).values_list("lease_owner", flat=True).get())
+                name, proc = procs.pause_random_worker(spare)
+                paused.append((elapsed + LEASE_S * 2.5, proc))   # past its lease: its runs are taken over
+                pauses += 1
+                log(f"SIGSTOP {name} for {LEASE_S * 2.5:g} s")
+            for resume_at, proc in [p for p in paused if elapsed >= p[0]]:
+                paused.remove((resume_at, proc))
+                procs.resume(proc)
+                log(f"SIGCONT pid {proc.pid}")
+            if elapsed >= next_child_kill:
+                child = procs.kill_prefork_child()
+                if child:
+                    child_kills += 1
+                    log(f"SIGKILL prefork child {child}")
+                next_child_kill = elapsed + random.uniform(4, 8)
             if redis_at and elapsed >= redis_at[0]:
                 redis_at.pop(0)
                 log("Redis: crash")
@@ -345,6 +414,8 @@ def experiment(args) -> dict:
                 pg_restarts += 1
             procs.supervise()
             time.sleep(0.2)
+        for _, proc in paused:
+            procs.resume(proc)
         log("chaos over; 100 concurrent approvals, then waiting for every run to finish")
         contested_approval = retrying(lambda: Approval.objects.filter(run_id=contested.pk, state="pending").first())
         deadline = time.monotonic() + 60
@@ -365,7 +436,7 @@ def experiment(args) -> dict:
                 break
             time.sleep(1)
         figures.update(elapsed_s=round(time.monotonic() - began), worker_kills=kills, redis_restarts=redis_restarts,
-                       pg_restarts=pg_restarts,
+                       pg_restarts=pg_restarts, worker_pauses=pauses, prefork_child_kills=child_kills,
                        unexpected_process_deaths=procs.unexpected_deaths, approval_decided_in_outage=decided_in_outage)
     finally:
         procs.stop()
@@ -390,8 +461,10 @@ def check(run_ids, ledger: Path, slow_id: int, approved_id: int, contested_id: i
     reasons = Counter(r for r in runs.values_list("stop_reason", flat=True) if r)
     records = read_ledger(str(ledger))
     execs = [r for r in records if r["kind"] == "exec"]
-    effects = Counter((r["capability"], r["key"]) for r in records if r["kind"] == "effect")
-    duplicates = {f"{c} {k}": n for (c, k), n in effects.items() if n > 1}
+    # Per item, as a person would count what reached them: every step writes an item of its own.
+    effects = Counter((r["capability"], r["item"]) for r in records if r["kind"] == "effect")
+    duplicates = {f"{c} {item}": n for (c, item), n in effects.items() if n > 1}
+    late = {item: n for (c, item), n in effects.items() if c == "ledger_late_fenced"}
     spans = set(Attempt.objects.filter(run__in=run_ids).values_list("span_id", flat=True))
     missing = [e for e in execs if e["span"] not in spans]
     slow_key = Attempt.objects.filter(run_id=slow_id).exclude(idempotency_key="").values_list(
@@ -407,6 +480,7 @@ def check(run_ids, ledger: Path, slow_id: int, approved_id: int, contested_id: i
         "not_finished": statuses.get("queued", 0) + statuses.get("running", 0) + statuses.get("awaiting_approval", 0),
         "internal_error": reasons.get("internal_error", 0),
         "executions": len(execs), "effects": sum(effects.values()), "duplicate_effects": duplicates,
+        "late_landing_items": len(late), "late_landing_effects": sum(late.values()),
         "executions_missing_from_trace": len(missing), "missing_examples": missing[:3],
         "slow_call_executions": slow_execs, "slow_call_key": slow_key,
         "slow_run": Run.objects.filter(pk=slow_id).values_list("status", flat=True).first(),
@@ -435,6 +509,8 @@ def verdict(f: dict) -> list[str]:
     wins = f["concurrent_approvals"].get("won", 0)
     if wins != 1 or f["contested_audit_rows"] != 1 or f["contested_run"] != "completed":
         failures.append(f"concurrent approvals: {f['concurrent_approvals']}, run {f['contested_run']}")
+    if f["late_landing_effects"] != f["late_landing_items"]:
+        failures.append(f"late landings: {f['late_landing_effects']} effects for {f['late_landing_items']} items")
     if f["unexpected_process_deaths"]:
         failures.append(f"processes died by themselves: {f['unexpected_process_deaths']}")
     completed = f["statuses"].get("completed", 0)

@@ -8,7 +8,7 @@ returns, so a SIGKILL right after a call cannot lose an effect that happened.
 
 - ledger_idempotent: the same idempotency key never makes a second effect.
 - ledger_lookup: NOT idempotent (a second call with the same key is a second
-  effect), but has a status lookup that answers from the ledger.
+  effect), but has a status lookup that answers from the ledger; fenced.
 - ledger_slow: idempotent, sleeps `seconds` (longer than the lease in the suite).
 - ledger_approved: idempotent, requires approval.
 - ledger_late / ledger_late_fenced: NOT idempotent, with a status lookup; the effect
@@ -113,7 +113,8 @@ def ledger_lookup_status(arguments: dict, idempotency_key: str | None) -> tuple[
 def ledger_lookup(item: str, *, context: CallContext) -> dict[str, Any]:
     """Write an item to the chaos ledger; NOT idempotent, but its outcome can be looked up."""
     _think()
-    result = _effect("ledger_lookup", item, context, idempotent=False)
+    # Fenced: a worker paused past its lease must not add this effect after a takeover's re-send.
+    result = commit_fenced(context, lambda: _effect("ledger_lookup", item, context, idempotent=False))
     _think()
     return result
 

@@ -33,3 +33,5 @@ def test_no_run_is_lost_and_no_effect_is_repeated_while_everything_crashes():
     assert figures["slow_call_executions"] == 1
     assert figures["concurrent_approvals"].get("won") == 1 and figures["contested_audit_rows"] == 1
     assert figures["worker_kills"] >= 3 and figures["redis_restarts"] >= 1 and figures["pg_restarts"] >= 1
+    assert figures["worker_pauses"] >= 1 and figures["late_landing_items"] >= 1   # SIGSTOP and late landings
+    assert figures["late_landing_effects"] == figures["late_landing_items"]

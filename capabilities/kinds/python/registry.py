@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from capabilities.executors.base import CapabilityError
 from capabilities.executors.fence import Fence
@@ -137,12 +137,23 @@ def commit_fenced(context: CallContext, write: Callable[[], Any]) -> Any:
     check locks the run row: a worker taking the run over waits for this commit, and its
     status lookup then sees it. A paused worker's late call commits nothing.
     """
-    with transaction.atomic():
-        if context.fence is not None and not context.fence.still_current():
-            raise CapabilityError(ErrorCode.CONFLICT, f"the run's lease {context.fence.lease_token} was taken over "
-                                  "by another worker: this late call commits nothing",
-                                  side_effect=SideEffectStatus.NOT_COMMITTED)
-        return write()
+    written = False
+    try:
+        with transaction.atomic():
+            if context.fence is not None and not context.fence.still_current():
+                raise CapabilityError(ErrorCode.CONFLICT, f"the run's lease {context.fence.lease_token} was taken "
+                                      "over by another worker: this late call commits nothing",
+                                      side_effect=SideEffectStatus.NOT_COMMITTED)
+            result = write()
+            written = True
+    except DatabaseError as exc:
+        if not written:
+            raise   # nothing was written: an ordinary failure
+        # Written, but the transaction did not end cleanly (the database went away at COMMIT):
+        # whether the effect holds is unknown, and the runtime resolves it (re-send or lookup).
+        raise CapabilityError(ErrorCode.CONNECTION_ERROR, f"the database failed as the effect was committed: {exc}",
+                              side_effect=SideEffectStatus.UNKNOWN) from None
+    return result
 
 
 def registered_capabilities() -> dict[str, CapabilityDefinition]:
