@@ -265,6 +265,68 @@ def retrying(fn, *args, attempts: int = 60, **kwargs):
     return fn(*args, **kwargs)
 
 
+class ChatProvider:
+    """A chat-completions server of our own (OpenAI-compatible) for the llm-planned runs: it answers
+    each planner call after a think of 0.3-1.5 s (SIGKILLs land inside some), with a one-step plan
+    for the item named in the run's goal, and counts the calls and the tokens it served."""
+
+    USAGE = {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}
+
+    def __init__(self) -> None:
+        import re
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.calls = 0
+        self.served_tokens = 0
+        self.lock = threading.Lock()
+        provider, item = self, re.compile(r"llm-\d+")
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8", "replace")
+                with provider.lock:
+                    provider.calls += 1
+                time.sleep(random.uniform(0.3, 1.5))
+                found = item.search(body)
+                plan = {"steps": [{"id": "s1", "capability": "ledger_idempotent",
+                                   "arguments": {"item": found.group(0) if found else "llm-unknown"}}]}
+                answer = json.dumps({"id": "c", "object": "chat.completion", "model": "m", "usage": provider.USAGE,
+                                     "choices": [{"index": 0, "finish_reason": "stop",
+                                                  "message": {"role": "assistant", "content": json.dumps(plan)}}]})
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(answer)))
+                    self.end_headers()
+                    self.wfile.write(answer.encode())
+                except OSError:
+                    return   # its caller died meanwhile: nothing served
+                with provider.lock:
+                    provider.served_tokens += provider.USAGE["total_tokens"]
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+
+LLM_EVERY = 8   # one run in this many is planned by the llm planner through ChatProvider
+
+
+def start_llm_run(user, i: int):
+    from runs import services
+
+    return services.run_start(owner=user, goal=f"chaos: write item llm-{i}", planner="llm",
+                              planner_config={"endpoint": "chaos", "model": "m", "max_tokens": 256,
+                                              "price_per_1k_prompt_tokens": 0.01,
+                                              "price_per_1k_completion_tokens": 0.03},
+                              completion={"capability": "ledger_idempotent", "path": "item", "equals": f"llm-{i}"},
+                              budgets=BUDGETS)
+
+
 def start_run(user, steps, completion):
     from runs import services
 
@@ -315,7 +377,9 @@ def experiment(args) -> dict:
     subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres", "-qc",
                     "DROP DATABASE IF EXISTS chaos"], check=True, capture_output=True)
     subprocess.run(["createdb", "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres", "chaos"], check=True)
+    provider = ChatProvider()
     env = {**os.environ, "DATABASE_URL": f"postgres://postgres@127.0.0.1:{PG_PORT}/chaos",
+           "AGENTOPS_LLM_ENDPOINTS": json.dumps({"chaos": {"base_url": provider.base_url}}),
            "CELERY_BROKER_URL": f"redis://127.0.0.1:{REDIS_PORT}/0", "AGENTOPS_RUN_LEASE_SECONDS": str(LEASE_S),
            "AGENTOPS_VAR_DIR": str(workdir / "var"), "CHAOS_LEDGER": str(ledger),
            "AGENTOPS_CAPABILITY_MODULES": "capabilities.demo.functions,chaos_ledger",
@@ -346,6 +410,7 @@ def experiment(args) -> dict:
         contested = start_run(user, [{"capability": "ledger_approved", "arguments": {"item": "contested"}}],
                               {"capability": "ledger_approved", "path": "item", "equals": "contested"})
         run_ids += [slow.pk, approved.pk, contested.pk]
+        llm_ids: list[int] = []
         started, next_run = time.monotonic(), 0
         kills = redis_restarts = pg_restarts = 0
         redis_at = [args.duration * f for f in ((0.25, 0.55, 0.85) if args.full else (0.3, 0.75))]
@@ -363,7 +428,11 @@ def experiment(args) -> dict:
             while next_run < due:
                 steps, completion = plan_for(next_run)
                 try:
-                    run_ids.append(retrying(start_run, user, steps, completion).pk)
+                    if next_run % LLM_EVERY == LLM_EVERY - 1:
+                        llm_ids.append(retrying(start_llm_run, user, next_run).pk)
+                        run_ids.append(llm_ids[-1])
+                    else:
+                        run_ids.append(retrying(start_run, user, steps, completion).pk)
                     next_run += 1
                 except Exception as exc:  # noqa: BLE001
                     log(f"could not start a run: {exc}")
@@ -409,8 +478,15 @@ def experiment(args) -> dict:
                 log("Redis: back")
             if pg_at and elapsed >= pg_at[0]:
                 pg_at.pop(0)
-                log("PostgreSQL: crash restart")
-                pg_crash_restart()
+                if pg_restarts == 0:
+                    # Down longer than the lease: every lease lapses while nobody can write.
+                    log(f"PostgreSQL: down for {LEASE_S * 1.5:g} s")
+                    pg_ctl("stop", "-m", "immediate", check=False)
+                    time.sleep(LEASE_S * 1.5)
+                    pg_ctl("start", check=False)
+                else:
+                    log("PostgreSQL: crash restart")
+                    pg_crash_restart()
                 pg_restarts += 1
             procs.supervise()
             time.sleep(0.2)
@@ -441,6 +517,7 @@ def experiment(args) -> dict:
     finally:
         procs.stop()
     figures.update(check(run_ids, ledger, slow.pk, approved.pk, contested.pk))
+    figures.update(planner_figures(llm_ids, provider))
     figures["workdir"] = str(workdir)
     if not args.keep:
         redis.kill()
@@ -479,6 +556,9 @@ def check(run_ids, ledger: Path, slow_id: int, approved_id: int, contested_id: i
         "statuses": dict(statuses), "stop_reasons": dict(reasons),
         "not_finished": statuses.get("queued", 0) + statuses.get("running", 0) + statuses.get("awaiting_approval", 0),
         "internal_error": reasons.get("internal_error", 0),
+        "not_completed_examples": [f"run {pk} ({planner}): {reason}: {detail[:300]}" for pk, planner, reason, detail in
+                                   runs.exclude(status="completed").values_list("pk", "planner", "stop_reason",
+                                                                                "stop_detail")[:5]],
         "executions": len(execs), "effects": sum(effects.values()), "duplicate_effects": duplicates,
         "late_landing_items": len(late), "late_landing_effects": sum(late.values()),
         "executions_missing_from_trace": len(missing), "missing_examples": missing[:3],
@@ -490,6 +570,20 @@ def check(run_ids, ledger: Path, slow_id: int, approved_id: int, contested_id: i
         "intents_left_in_flight": in_flight_left, "resolve_attempts": unknown,
         "keys_with_several_attempts": attempts_per_key,
     }
+
+
+def planner_figures(llm_ids: list[int], provider: ChatProvider) -> dict:
+    """Tokens the runs counted against what the provider served: a lost call is counted once, at the
+    provider's answer if it reached the worker, else at its ceiling marked as an estimate."""
+    from runs.models import PlannerCall, Run
+
+    runs = list(Run.objects.filter(pk__in=llm_ids))
+    tokens, estimated = sum(r.tokens for r in runs), sum(r.tokens_estimated for r in runs)
+    return {"llm_runs": len(llm_ids), "provider_calls": provider.calls,
+            "planner_calls_recorded": PlannerCall.objects.filter(run__in=llm_ids).count(),
+            "provider_served_tokens": provider.served_tokens, "tokens_counted": tokens,
+            "tokens_counted_exactly": tokens - estimated, "tokens_estimated": estimated,
+            "lost_planner_calls": PlannerCall.objects.filter(run__in=llm_ids, lost=True).count()}
 
 
 def verdict(f: dict) -> list[str]:
@@ -509,6 +603,12 @@ def verdict(f: dict) -> list[str]:
     wins = f["concurrent_approvals"].get("won", 0)
     if wins != 1 or f["contested_audit_rows"] != 1 or f["contested_run"] != "completed":
         failures.append(f"concurrent approvals: {f['concurrent_approvals']}, run {f['contested_run']}")
+    if f["provider_calls"] != f["planner_calls_recorded"]:
+        failures.append(f"the provider was called {f['provider_calls']} times, {f['planner_calls_recorded']} recorded")
+    # Every served answer is counted: exactly, or (its worker died before recording it) within an estimate.
+    if not f["tokens_counted_exactly"] <= f["provider_served_tokens"] <= f["tokens_counted"]:
+        failures.append(f"tokens: served {f['provider_served_tokens']}, counted {f['tokens_counted']} "
+                        f"({f['tokens_estimated']} estimated)")
     if f["late_landing_effects"] != f["late_landing_items"]:
         failures.append(f"late landings: {f['late_landing_effects']} effects for {f['late_landing_items']} items")
     if f["unexpected_process_deaths"]:
