@@ -241,7 +241,8 @@ def worker_env() -> dict[str, str]:
 TEST_LEDGER = Path(tempfile.gettempdir()) / f"agentops-test-ledger-{os.getpid()}.jsonl"
 
 
-WORKER_STDIO_COMMANDS = ("python -m mcp_server_time", "python -m agentops_no_such_mcp_server")
+WORKER_STDIO_COMMANDS = ("python -m mcp_server_time", "python -m agentops_no_such_mcp_server",
+                         "python -m ledger_mcp_server")
 
 
 def _worker_number() -> int:

@@ -164,3 +164,50 @@ def test_a_cancel_during_the_last_call_is_recorded_and_stops_the_run_cancelled(c
     assert attempt.status == "ok" and attempt.side_effect_status == "committed"   # its observation is recorded
     assert Decision.objects.get(attempt=attempt).decision == "stop_cancelled"
     assert effects(ledger, "ledger_slow", [name]) == {name: 1}
+
+
+def test_a_worker_killed_during_an_mcp_stdio_call_leaves_one_effect(celery_worker, ledger, taker, settings,
+                                                                    stdio_allowed, operator, wait_until,
+                                                                    monkeypatch, worker_env):
+    from capabilities.kinds.mcp import servers
+
+    monkeypatch.setenv("PYTHONPATH", worker_env["PYTHONPATH"])   # importing the tools starts the server here
+    monkeypatch.setenv("CHAOS_LEDGER", ledger)
+
+    settings.AGENTOPS_MCP_STDIO_COMMANDS = ["python -m ledger_mcp_server"]
+    server = servers.mcp_server_create(user=stdio_allowed, name="ledger", transport="stdio",
+                                       command="python", args=["-m", "ledger_mcp_server"],
+                                       env_vars=["PYTHONPATH", "CHAOS_LEDGER"])
+    servers.mcp_tools_import(user=stdio_allowed, server_id=server.pk, tools=[{
+        "name": "ledger_mcp_write", "capability_name": "ledger_mcp", "side_effect": "write", "idempotent": True,
+        "requires_approval": False, "retry_max_attempts": 3, "timeout_s": 20}])
+    # Only workers of this test take the run: the session's worker sleeps through it.
+    os.kill(celery_worker.pid, signal.SIGSTOP)
+    try:
+        first = taker()
+        name = item("mcp")
+        run = services.run_start(
+            owner=operator, goal="Write through MCP", planner="scripted",
+            planner_config={"plans": [[{"capability": "ledger_mcp", "arguments": {"item": name, "seconds": 3}}]]},
+            completion={"capability": "ledger_mcp", "path": "item", "equals": name}, budgets={"deadline_s": 120})
+        arrived = wait_until(lambda: received(ledger, name), timeout=60, message="the MCP call to arrive")[0]
+        assert arrived["parent"] == first.pid   # the stdio server is the worker's child
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=10)
+        second = taker()
+        Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+        def done():
+            queue.advance_later(run.pk)   # the orphan sweep's re-send
+            return finished(run.pk)
+
+        wait_until(done, timeout=90, interval=1.0, message="the second worker to finish the run")
+        time.sleep(4)   # an orphaned server's call (3 s) has had every chance to land
+    finally:
+        os.kill(celery_worker.pid, signal.SIGCONT)
+    run.refresh_from_db()
+    assert run.stop_reason == "completed", run.stop_detail
+    assert effects(ledger, "ledger_mcp_write", [name]) == {name: 1}
+    kinds = list(Attempt.objects.filter(run=run).order_by("started_at").values_list("kind", "side_effect_status"))
+    assert kinds[0] == ("call", "unknown") and kinds[-1][1] == "committed", kinds   # the lost call, re-sent by key
+    assert second.poll() is None
