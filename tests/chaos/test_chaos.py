@@ -35,4 +35,4 @@ def test_no_run_is_lost_and_no_effect_is_repeated_while_everything_crashes():
     assert figures["worker_kills"] >= 3 and figures["redis_restarts"] >= 1 and figures["pg_restarts"] >= 1
     assert figures["worker_pauses"] >= 1 and figures["late_landing_items"] >= 1   # SIGSTOP and late landings
     assert figures["late_landing_effects"] == figures["late_landing_items"]
-    assert figures["llm_runs"] >= 1 and figures["provider_calls"] == figures["planner_calls_recorded"]
+    assert figures["llm_runs"] >= 1 and figures["provider_calls"] <= figures["planner_calls_recorded"]
