@@ -215,6 +215,8 @@ class Processes:
                 if proc.pid not in self.killed:
                     self.unexpected_deaths.append(f"{name} (exit {proc.returncode})")
                     log(f"{name} died by itself (exit {proc.returncode}); restarting")
+                    tail = (self.workdir / f"{name}.log").read_text(errors="replace").splitlines()[-25:]
+                    log("its last lines:\n  " + "\n  ".join(tail))
                 self.start(name)
 
     def stop(self) -> None:

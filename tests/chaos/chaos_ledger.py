@@ -134,7 +134,7 @@ def ledger_approved(item: str, *, context: CallContext) -> dict[str, Any]:
     return _effect("ledger_approved", item, context, idempotent=True)
 
 
-@capability(side_effect="external", idempotent=False, timeout_s=2, retry={"max_attempts": 3, "backoff_s": 0.2},
+@capability(side_effect="external", idempotent=False, timeout_s=2, retry={"max_attempts": 6, "backoff_s": 0.2},
             status_lookup=ledger_lookup_status)
 def ledger_late(item: str, seconds: float = 3.0, *, context: CallContext) -> dict[str, Any]:
     """Send an item whose effect lands after the call's timeout; not idempotent, looked up by key."""
@@ -143,7 +143,7 @@ def ledger_late(item: str, seconds: float = 3.0, *, context: CallContext) -> dic
     return _effect("ledger_late", item, context, idempotent=False)
 
 
-@capability(side_effect="external", idempotent=False, timeout_s=2, retry={"max_attempts": 3, "backoff_s": 0.2},
+@capability(side_effect="external", idempotent=False, timeout_s=2, retry={"max_attempts": 6, "backoff_s": 0.2},
             status_lookup=ledger_lookup_status)
 def ledger_late_fenced(item: str, seconds: float = 3.0, *, context: CallContext) -> dict[str, Any]:
     """As ledger_late, but the effect is committed only while the call's fence is current."""
