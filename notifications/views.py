@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from core.errors import ServiceError
 from core.permissions import allowed, forbidden, permission_needed
 from notifications import channels, services
+from notifications.errors import shown_error
 from notifications.forms import ChannelForm, RuleForm
 from notifications.models import Channel, Delivery, Rule
 from notifications.rules import full_params
@@ -107,5 +108,7 @@ def delivery_list(request):
     if status in Delivery.Status.values:
         deliveries = deliveries.filter(status=status)
     page = Paginator(deliveries, 50).get_page(request.GET.get("page") or "1")
+    for delivery in page.object_list:
+        delivery.shown_error = shown_error(delivery.last_error, request.user)
     return render(request, "notifications/deliveries.html", {"page": page, "status": status,
                                                              "statuses": Delivery.Status.values})
