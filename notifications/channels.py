@@ -21,11 +21,14 @@ __all__ = ["ChannelError", "masked", "send", "url_problems"]
 def send(url: str, *, title: str, body: str, channel: str = "") -> None:
     """Send or raise ChannelError (never with a secret's value in it)."""
     try:
-        plugin = targets.read(secrets.expand(url))
-        sender = sender_for(plugin)
+        sender = sender_for(targets.scheme(url))
+        expanded = secrets.expand(url)
+        if targets.scheme(expanded) != targets.scheme(url):
+            raise ChannelError("a channel's scheme may not come from a secret", permanent=True)
+        plugin = targets.read(expanded)
         where = sender.destination(plugin)
         # A vendor service Apprise reaches by itself (tgram) binds its secrets to "tgram:".
-        host = where.host if where else f"{plugin.schema}:"
+        host = where.host if where else f"{targets.scheme(url)}:"
         problems = secrets.binding_problems(url, channel=channel, host=host)
         if problems:
             raise ChannelError("; ".join(problems), permanent=True)
@@ -41,12 +44,12 @@ def url_problems(url: str, *, channel: str = "") -> list[str]:
     trial = secrets.PLACEHOLDER.sub("placeholder", url)
     try:
         plugin = targets.read(trial)
-        sender = sender_for(plugin)
+        sender = sender_for(targets.scheme(url))
         where = sender.destination(plugin)
     except ChannelError as exc:
         return [*secrets.binding_problems(url, channel=channel, host=None), str(exc)]
     # A host written as a ${...} secret is known only at send time, and checked then.
-    host = (where.host if where else f"{plugin.schema}:") or ""
+    host = (where.host if where else f"{targets.scheme(url)}:") or ""
     host = None if "placeholder" in host else host
     problems = secrets.binding_problems(url, channel=channel, host=host)
     if where is not None and host is not None:

@@ -33,8 +33,13 @@ def read(url: str) -> Any:
     return plugin
 
 
-def scheme_of(plugin: Any) -> str:
-    return str(plugin.schema if isinstance(plugin.schema, str) else plugin.secure_protocol).lower()
+def scheme(url: str) -> str:
+    """The scheme Apprise picks the service by (a plugin's own `schema` may differ: kodi:// says http)."""
+    return url.split("://", 1)[0].strip().lower()
+
+
+def takes_host(plugin: Any) -> bool:
+    return "host" in getattr(plugin, "template_tokens", {})
 
 
 @cache

@@ -5,8 +5,6 @@ an admin allows it by name (AGENTOPS_NOTIFY_EXTRA_SCHEMES); Apprise then sends i
 """
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 
 from notifications.errors import ChannelError
@@ -24,8 +22,7 @@ SENDERS: dict[str, Sender] = {
 EXTRA_SCHEMES_SETTING = "AGENTOPS_NOTIFY_EXTRA_SCHEMES"
 
 
-def sender_for(plugin: Any) -> Sender:
-    scheme = str(plugin.schema).lower()
+def sender_for(scheme: str) -> Sender:
     if scheme in SENDERS:
         return SENDERS[scheme]
     if scheme in settings.AGENTOPS_NOTIFY_EXTRA_SCHEMES:

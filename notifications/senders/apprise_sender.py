@@ -11,12 +11,12 @@ from typing import Any
 from capabilities.netguard import NetGuard, URLRefused
 from notifications.errors import ChannelError
 from notifications.senders.base import Destination, Sender, refused
-from notifications.targets import host_taking_schemes
+from notifications.targets import takes_host
 
 
 class AppriseSender(Sender):
     def destination(self, plugin: Any) -> Destination | None:
-        if str(plugin.schema).lower() not in host_taking_schemes():
+        if not takes_host(plugin):
             return None
         default = 443 if plugin.secure else 80
         return Destination(plugin.host or "", plugin.port if isinstance(plugin.port, int) else default)

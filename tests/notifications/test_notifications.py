@@ -290,8 +290,7 @@ class TestChannelUrls:
         from notifications.targets import read
 
         def where(url):
-            plugin = read(url)
-            return sender_for(plugin).destination(plugin)
+            return sender_for(url.split(":", 1)[0]).destination(read(url))
 
         assert where("jsons://user:pw@hooks.example.com:8443/a/b") == Destination("hooks.example.com", 8443)
         assert where("form://10.0.0.5/x") == Destination("10.0.0.5", 80)
