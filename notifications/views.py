@@ -79,15 +79,29 @@ def rule_toggle(request, rule_id: int):
 
 
 @permission_needed(MANAGE, "manage notifications")
-@require_POST
+@require_http_methods(["GET", "POST"])
 def rule_delete(request, rule_id: int):
+    if request.method == "GET":
+        return _confirm_delete(request, Rule, rule_id, "rule")
     return _deleted(request, lambda: services.rule_delete(user=request.user, rule_id=rule_id), "rule")
 
 
 @permission_needed(MANAGE, "manage notifications")
-@require_POST
+@require_http_methods(["GET", "POST"])
 def channel_delete(request, channel_id: int):
+    if request.method == "GET":
+        return _confirm_delete(request, Channel, channel_id, "channel")
     return _deleted(request, lambda: services.channel_delete(user=request.user, channel_id=channel_id), "channel")
+
+
+def _confirm_delete(request, model, pk: int, what: str):
+    """A page that asks first (the CSP blocks inline onsubmit handlers; this needs no script at all)."""
+    row = model.objects.filter(pk=pk).first()
+    if row is None:
+        messages.error(request, f"The {what} {pk} does not exist.")
+        return redirect("notifications:rules")
+    used_by = list(row.rules.values_list("name", flat=True)) if what == "channel" else []
+    return render(request, "notifications/confirm_delete.html", {"row": row, "what": what, "used_by": used_by})
 
 
 def _deleted(request, delete: Callable[[], None], what: str):

@@ -150,7 +150,7 @@ def run_list(request):
                "evaluation_runs": preference,
                "saved_views": search.saved_views(user=request.user), "view_query": search.view_query(request.GET)}
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
-    return render(request, template, context)
+    return render(request, template, context, status=400 if form.errors.get("labels") else 200)
 
 
 @permission_needed("runs.start_run", "start runs")
@@ -492,4 +492,4 @@ def run_dashboard(request):
         "include_evaluations": include_evaluations,
     })
     template = "runs/dashboard.html#dashboard_body" if request.htmx else "runs/dashboard.html"
-    return render(request, template, data)
+    return render(request, template, data, status=400 if label_problems else 200)
