@@ -476,7 +476,7 @@ AGENTOPS_NOTIFY_INTERVAL_S = env_int("AGENTOPS_NOTIFY_INTERVAL_S", 10, minimum=1
 AGENTOPS_NOTIFY_MAX_ATTEMPTS = env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 8, minimum=1)
 AGENTOPS_NOTIFY_BACKOFF_S = env_int("AGENTOPS_NOTIFY_BACKOFF_S", 30, minimum=1)
 AGENTOPS_NOTIFY_BACKOFF_CAP_S = env_int("AGENTOPS_NOTIFY_BACKOFF_CAP_S", 3600, minimum=1)
-# Channel schemes beyond the ones we send ourselves (json, xml, form, mailto, slack, discord: their
+# Channel schemes beyond the ones we send ourselves (json, xml, form, mailto, slack, discord, workflow: their
 # connections are pinned to the checked address), allowed by name, e.g. "tgram,ntfys". Apprise
 # sends these itself: hosts they take are checked first, but not pinned (README "Notifications").
 AGENTOPS_NOTIFY_EXTRA_SCHEMES = [s.lower() for s in env_list("AGENTOPS_NOTIFY_EXTRA_SCHEMES")]

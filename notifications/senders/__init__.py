@@ -18,6 +18,7 @@ SENDERS: dict[str, Sender] = {
     "mailto": smtp.SMTP, "mailtos": smtp.SMTP,
     "slack": chat.SLACK,
     "discord": chat.DISCORD,
+    "workflow": chat.TEAMS, "workflows": chat.TEAMS,
 }
 EXTRA_SCHEMES_SETTING = "AGENTOPS_NOTIFY_EXTRA_SCHEMES"
 

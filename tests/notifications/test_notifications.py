@@ -296,3 +296,5 @@ class TestChannelUrls:
         assert where("form://10.0.0.5/x") == Destination("10.0.0.5", 80)
         assert where("mailtos://u:p@smtp.example.com?to=a@example.com") == Destination("smtp.example.com", 587)
         assert where("slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ") == Destination("hooks.slack.com", 443)
+        assert where("workflow://prod-01.westus.logic.azure.com/abc123def/sigXYZ123456") == Destination(
+            "prod-01.westus.logic.azure.com", 443)

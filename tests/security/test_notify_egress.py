@@ -75,6 +75,7 @@ CONFUSED = [
     "hassio://{h}:{p}/abcdefghijklmnopqrstuvwxyz0123456789", "synology://{h}:{p}/token",
     "signal://{h}:{p}/+12345678901/+12345678902", "bark://{h}:{p}/devicekey", "kodi://{h}:{p}",
     "gotify://{h}:{p}/abcdefghijklmno", "ntfy://{h}:{p}/topic", "apprise://{h}:{p}/key",
+    "workflow://{h}:{p}/abc123def/sigXYZ123456", "mmost://{h}:{p}/token", "matrix://u:p@{h}:{p}/#room",
 ]
 
 
@@ -108,6 +109,21 @@ class TestTheHostApprisReads:
             services.channel_save(user=operator, name="tg", url="tgram://123456789:abcdefg_hijklmnop/12315544/")
         allowlist.AGENTOPS_NOTIFY_EXTRA_SCHEMES = ["tgram"]
         services.channel_save(user=operator, name="tg", url="tgram://123456789:abcdefg_hijklmnop/12315544/")
+
+    def test_chat_webhooks_post_where_their_service_lives(self):
+        from notifications.senders import sender_for
+        from notifications.targets import read
+
+        def out(url):
+            return sender_for(url.split(":", 1)[0]).outgoing(read(url), title="t", body="b")
+
+        slack = out("slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ/#general")
+        assert slack.url == "https://hooks.slack.com/services/T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ"
+        assert out("discord://4174216298/JHMHI8qBe7bk2ZwO5U711o3dV_js").url == \
+            "https://discord.com/api/webhooks/4174216298/JHMHI8qBe7bk2ZwO5U711o3dV_js"
+        teams = out("workflow://prod-01.westus.logic.azure.com/abc123def/sigXYZ123456")
+        assert teams.url.startswith("https://prod-01.westus.logic.azure.com/workflows/abc123def/")
+        assert teams.params["sig"] == "sigXYZ123456" and b"AdaptiveCard" in teams.content
 
     @pytest.mark.parametrize("private, delivered", [(False, False), (True, True)])
     def test_a_name_on_the_allowlist_follows_allow_private(self, allowlist, monkeypatch, webhook, private,
