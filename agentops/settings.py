@@ -49,6 +49,34 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def env_secret_bindings(name: str) -> dict[str, dict[str, list[str]]]:
+    """JSON: {"AGENTOPS_NOTIFY_SMTP_PASSWORD": {"hosts": ["smtp.example.com"], "channels": ["ops mail"]}}.
+
+    A notification secret is filled in only for the hosts (required) and channels (optional) named."""
+    import json
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a JSON object of variable names: {exc}") from None
+    if not isinstance(data, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object of variable names")
+    bindings = {}
+    for var, binding in data.items():
+        if not isinstance(binding, dict) or set(binding) - {"hosts", "channels"}:
+            raise ImproperlyConfigured(f"{name}: {var} must map to an object with hosts (and channels)")
+        hosts, channels = binding.get("hosts"), binding.get("channels", [])
+        if not var.startswith("AGENTOPS_NOTIFY_") or not isinstance(hosts, list) or not hosts or \
+                not isinstance(channels, list) or not all(isinstance(v, str) and v for v in hosts + channels):
+            raise ImproperlyConfigured(f"{name}: {var}: a variable named AGENTOPS_NOTIFY_* with a non-empty list "
+                                       "of hosts and an optional list of channel names")
+        bindings[var] = {"hosts": [h.strip().lower() for h in hosts], "channels": channels}
+    return bindings
+
+
 LLM_ENDPOINT_KEYS = {"base_url", "api_key_env", "azure_api_version", "headers", "allow_private"}
 
 
@@ -448,6 +476,12 @@ AGENTOPS_NOTIFY_INTERVAL_S = env_int("AGENTOPS_NOTIFY_INTERVAL_S", 10, minimum=1
 AGENTOPS_NOTIFY_MAX_ATTEMPTS = env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 8, minimum=1)
 AGENTOPS_NOTIFY_BACKOFF_S = env_int("AGENTOPS_NOTIFY_BACKOFF_S", 30, minimum=1)
 AGENTOPS_NOTIFY_BACKOFF_CAP_S = env_int("AGENTOPS_NOTIFY_BACKOFF_CAP_S", 3600, minimum=1)
+# Channel schemes beyond the ones we send ourselves (json, xml, form, mailto, slack, discord, workflow: their
+# connections are pinned to the checked address), allowed by name, e.g. "tgram,ntfys". Apprise
+# sends these itself: hosts they take are checked first, but not pinned (README "Notifications").
+AGENTOPS_NOTIFY_EXTRA_SCHEMES = [s.lower() for s in env_list("AGENTOPS_NOTIFY_EXTRA_SCHEMES")]
+# Which hosts (and channels) each ${AGENTOPS_NOTIFY_...} secret may be sent to; unbound: never.
+AGENTOPS_NOTIFY_SECRET_BINDINGS = env_secret_bindings("AGENTOPS_NOTIFY_SECRET_BINDINGS")
 # Retention: finished runs older than this many days are purged daily (0: keep forever).
 AGENTOPS_RETENTION_DAYS = env_int("AGENTOPS_RETENTION_DAYS", 0, minimum=0)
 CELERY_BEAT_SCHEDULE["notifications-tick"] = {"task": "notifications.tick",

@@ -24,9 +24,13 @@ from core.models import AuditAction, AuditEvent
 log = logging.getLogger(__name__)
 
 
-def capability_guard() -> NetGuard:
-    """HTTP capabilities and MCP over HTTP: AGENTOPS_HTTP_ALLOWED_HOSTS / _ALLOW_PRIVATE."""
-    return NetGuard(settings.AGENTOPS_HTTP_ALLOWED_HOSTS, allow_private=settings.AGENTOPS_HTTP_ALLOW_PRIVATE)
+def capability_guard(extra_hosts: tuple[str, ...] = ()) -> NetGuard:
+    """HTTP capabilities, MCP over HTTP and notifications: AGENTOPS_HTTP_ALLOWED_HOSTS / _ALLOW_PRIVATE.
+
+    `extra_hosts`: a notification sender's fixed vendor host (hooks.slack.com), still resolved,
+    checked and pinned like any other."""
+    return NetGuard([*settings.AGENTOPS_HTTP_ALLOWED_HOSTS, *extra_hosts],
+                    allow_private=settings.AGENTOPS_HTTP_ALLOW_PRIVATE)
 
 
 def registration_refusal(url: str) -> str | None:

@@ -104,6 +104,14 @@ class NetGuard:
     def check(self, url: str) -> Resolution:
         """Allow the URL or raise URLRefused; resolves the host (DNS) to check its addresses."""
         scheme, host, port = self._parse(url)
+        return self.check_host(host, port, scheme=scheme, url=url)
+
+    def check_host(self, host: str, port: int, *, scheme: str = "tcp", url: str = "") -> Resolution:
+        """The same decision for a connection that is not an http(s) URL (SMTP): host and port as the
+        sender will use them; connect to the returned `address`."""
+        host = host.strip().strip("[]").lower().rstrip(".")
+        if not host:
+            raise URLRefused(url or "(empty)", "the URL has no host")
         literal = _as_ip(host)
         if literal is not None:
             if not self._address_listed(literal) and not self._host_listed(host):
@@ -124,7 +132,8 @@ class NetGuard:
             if reason:
                 subject = f"{address}" if literal is not None else f"it resolves to {address}, which"
                 raise URLRefused(host, f"{subject} is {reason}")
-        return Resolution(url=url, scheme=scheme, host=host, port=port, address=str(addresses[0]))
+        return Resolution(url=url or f"{scheme}://{host}:{port}", scheme=scheme, host=host, port=port,
+                          address=str(addresses[0]))
 
     def _parse(self, url: str) -> tuple[str, str, int]:
         try:
@@ -215,7 +224,15 @@ def validate_url(url: str, guard: NetGuard, *, resolve: bool = True) -> None:
     if resolve:
         guard.check(url)
         return
-    scheme, host, _port = guard._parse(url)
+    _scheme, host, _port = guard._parse(url)
+    validate_host(host, guard)
+
+
+def validate_host(host: str, guard: NetGuard) -> None:
+    """validate_url(resolve=False) for a bare host (an SMTP server): the allowlist, and a literal's range."""
+    host = host.strip().strip("[]").lower().rstrip(".")
+    if not host:
+        raise URLRefused("(empty)", "the URL has no host")
     literal = _as_ip(host)
     if literal is not None:
         if not guard._address_listed(literal) and not guard._host_listed(host):

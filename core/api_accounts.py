@@ -60,7 +60,9 @@ class TokenListCreateApi(APIView):
 
     @extend_schema(request=TokenCreateInput, responses={201: NewTokenOutput})
     def post(self, request):
-        token, key = tokens.token_create(user=request.user, **validated(TokenCreateInput, request.data))
+        minted_by = request.auth if isinstance(request.auth, tokens.ApiToken) else None  # None: a session
+        token, key = tokens.token_create(user=request.user, minted_by=minted_by,
+                                         **validated(TokenCreateInput, request.data))
         return Response(_new_token_body(token, key), status=201)
 
 

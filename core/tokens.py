@@ -38,8 +38,12 @@ def hash_key(key: str) -> str:
 
 
 @transaction.atomic
-def token_create(*, user, name: str, expires_in_days: int | None = None) -> tuple[ApiToken, str]:
-    """A new token for `user`; returns the row and the key, which is never shown again."""
+def token_create(*, user, name: str, expires_in_days: int | None = None,
+                 minted_by: ApiToken | None = None) -> tuple[ApiToken, str]:
+    """A new token for `user`; returns the row and the key, which is never shown again.
+
+    minted_by: the token the request authenticated with; the new one never outlives it (a stolen
+    1-day token must not become a 365-day one)."""
     name = (name or "").strip()
     days = settings.AGENTOPS_API_TOKEN_DEFAULT_DAYS if expires_in_days is None else expires_in_days
     errors = {}
@@ -50,8 +54,11 @@ def token_create(*, user, name: str, expires_in_days: int | None = None) -> tupl
     if errors:
         raise InvalidInput("The token could not be created: " + "; ".join(errors.values()), fields=errors)
     key = KEY_PREFIX + secrets.token_urlsafe(32)
+    expires_at = timezone.now() + timedelta(days=days)
+    if minted_by is not None:
+        expires_at = min(expires_at, minted_by.expires_at)
     token = ApiToken.objects.create(user=user, name=name, key_hash=hash_key(key), prefix=key[:10],
-                                    expires_at=timezone.now() + timedelta(days=days))
+                                    expires_at=expires_at)
     audit(actor=user, action=AuditAction.TOKEN_CREATED, target=token, summary=f"API token {name!r} created",
           details={"prefix": token.prefix, "expires_at": token.expires_at.isoformat()})
     return token, key

@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from core.api import PAGE_PARAMETERS, page_response, paginated, validated
 from core.permissions import require_perm
 from notifications import channels, services
+from notifications.errors import shown_error
 from notifications.models import Channel, Delivery, Rule, RuleEvent
 
 
@@ -33,6 +34,8 @@ class RuleOutput(serializers.ModelSerializer):
 
 
 class DeliveryOutput(serializers.ModelSerializer):
+    last_error = serializers.CharField(source="shown_error", help_text="'delivery failed' (the details: admins only)")
+
     class Meta:
         model = Delivery
         fields = ["id", "rule", "rule_name", "channel", "channel_name", "event_key", "run", "subject", "body", "link",
@@ -130,4 +133,8 @@ class DeliveryListApi(APIView):
         deliveries = Delivery.objects.order_by("-created_at", "-id")
         if "status" in filters:
             deliveries = deliveries.filter(status=filters["status"])
-        return page_response(self, request, deliveries, DeliveryOutput)
+        def shown(delivery):
+            delivery.shown_error = shown_error(delivery.last_error, request.user)
+            return delivery
+
+        return page_response(self, request, deliveries, DeliveryOutput, item=shown)

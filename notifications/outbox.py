@@ -87,7 +87,8 @@ def deliver(pk: int, now: datetime | None = None) -> str:
     try:
         if delivery.channel is None:
             raise channels.ChannelError("the channel was deleted", permanent=True)
-        channels.send(delivery.channel.url, title=delivery.subject, body=delivery.body)
+        channels.send(delivery.channel.url, title=delivery.subject, body=delivery.body,
+                      channel=delivery.channel.name)
     except Exception as exc:  # ChannelError, or a library bug: either way the row records it
         permanent = isinstance(exc, channels.ChannelError) and exc.permanent
         attempts = delivery.attempts + 1

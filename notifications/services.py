@@ -44,7 +44,7 @@ def channel_save(*, user, name: str, url: str, enabled: bool = True, channel_id:
         errors["name"] = "1-80 characters"
     elif Channel.objects.filter(name=name).exclude(pk=channel_id).exists():
         errors["name"] = "another channel has this name"
-    problems = channel_urls.url_problems(url)
+    problems = channel_urls.url_problems(url, channel=name)
     if problems:
         errors["url"] = "; ".join(problems)
     _refuse_if(errors, "channel")

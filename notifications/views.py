@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from core.errors import ServiceError
 from core.permissions import allowed, forbidden, permission_needed
 from notifications import channels, services
+from notifications.errors import shown_error
 from notifications.forms import ChannelForm, RuleForm
 from notifications.models import Channel, Delivery, Rule
 from notifications.rules import full_params
@@ -78,15 +79,29 @@ def rule_toggle(request, rule_id: int):
 
 
 @permission_needed(MANAGE, "manage notifications")
-@require_POST
+@require_http_methods(["GET", "POST"])
 def rule_delete(request, rule_id: int):
+    if request.method == "GET":
+        return _confirm_delete(request, Rule, rule_id, "rule")
     return _deleted(request, lambda: services.rule_delete(user=request.user, rule_id=rule_id), "rule")
 
 
 @permission_needed(MANAGE, "manage notifications")
-@require_POST
+@require_http_methods(["GET", "POST"])
 def channel_delete(request, channel_id: int):
+    if request.method == "GET":
+        return _confirm_delete(request, Channel, channel_id, "channel")
     return _deleted(request, lambda: services.channel_delete(user=request.user, channel_id=channel_id), "channel")
+
+
+def _confirm_delete(request, model, pk: int, what: str):
+    """A page that asks first (the CSP blocks inline onsubmit handlers; this needs no script at all)."""
+    row = model.objects.filter(pk=pk).first()
+    if row is None:
+        messages.error(request, f"The {what} {pk} does not exist.")
+        return redirect("notifications:rules")
+    used_by = list(row.rules.values_list("name", flat=True)) if what == "channel" else []
+    return render(request, "notifications/confirm_delete.html", {"row": row, "what": what, "used_by": used_by})
 
 
 def _deleted(request, delete: Callable[[], None], what: str):
@@ -107,5 +122,7 @@ def delivery_list(request):
     if status in Delivery.Status.values:
         deliveries = deliveries.filter(status=status)
     page = Paginator(deliveries, 50).get_page(request.GET.get("page") or "1")
+    for delivery in page.object_list:
+        delivery.shown_error = shown_error(delivery.last_error, request.user)
     return render(request, "notifications/deliveries.html", {"page": page, "status": status,
                                                              "statuses": Delivery.Status.values})

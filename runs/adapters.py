@@ -16,7 +16,7 @@ from capabilities.models import Capability
 from capabilities.wiring import capability_executor
 from core.choices import ApprovalState
 from runs.leases import INFRASTRUCTURE_ERRORS, Lease
-from runs.models import Approval, Run
+from runs.models import Approval, PlanSubmission, Run
 from runs.persistence import PassWriter
 from runs.planners import planner_for
 from runs.runtime.approvals import ApprovalDecision, ApprovalRequest
@@ -37,22 +37,36 @@ class WallClock:
 
 
 class OwnerAuthorizer:
-    """The run owner's permissions, re-read at most every PERMISSION_RECHECK_SECONDS.
+    """The run owner's permissions, re-read at most every PERMISSION_RECHECK_SECONDS; for a plan
+    someone else proposed (a lead operator's plan for another user's external run), the
+    intersection of the owner's and the proposer's, so nobody acts through another's run with
+    permissions they lack (a confused deputy).
 
     Asked at validation and before every execution; within one slice of a run the
     answer is cached for a few seconds, so a permission removed mid-run takes
     effect at the latest that many seconds later, and a pass costs no query.
     """
 
-    def __init__(self, owner_id: int, recheck_s: float | None = None, *, owner=None):
+    def __init__(self, owner_id: int, recheck_s: float | None = None, *, owner=None,
+                 proposer_id: int | None = None):
         """owner: the user row, if the caller has just read it (a worker reads it with the run): the
-        first answers come from it instead of a second read."""
+        first answers come from it instead of a second read. proposer_id: who proposed the plan now
+        running (proposed_by() changes it when the planner hands over another's plan)."""
         self.owner_id = owner_id
         self.recheck_s = PERMISSION_RECHECK_SECONDS if recheck_s is None else recheck_s
         self._cache: dict[str, tuple[float, bool]] = {}
-        self._user: tuple[float, object] | None = None
+        self._users: dict[int, tuple[float, object]] = {}
         if owner is not None and owner.pk == owner_id:
-            self._user = (time.monotonic(), owner if owner.is_active else None)
+            self._users[owner_id] = (time.monotonic(), owner if owner.is_active else None)
+        self.proposer_id: int | None = None
+        self.proposed_by(proposer_id)
+
+    def proposed_by(self, user_id: int | None) -> None:
+        """The plan being validated and run from now on was proposed by `user_id`."""
+        proposer = None if user_id == self.owner_id else user_id
+        if proposer != self.proposer_id:
+            self.proposer_id = proposer
+            self._cache.clear()
 
     def permits(self, permission: str) -> bool:
         if not permission:
@@ -61,14 +75,19 @@ class OwnerAuthorizer:
         cached = self._cache.get(permission)
         if cached is not None and now - cached[0] < self.recheck_s:
             return cached[1]
-        if self._user is None or now - self._user[0] >= self.recheck_s:
-            # One read of the owner (and of their permissions, by has_perm) for every permission
-            # asked within the recheck period, not one per permission.
-            self._user = (now, get_user_model().objects.filter(pk=self.owner_id, is_active=True).first())
-        user = self._user[1]
-        allowed = bool(user and user.has_perm(permission))
+        ids = [self.owner_id] if self.proposer_id is None else [self.owner_id, self.proposer_id]
+        allowed = all(self._holds(user_id, permission, now) for user_id in ids)
         self._cache[permission] = (now, allowed)
         return allowed
+
+    def _holds(self, user_id: int, permission: str, now: float) -> bool:
+        read = self._users.get(user_id)
+        if read is None or now - read[0] >= self.recheck_s:
+            # One read of each user (and of their permissions, by has_perm) for every permission
+            # asked within the recheck period, not one per permission.
+            read = self._users[user_id] = (now, get_user_model().objects.filter(pk=user_id, is_active=True).first())
+        user = read[1]
+        return bool(user and user.has_perm(permission))
 
 
 class SharedSpecs:
@@ -203,13 +222,23 @@ class FencedExecutor:
 def build_controller(run: Run, writer: PassWriter | None = None, registry: DjangoRegistry | None = None) -> Controller:
     registry = registry or DjangoRegistry()
     executor = capability_executor(context={"run_id": run.pk}, registry_version=registry.version)
+    authorizer = OwnerAuthorizer(run.owner_id, owner=run.owner if Run.owner.is_cached(run) else None,
+                                 proposer_id=latest_proposer(run))
     return Controller(registry=registry,
                       executor=FencedExecutor(executor, writer.lease if writer is not None else None),
-                      planner=planner_for(run), clock=WallClock(),
-                      authorizer=OwnerAuthorizer(run.owner_id, owner=run.owner if Run.owner.is_cached(run) else None),
+                      planner=planner_for(run, on_proposed=authorizer.proposed_by), clock=WallClock(),
+                      authorizer=authorizer,
                       approvals=DjangoApprovalBook(run), ids=RandomIds(),
                       approval_ttl_s=settings.AGENTOPS_APPROVAL_TTL_SECONDS, intents=writer,
                       abandon_on=INFRASTRUCTURE_ERRORS, cancel_requested=cancel_check(run.pk))
+
+
+def latest_proposer(run: Run) -> int | None:
+    """Who submitted an external run's latest plan (the one running, or the one about to be validated)."""
+    if run.planner != "external":
+        return None
+    return (PlanSubmission.objects.filter(run_id=run.pk).order_by("-revision")
+            .values_list("submitted_by_id", flat=True).first())
 
 
 def cancel_check(run_id: int):

@@ -14,6 +14,9 @@ from django import forms
 from runs.models import RunLabel
 
 MAX_LABELS = 20
+MAX_LABEL_FILTERS = MAX_LABELS  # a run carries at most this many labels: more filters can match nothing
+# Unlike a malformed filter (shown, the other filters still apply), too many is refused: a 400.
+TOO_MANY_FILTERS = f"at most {MAX_LABEL_FILTERS} label filters"
 MAX_VALUE_CHARS = 200
 KEY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.\-/]{0,62}$")
 KEY_RULE = "a key is 1-63 lower-case letters, digits, '_', '.', '-' or '/', starting with a letter or digit"
@@ -65,6 +68,8 @@ def label_filters_parse(values: list[str] | str) -> tuple[tuple[tuple[str, str |
     """Filters `key=value` (that value) or `key` (any value), from a text or a list of them."""
     items = values if isinstance(values, list) else re.split(r"[,\n]", values or "")
     wanted, problems = [], []
+    if len(items) > MAX_LABEL_FILTERS:  # each filter is one more subquery: 990 of them took 3 s
+        return (), [TOO_MANY_FILTERS]
     for item in items:
         for part in re.split(r"[,\n]", item or ""):
             part = part.strip()
@@ -76,6 +81,8 @@ def label_filters_parse(values: list[str] | str) -> tuple[tuple[tuple[str, str |
                 problems.append(f"{key!r}: {KEY_RULE}")
                 continue
             wanted.append((key, value.strip() if sep else None))
+    if len(wanted) > MAX_LABEL_FILTERS:
+        return (), [TOO_MANY_FILTERS]
     return tuple(wanted), problems
 
 

@@ -165,6 +165,10 @@ class PlanRevision(models.Model):
     planner_output = models.TextField(blank=True)
     capabilities_seen = models.JSONField(default=list, blank=True)
     needs_approval = models.BooleanField(default=False)
+    # Who proposed this plan: the external agent's user who submitted it, else the run's owner (whose
+    # planner it is). Its steps run with the owner's and the proposer's permissions; four-eyes refuses both.
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -244,12 +244,13 @@ def _export_plan(run: dict[str, Any], event) -> None:
         "gen_ai.operation.name": operation, "gen_ai.request.model": run["model"],
         "agentops.planner": run["planner"], "agentops.plan.revision": event.revision,
         "agentops.plan.accepted": event.accepted, "agentops.plan.reason_code": event.reason_code or "initial",
-        "agentops.plan.reason": event.reason[:500] or None, "agentops.plan.steps": len(event.steps),
+        "agentops.plan.steps": len(event.steps),
         "agentops.usage.tokens": event.tokens, "agentops.usage.cost": event.cost,
         "agentops.plan.validation_errors": len(event.validation_errors),
     }
-    if capture_content():
+    if capture_content():  # the steps and the planner's free-text reason are content (personal data)
         attributes["gen_ai.output.messages"] = _content(list(event.steps))
+        attributes["agentops.plan.reason"] = event.reason[:500] or None
     events = [("plan_rejected", {"agentops.plan.errors": _content([e.to_dict() for e in event.validation_errors])},
                end)] if not event.accepted else []
     _emit(name=f"{operation} {run['model']}", trace_id=trace_id,
@@ -303,7 +304,7 @@ def _export_run(run_id: int) -> None:
     failed = run.stop_reason not in ("completed", "cancelled")
     attributes = {
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "agentops", "gen_ai.agent.id": str(run.pk),
-        "gen_ai.request.model": _model_of(run), "agentops.run.id": run.pk, "agentops.run.goal": run.goal[:500],
+        "gen_ai.request.model": _model_of(run), "agentops.run.id": run.pk,
         "agentops.planner": run.planner, "agentops.run.status": run.status,
         "agentops.stop_reason": run.stop_reason, "agentops.stop_detail": run.stop_detail[:500],
         "agentops.stall_kind": getattr(run, "stall_kind", None) or None,
@@ -313,6 +314,8 @@ def _export_run(run_id: int) -> None:
         "agentops.usage.tokens": run.tokens, "agentops.usage.cost": run.cost,
         "agentops.approvals_requested": run.approvals_requested,
     }
+    if capture_content():  # the goal is the operator's text: content, like the messages
+        attributes["agentops.run.goal"] = run.goal[:500]
     for key, value in (getattr(run, "labels", None) or {}).items():
         attributes[f"agentops.label.{key}"] = str(value)
     # Decisions on attempts are on their tool spans; the others (plan rejected, stop) are the run's.

@@ -23,7 +23,7 @@ from capabilities.models import Capability, CapabilityVersion
 from capabilities.outputs import store_json, stored_output_for
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
 from runs.leases import Lease, can_return_from_update, fenced_update, fenced_update_sql, registry_version_sql
-from runs.models import Approval, Attempt, Decision, PlanRevision, Run, Step
+from runs.models import Approval, Attempt, Decision, PlanRevision, PlanSubmission, Run, Step
 from runs.planner_intents import PlannerCallIntents
 from runs.runtime import events as ev
 from runs.runtime.controller import Transition
@@ -426,6 +426,14 @@ def _record_plan(run: Run, event: ev.PlanProposed, step_ids: dict | None = None,
         step_ids.update({(event.revision, key): (pk, version) for pk, key, version in created})
 
 
+def proposer_of(run: Run, revision: int) -> int | None:
+    """Who proposed the run's plan `revision`: an external plan's submitter, else the owner."""
+    if run.planner != "external":
+        return run.owner_id
+    return PlanSubmission.objects.filter(run_id=run.pk, revision=revision).values_list("submitted_by_id",
+                                                                                       flat=True).first()
+
+
 def _plan_rows(run: Run, event: ev.PlanProposed,
                version_of: Callable[[str], int | None] | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A proposed plan as its PlanRevision row (its triggering attempt aside) and, if accepted,
@@ -434,7 +442,8 @@ def _plan_rows(run: Run, event: ev.PlanProposed,
                     reason_code=event.reason_code or "initial", reason=event.reason, changes=event.changes,
                     validation_errors=[e.to_dict() for e in event.validation_errors], tokens=event.tokens,
                     cost=event.cost, planner_output=event.planner_output[:200_000],
-                    capabilities_seen=list(event.capabilities_seen), needs_approval=event.needs_plan_approval)
+                    capabilities_seen=list(event.capabilities_seen), needs_approval=event.needs_plan_approval,
+                    proposed_by_id=proposer_of(run, event.revision))
     if not event.accepted:
         return revision, []
     if version_of is None:

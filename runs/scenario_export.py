@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 
 from capabilities.models import Capability, CapabilityVersion
+from core import jsonlimits
 from core.errors import InvalidInput
 from runs.models import Approval, Attempt, PlanRevision, Run
 from runs.runtime import events as ev
@@ -113,11 +114,13 @@ def scenario_what_if(*, scenario: dict[str, Any], response: str, replacement: st
     capability = next((c for c in scenario.get("capabilities", []) if c["name"] == name), None)
     if capability is None or not index.isdigit() or int(index) >= len(capability.get("responses", [])):
         raise InvalidInput("Choose one of the recorded responses.", fields={"response": "unknown response"})
-    try:
-        new = json.loads(replacement)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"The response is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).",
-                           fields={"replacement": "not valid JSON"}) from None
+    try:  # the project's limits: a 50,000-deep array or a 99,000-digit number is a clear refusal, not a 500
+        new = jsonlimits.loads(replacement)
+    except jsonlimits.JSONLimitError as exc:
+        said = str(exc).removeprefix("Not valid JSON: ")
+        message = f"The response is refused: {said}" if isinstance(exc, jsonlimits.JSONTooLarge) else \
+            f"The response is not valid JSON: {said}"
+        raise InvalidInput(message, fields={"replacement": said}) from None
     edited = json.loads(json.dumps(scenario))
     target = next(c for c in edited["capabilities"] if c["name"] == name)
     target["responses"][int(index)] = new

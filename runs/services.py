@@ -139,11 +139,15 @@ def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
     """
     require(user, "runs.decide_approval", "approve or reject steps")
     try:
-        approval = Approval.objects.select_related("run", "decided_by").get(pk=approval_id)
+        approval = Approval.objects.select_related("run", "decided_by", "revision").get(pk=approval_id)
     except Approval.DoesNotExist:
         raise InvalidInput(f"Approval {approval_id} does not exist.") from None
-    if settings.AGENTOPS_FOUR_EYES and approval.run.owner_id == user.pk:
-        raise NotAllowed("Four-eyes rule: you cannot approve or reject steps of your own run.")
+    if settings.AGENTOPS_FOUR_EYES:
+        # Two people: neither the run's owner nor whoever proposed the plan may decide on it.
+        if approval.run.owner_id == user.pk:
+            raise NotAllowed("Four-eyes rule: you cannot approve or reject steps of your own run.")
+        if approval.revision.proposed_by_id == user.pk:
+            raise NotAllowed("Four-eyes rule: you cannot approve or reject steps you proposed.")
     bound_hash = approval.arguments_hash or approval.plan_hash
     if expected_hash is not None and expected_hash != bound_hash:
         raise Conflict("The request changed since you opened it: review the new arguments and decide again.")

@@ -391,7 +391,9 @@ def smtp_server():
 
 
 @pytest.fixture
-def inbox(smtp_server):
+def inbox(smtp_server, settings):
+    """The loopback SMTP server, on the egress allowlist (mail goes through the guard like webhooks)."""
+    settings.AGENTOPS_HTTP_ALLOWED_HOSTS = [*settings.AGENTOPS_HTTP_ALLOWED_HOSTS, "127.0.0.1"]
     smtp_server.messages.clear()
     return smtp_server
 

@@ -32,12 +32,13 @@ ENDPOINTS_HELP = ('an administrator sets AGENTOPS_LLM_ENDPOINTS, e.g. {"openai":
                   '"https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"}}, then runs name "endpoint": "openai"')
 
 
-def planner_for(run):
-    """Build the planner a run was started with."""
-    return planner_from(run.planner, run.planner_config, run_id=run.pk)
+def planner_for(run, *, on_proposed=None):
+    """Build the planner a run was started with. on_proposed(user_id): told who proposed each
+    plan a person submitted (the external planner), so the plan runs with their permissions too."""
+    return planner_from(run.planner, run.planner_config, run_id=run.pk, on_proposed=on_proposed)
 
 
-def planner_from(kind: str, config: dict, *, run_id: int | None = None):
+def planner_from(kind: str, config: dict, *, run_id: int | None = None, on_proposed=None):
     """Build a planner from its kind and settings (runs, evaluations)."""
     if kind == "scripted":
         return ScriptedPlanner(config.get("plans", []))
@@ -59,7 +60,7 @@ def planner_from(kind: str, config: dict, *, run_id: int | None = None):
         return LLMPlanner(llm_config, time_limit_s=max(96.0, settings.AGENTOPS_RUN_LEASE_SECONDS * 0.8))
     if kind == "external" and run_id is not None:
 
-        return ExternalPlanner(run_id)
+        return ExternalPlanner(run_id, on_proposed=on_proposed)
     raise ValueError(f"planner {kind!r} is not available")
 
 

@@ -11,6 +11,7 @@ budgets and stop reasons as a plan from any other planner.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from runs.models import PlanSubmission, Run
@@ -18,13 +19,16 @@ from runs.runtime.planning import PlanningRequest, PlanNotReady, PlanProposal
 
 
 class ExternalPlanner:
-    def __init__(self, run_id: int) -> None:
+    def __init__(self, run_id: int, *, on_proposed: Callable[[int], None] | None = None) -> None:
         self.run_id = run_id
+        self.on_proposed = on_proposed
 
     def propose(self, request: PlanningRequest) -> PlanProposal | PlanNotReady:
         submission = PlanSubmission.objects.filter(run_id=self.run_id, revision=request.revision).first()
         if submission is None:
             return PlanNotReady(f"waiting for the external agent's plan for revision {request.revision}")
+        if self.on_proposed is not None:  # before the plan is validated: with its proposer's permissions too
+            self.on_proposed(submission.submitted_by_id)
         raw_output = json.dumps(submission_body(submission), sort_keys=True, default=str)
         if submission.no_further_plan:
             return PlanProposal(plan=None, tokens=submission.tokens, cost=submission.cost, reason=submission.reason,

@@ -177,7 +177,8 @@ class Controller:
         # Authorization at the point of action: permissions may have changed since validation.
         if spec.permission and not self.authorizer.permits(spec.permission):
             return p.stop(StopKind.TERMINAL_FAILURE, ErrorCode.PERMISSION_DENIED.value,
-                          f"step {step.id}: the owner no longer holds {spec.permission!r} for {spec.name}")
+                          f"step {step.id}: the owner (or the plan's proposer) no longer holds "
+                          f"{spec.permission!r} for {spec.name}")
         interrupted = self.intents.interrupted()
         if interrupted is not None and (interrupted.revision, interrupted.step_id) == (s.revision, step.id):
             # A call of this step was sent by a worker that died before recording its outcome:

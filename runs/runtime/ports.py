@@ -13,8 +13,8 @@ from .planning import PlannerCallCeiling, PlanningRequest, PlanProposal
 @runtime_checkable
 class Authorizer(Protocol):
     def permits(self, permission: str) -> bool:
-        """Does the run's owner hold this permission now? Asked at validation and
-        again immediately before every execution."""
+        """Does the run's owner (and, for a plan someone else proposed, that proposer too) hold this
+        permission now? Asked at validation and again immediately before every execution."""
 
 
 @runtime_checkable

@@ -49,7 +49,7 @@ def validate_plan(plan: Plan, registry: CapabilityRegistry, budgets: Budgets,
         if spec.changes_state and spec.permission and not authorizer.permits(spec.permission):
             errors.append(PlanError(ErrorCodes.PERMISSION_DENIED,
                                     f"{spec.name!r} has side effects and needs permission {spec.permission!r}, "
-                                    "which the run's owner does not have", step.id))
+                                    "which the run's owner (or the plan's proposer) does not have", step.id))
     errors.extend(dependency_errors(plan, budgets))
     return tuple(errors)
 

@@ -30,7 +30,7 @@ from core.permissions import allowed, forbidden, permission_needed
 from runs import dashboard as dashboard_data
 from runs import dashboard_active as active
 from runs import search, selectors, services, timeline, trace_json, trace_review
-from runs.labels import label_filters_parse
+from runs.labels import TOO_MANY_FILTERS, label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
 from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
 from runs.trace_review import TraceFilters
@@ -150,7 +150,7 @@ def run_list(request):
                "evaluation_runs": preference,
                "saved_views": search.saved_views(user=request.user), "view_query": search.view_query(request.GET)}
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
-    return render(request, template, context)
+    return render(request, template, context, status=400 if TOO_MANY_FILTERS in form.errors.get("labels", ()) else 200)
 
 
 @permission_needed("runs.start_run", "start runs")
@@ -492,4 +492,4 @@ def run_dashboard(request):
         "include_evaluations": include_evaluations,
     })
     template = "runs/dashboard.html#dashboard_body" if request.htmx else "runs/dashboard.html"
-    return render(request, template, data)
+    return render(request, template, data, status=400 if TOO_MANY_FILTERS in label_problems else 200)

@@ -60,8 +60,9 @@ def test_an_operator_sets_up_a_rule_and_sees_its_delivery(page, live_server, log
     page.get_by_role("link", name="Rules and channels").click()
     page.locator(f"#rule-{rule.pk}").get_by_role("button", name="Pause").click()
     expect(page.locator(f"#rule-{rule.pk}")).to_contain_text("paused")
-    page.once("dialog", lambda dialog: dialog.accept())
-    page.locator(f"#rule-{rule.pk}").get_by_role("button", name="Delete").click()
+    page.locator(f"#rule-{rule.pk}").get_by_role("link", name="Delete").click()  # asks first, on its own page
+    expect(page.get_by_role("heading", name=f"Delete the rule “{rule.name}”?")).to_be_visible()
+    page.get_by_role("button", name="Delete").click()
     expect(page.locator(f"#rule-{rule.pk}")).to_have_count(0)
     assert not Rule.objects.filter(pk=rule.pk).exists()
     assert Delivery.objects.filter(pk=delivery.pk).exists()  # the record of what was sent stays

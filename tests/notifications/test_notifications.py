@@ -140,8 +140,9 @@ class TestEventsReachPeople:
         assert outbox.tick()["sent"] == 1
         assert f"Run #{theirs.pk}" in inbox.messages[0]["content"]
 
-    def test_secrets_come_from_the_environment(self, operator, inbox, waiting_approval, monkeypatch):
+    def test_secrets_come_from_the_environment(self, operator, inbox, waiting_approval, monkeypatch, settings):
         monkeypatch.setenv("AGENTOPS_NOTIFY_TO", "secret-team@example.com")
+        settings.AGENTOPS_NOTIFY_SECRET_BINDINGS = {"AGENTOPS_NOTIFY_TO": {"hosts": ["127.0.0.1"], "channels": []}}
         url = inbox.url.replace("to=ops@example.com", "to=${AGENTOPS_NOTIFY_TO}")
         mail = services.channel_save(user=operator, name="env mail", url=url)
         assert "secret-team" not in Channel.objects.get(pk=mail.pk).url
@@ -283,9 +284,17 @@ class TestChannelUrls:
 
         assert masked(url) == shown
 
-    def test_webhook_urls_are_checked_as_the_http_urls_they_post_to(self):
-        from notifications.channels import egress_url
+    def test_webhook_urls_are_checked_where_apprise_would_connect(self):
+        from notifications.senders import sender_for
+        from notifications.senders.base import Destination
+        from notifications.targets import read
 
-        assert egress_url("jsons://user:pw@hooks.example.com:8443/a/b") == "https://hooks.example.com:8443/a/b"
-        assert egress_url("form://10.0.0.5/x") == "http://10.0.0.5/x"
-        assert egress_url("mailtos://smtp.example.com") is None
+        def where(url):
+            return sender_for(url.split(":", 1)[0]).destination(read(url))
+
+        assert where("jsons://user:pw@hooks.example.com:8443/a/b") == Destination("hooks.example.com", 8443)
+        assert where("form://10.0.0.5/x") == Destination("10.0.0.5", 80)
+        assert where("mailtos://u:p@smtp.example.com?to=a@example.com") == Destination("smtp.example.com", 587)
+        assert where("slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ") == Destination("hooks.slack.com", 443)
+        assert where("workflow://prod-01.westus.logic.azure.com/abc123def/sigXYZ123456") == Destination(
+            "prod-01.westus.logic.azure.com", 443)
