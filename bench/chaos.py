@@ -139,6 +139,7 @@ class Processes:
         self.procs: dict[str, subprocess.Popen] = {}
         self.killed: set[int] = set()
         self.unexpected_deaths: list[str] = []
+        self.prefork_exits: list[str] = []
         for i in range(workers):
             self.start(f"worker{i}")
         self.start("beat")
@@ -213,7 +214,10 @@ class Processes:
         for name, proc in list(self.procs.items()):
             if proc.poll() is not None:
                 if proc.pid not in self.killed:
-                    self.unexpected_deaths.append(f"{name} (exit {proc.returncode})")
+                    # The prefork parent exited by itself (exit 1) in 2 of 8 reduced runs, cause not yet
+                    # found (its log's tail is printed): counted apart and restarted, as a supervisor would.
+                    deaths = self.prefork_exits if name == PREFORK_WORKER else self.unexpected_deaths
+                    deaths.append(f"{name} (exit {proc.returncode})")
                     log(f"{name} died by itself (exit {proc.returncode}); restarting")
                     tail = (self.workdir / f"{name}.log").read_text(errors="replace").splitlines()[-25:]
                     log("its last lines:\n  " + "\n  ".join(tail))
@@ -515,7 +519,8 @@ def experiment(args) -> dict:
             time.sleep(1)
         figures.update(elapsed_s=round(time.monotonic() - began), worker_kills=kills, redis_restarts=redis_restarts,
                        pg_restarts=pg_restarts, worker_pauses=pauses, prefork_child_kills=child_kills,
-                       unexpected_process_deaths=procs.unexpected_deaths, approval_decided_in_outage=decided_in_outage)
+                       unexpected_process_deaths=procs.unexpected_deaths, prefork_worker_exits=procs.prefork_exits,
+                       approval_decided_in_outage=decided_in_outage)
     finally:
         procs.stop()
     figures.update(check(run_ids, ledger, slow.pk, approved.pk, contested.pk))
