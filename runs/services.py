@@ -257,7 +257,8 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
         errors["goal"] = "Describe the goal of the run."
     elif len(goal) > 10_000:
         errors["goal"] = "The goal may be at most 10,000 characters."
-    completion_problems = completion_errors(completion)
+    # An agent through the gateway may have no completion criteria: its session's end ends the run.
+    completion_problems = [] if planner == "gateway" and completion == {} else completion_errors(completion)
     if completion_problems:
         errors["completion"] = "; ".join(completion_problems)
     errors.update(budget_errors(budgets))
@@ -281,7 +282,7 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
         trace_id=trace_id, deadline_at=now + timezone.timedelta(seconds=parsed_budgets.deadline_s), labels=labels,
     )
     RunLabel.objects.bulk_create([RunLabel(run=run, key=k, value=v) for k, v in labels.items()])
-    state = RunState.new(run_id=str(run.pk), goal=run.goal, completion=completion, budgets=parsed_budgets,
+    state = RunState.new(run_id=str(run.pk), goal=run.goal, completion=completion or None, budgets=parsed_budgets,
                          started_at=now.timestamp(), trace_id=trace_id, require_plan_approval=require_plan_approval)
     Run.objects.filter(pk=run.pk).update(state=state.to_dict())
     run.state = state.to_dict()
@@ -302,7 +303,8 @@ PLAN_SUBMIT_FOLLOW_UP_S = 2.0
 
 @transaction.atomic
 def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, no_further_plan: bool = False,
-                tokens: int = 0, cost: float = 0.0, reason_code: str = "", reason: str = ""):
+                tokens: int = 0, cost: float = 0.0, reason_code: str = "", reason: str = "",
+                planner: str = "external"):
     """Store an external agent's plan for the revision its run waits for, and advance the run.
 
     Only the run's owner (who must still hold runs.start_run) may submit, or a holder of
@@ -316,8 +318,9 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
     require(user, "runs.start_run", "submit plans")
     run = Run.objects.select_for_update().get(pk=run_id)
     _require_manage(user, run, "submit plans for")
-    if run.planner != "external":
-        raise Conflict(f"Run {run.pk} uses the {run.planner} planner, not an external one.")
+    # The API speaks for external runs; the gateway (planner="gateway") for its sessions' runs.
+    if run.planner != planner:
+        raise Conflict(f"Run {run.pk} uses the {run.planner} planner, not the {planner} one.")
     if run.is_finished:
         raise Conflict(f"Run {run.pk} has already finished ({run.stop_reason}).")
     existing = PlanSubmission.objects.filter(run=run, revision=revision).first()

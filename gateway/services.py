@@ -1,0 +1,203 @@
+"""Every change the gateway makes: agents, their tokens, sessions and the calls in them.
+
+The pages, the API, the create_agent command and the MCP server call these; each is one
+transaction that writes its audit row with the change. A session's calls go to the run
+through runs.services.plan_submit, exactly as an external agent's plans do.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.audit import audit
+from core.errors import Conflict, InvalidInput, NotAllowed
+from core.models import AuditAction
+from core.permissions import require
+from core.tokens import TokenNotFound
+from gateway.models import Agent, AgentToken, GatewaySession
+from gateway.tokens import default_expiry, new_key
+from runs import services as run_services
+from runs.labels import labels_errors
+from runs.models import Run
+from runs.planners.external import awaited_revision
+from runs.runtime.completion import completion_errors
+from runs.runtime.signatures import arguments_hash
+
+MANAGE = "gateway.manage_agents"
+
+
+def _require_manager(user, action: str) -> None:
+    """user None is the server's administrator at the command line (manage.py create_agent)."""
+    if user is not None:
+        require(user, MANAGE, action)
+
+
+# -- agents and tokens -------------------------------------------------------------------------
+
+@transaction.atomic
+def agent_save(*, user, name: str, owner, capabilities: list[str], budgets: dict | None = None,
+               completion: dict | None = None, description: str = "", enabled: bool = True) -> Agent:
+    """Register an agent, or update the one of that name."""
+    _require_manager(user, "register agents")
+    name = (name or "").strip()
+    budgets, completion = budgets or {}, completion or {}
+    errors: dict[str, str] = {}
+    if not name or len(name) > 100 or labels_errors({"agent": name}):
+        errors["name"] = "Name the agent: 1 to 100 characters (it labels the agent's runs)."
+    if not isinstance(capabilities, list) or not all(isinstance(c, str) and c for c in capabilities):
+        errors["capabilities"] = "capabilities must be a list of capability names."
+    errors.update(run_services.budget_errors(budgets))
+    if completion and completion_errors(completion):
+        errors["completion"] = "; ".join(completion_errors(completion))
+    if owner is None or not owner.is_active:
+        errors["owner"] = "The owner must be an active user."
+    if errors:
+        raise InvalidInput("The agent could not be saved: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
+                           fields=errors)
+    agent, created = Agent.objects.select_for_update().get_or_create(
+        name=name, defaults={"owner": owner, "created_by": user})
+    agent.owner, agent.capabilities, agent.budgets = owner, sorted(set(capabilities)), budgets
+    agent.completion, agent.description, agent.enabled = completion, description, enabled
+    agent.save()
+    audit(actor=user, action=AuditAction.AGENT_SAVED, target=agent,
+          summary=f"Agent {name!r} {'registered' if created else 'updated'}",
+          details={"owner": owner.get_username(), "capabilities": agent.capabilities, "budgets": budgets,
+                   "enabled": enabled})
+    return agent
+
+
+@transaction.atomic
+def agent_token_issue(*, user, agent: Agent, name: str = "", expires_in_days: int | None = None
+                      ) -> tuple[AgentToken, str]:
+    """A new token for the agent; returns the row and the key, which is never shown again."""
+    _require_manager(user, "issue agent tokens")
+    days = expires_in_days or settings.AGENTOPS_GATEWAY_TOKEN_DEFAULT_DAYS
+    if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= settings.AGENTOPS_API_TOKEN_MAX_DAYS:
+        raise InvalidInput(f"A token lives 1 to {settings.AGENTOPS_API_TOKEN_MAX_DAYS} days.",
+                           fields={"expires_in_days": "out of range"})
+    key, key_hash, prefix = new_key()
+    token = AgentToken.objects.create(agent=agent, name=(name or "token")[:100], key_hash=key_hash, prefix=prefix,
+                                      created_by=user, expires_at=default_expiry(days))
+    audit(actor=user, action=AuditAction.AGENT_TOKEN_CREATED, target=token,
+          summary=f"Token {prefix}… issued to agent {agent.name!r}",
+          details={"agent": agent.name, "prefix": prefix, "expires_at": token.expires_at.isoformat()})
+    return token, key
+
+
+@transaction.atomic
+def agent_token_revoke(*, user, token_id: int) -> AgentToken:
+    """Revoke an agent token (twice is harmless). Sessions it opened are refused from then on."""
+    _require_manager(user, "revoke agent tokens")
+    token = AgentToken.objects.select_for_update().select_related("agent").filter(pk=token_id).first()
+    if token is None:
+        raise TokenNotFound("No such agent token.")
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit(actor=user, action=AuditAction.AGENT_TOKEN_REVOKED, target=token,
+              summary=f"Token {token.prefix}… of agent {token.agent.name!r} revoked",
+              details={"agent": token.agent.name, "prefix": token.prefix})
+    return token
+
+
+# -- sessions ----------------------------------------------------------------------------------
+
+def session_open(*, agent_id: int, token_id: int | None, mcp_session_id: str, client_name: str,
+                 client_version: str) -> GatewaySession:
+    """An MCP client initialized a session: start its run (queued like any run) and record it."""
+    agent = Agent.objects.select_related("owner").get(pk=agent_id)
+    labels = {"agent": agent.name, "mcp_client": (client_name or "unknown")[:200]}
+    if client_version:
+        labels["mcp_client_version"] = client_version[:200]
+    labels = {k: v for k, v in labels.items() if not labels_errors({k: v})}
+    budgets = {**settings.AGENTOPS_GATEWAY_DEFAULT_BUDGETS, **agent.budgets}
+    with transaction.atomic():
+        client = f"{client_name or 'unknown client'} {client_version}".strip()
+        run = run_services.run_start(owner=agent.owner, goal=f"MCP session of agent {agent.name} ({client})",
+                                     completion=agent.completion, budgets=budgets, planner="gateway", labels=labels)
+        return GatewaySession.objects.create(run=run, agent=agent, token_id=token_id, mcp_session_id=mcp_session_id,
+                                             client_name=client_name[:200], client_version=client_version[:100])
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The revision whose outcome answers this call, and whether it was proposed just now."""
+
+    revision: int
+    new: bool
+
+
+class CallRefused(Exception):
+    """The call was not proposed: the run stopped, or it waits on something else. The message says why."""
+
+    def __init__(self, message: str, *, stop_reason: str = "", approval_id: int | None = None):
+        super().__init__(message)
+        self.stop_reason = stop_reason
+        self.approval_id = approval_id
+
+
+def call_submit(*, session_id: int, capability: str, arguments: dict) -> Submitted:
+    """Propose one tools/call as the plan the run waits for, or pick up the call already proposed.
+
+    A call answered before it concluded (approval pending, still running) is held: the same
+    call again waits on that revision instead of being proposed twice."""
+    with transaction.atomic():
+        session = GatewaySession.objects.select_for_update().select_related("run", "agent__owner").get(pk=session_id)
+        run = session.run
+        if run.is_finished:
+            raise CallRefused(f"Run {run.pk} has stopped ({run.stop_reason}): {run.stop_detail}",
+                              stop_reason=run.stop_reason)
+        args_hash = arguments_hash(arguments)
+        if session.held_revision is not None:
+            if (session.held_capability, session.held_arguments_hash) == (capability, args_hash):
+                return Submitted(session.held_revision, new=False)
+            if awaited_revision(run) is None:
+                raise CallRefused(f"The earlier call of {session.held_capability} (revision {session.held_revision}) "
+                                  "has not concluded (it may await an approval): repeat that call with the same "
+                                  "arguments to get its result.")
+        revision = awaited_revision(run)
+        if revision is None:
+            raise CallRefused(f"Run {run.pk} is still busy with the previous call; call again when it has answered.")
+        step = {"id": f"call{revision}", "capability": capability, "arguments": arguments,
+                "expected_outcome": "the MCP client's tools/call"}
+        run_services.plan_submit(run_id=run.pk, user=session.agent.owner, revision=revision, steps=[step],
+                                 reason="tools/call", planner="gateway")
+        GatewaySession.objects.filter(pk=session.pk).update(held_revision=None, held_capability="",
+                                                            held_arguments_hash="")
+        return Submitted(revision, new=True)
+
+
+def call_hold(*, session_id: int, revision: int, capability: str, arguments: dict) -> None:
+    """The call was answered before it concluded: the same call later picks up this revision."""
+    GatewaySession.objects.filter(pk=session_id).update(held_revision=revision, held_capability=capability,
+                                                        held_arguments_hash=arguments_hash(arguments))
+
+
+def call_delivered(*, session_id: int, revision: int) -> None:
+    GatewaySession.objects.filter(pk=session_id, held_revision=revision).update(
+        held_revision=None, held_capability="", held_arguments_hash="")
+
+
+def session_end(*, session_id: int, reason: str) -> bool:
+    """The client closed the session, or it went idle: the run stops `session_ended` once it waits
+    for the next call (a call in flight concludes first). True when nothing is left to do."""
+    with transaction.atomic():
+        session = GatewaySession.objects.select_for_update().select_related("run", "agent__owner").get(pk=session_id)
+        if session.ended_at is None:
+            GatewaySession.objects.filter(pk=session.pk).update(ended_at=timezone.now(), end_reason=reason[:200])
+        run = Run.objects.get(pk=session.run_id)
+        if run.is_finished:
+            return True
+        revision = awaited_revision(run)
+        if revision is None:
+            return False
+        try:
+            run_services.plan_submit(run_id=run.pk, user=session.agent.owner, revision=revision, no_further_plan=True,
+                                     reason=reason, planner="gateway")
+        except (Conflict, NotAllowed):
+            return False
+        return True
+
