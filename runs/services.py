@@ -283,7 +283,8 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
     )
     RunLabel.objects.bulk_create([RunLabel(run=run, key=k, value=v) for k, v in labels.items()])
     state = RunState.new(run_id=str(run.pk), goal=run.goal, completion=completion or None, budgets=parsed_budgets,
-                         started_at=now.timestamp(), trace_id=trace_id, require_plan_approval=require_plan_approval)
+                         started_at=now.timestamp(), trace_id=trace_id, require_plan_approval=require_plan_approval,
+                         plan_success_completes=planner != "gateway")
     Run.objects.filter(pk=run.pk).update(state=state.to_dict())
     run.state = state.to_dict()
     audit(actor=owner, action=AuditAction.RUN_STARTED, target=run, summary=f"Run {run.pk} started: {run.goal[:120]}",
