@@ -4,10 +4,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.models import Agent
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from capabilities.models import Capability
+from gateway.models import Agent, AgentToken, GatewaySession
 from runs.adapters import DjangoRegistry, OwnerAuthorizer
 from runs.models import Approval, Attempt, PlanRevision, Run
 from runs.runtime.capability import CapabilitySpec
+
+
+def agents_list():
+    """Every agent, with how many of its tokens still work (for the list page and the API)."""
+    live = Q(tokens__revoked_at__isnull=True, tokens__expires_at__gt=timezone.now())
+    return Agent.objects.select_related("owner").annotate(live_tokens=Count("tokens", filter=live)).order_by("name")
+
+
+def agent_tokens(agent: Agent):
+    return AgentToken.objects.filter(agent=agent).order_by("-created_at", "-id")
+
+
+def agent_sessions(agent: Agent, limit: int = 20):
+    """The agent's latest sessions and their runs (newest first)."""
+    return GatewaySession.objects.filter(agent=agent).select_related("run").order_by("-opened_at", "-id")[:limit]
+
+
+def capability_names() -> list[str]:
+    """Every registered capability's name: what an agent may be given (enabled or not)."""
+    return list(Capability.objects.order_by("name").values_list("name", flat=True))
 
 
 def tools_for(agent: Agent) -> list[CapabilitySpec]:

@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from capabilities.models import Capability
 from core.audit import audit
-from core.errors import Conflict, InvalidInput, NotAllowed
+from core.errors import Conflict, InvalidInput, NotAllowed, ServiceError
 from core.models import AuditAction
 from core.permissions import require
 from core.tokens import TokenNotFound
@@ -29,6 +30,11 @@ from runs.runtime.signatures import arguments_hash
 MANAGE = "gateway.manage_agents"
 
 
+class AgentNotFound(ServiceError):
+    status = 404
+    code = "not_found"
+
+
 def _require_manager(user, action: str) -> None:
     """user None is the server's administrator at the command line (manage.py create_agent)."""
     if user is not None:
@@ -37,31 +43,68 @@ def _require_manager(user, action: str) -> None:
 
 # -- agents and tokens -------------------------------------------------------------------------
 
-@transaction.atomic
-def agent_save(*, user, name: str, owner, capabilities: list[str], budgets: dict | None = None,
-               completion: dict | None = None, description: str = "", enabled: bool = True) -> Agent:
-    """Register an agent, or update the one of that name."""
-    _require_manager(user, "register agents")
-    name = (name or "").strip()
-    budgets, completion = budgets or {}, completion or {}
+MAX_CAPABILITIES = 200
+
+
+def _agent_errors(*, name, owner, capabilities, budgets, completion, description) -> dict[str, str]:
+    """Every problem with an agent's fields, by field; types are checked before anything is used."""
     errors: dict[str, str] = {}
-    if not name or len(name) > 100 or labels_errors({"agent": name}):
+    if not isinstance(name, str) or not name or len(name) > 100 or labels_errors({"agent": name}):
         errors["name"] = "Name the agent: 1 to 100 characters (it labels the agent's runs)."
-    if not isinstance(capabilities, list) or not all(isinstance(c, str) and c for c in capabilities):
-        errors["capabilities"] = "capabilities must be a list of capability names."
+    if (not isinstance(capabilities, list) or len(capabilities) > MAX_CAPABILITIES
+            or not all(isinstance(c, str) and 0 < len(c) <= 80 for c in capabilities)):
+        errors["capabilities"] = f"capabilities must be a list of at most {MAX_CAPABILITIES} capability names."
+    else:
+        unknown = sorted(set(capabilities) - set(Capability.objects.filter(name__in=capabilities)
+                                                 .values_list("name", flat=True)))
+        if unknown:
+            errors["capabilities"] = f"not in the registry: {', '.join(unknown[:10])}"
     errors.update(run_services.budget_errors(budgets))
     if completion and completion_errors(completion):
         errors["completion"] = "; ".join(completion_errors(completion))
+    if not isinstance(description, str) or len(description) > 2000:
+        errors["description"] = "At most 2,000 characters."
     if owner is None or not owner.is_active:
         errors["owner"] = "The owner must be an active user."
+    return errors
+
+
+@transaction.atomic
+def agent_save(*, user, name: str, owner, capabilities: list[str], budgets: dict | None = None,
+               completion: dict | None = None, description: str = "", enabled: bool = True,
+               agent_id: int | None = None, update_existing: bool = True) -> Agent:
+    """Register an agent, or update one: the one with `agent_id` (renaming it), else the one of
+    that name (create_agent's "creates or updates"); update_existing=False refuses a taken name."""
+    _require_manager(user, "register agents")
+    name = name.strip() if isinstance(name, str) else name
+    budgets = {} if budgets is None else budgets
+    completion = {} if completion is None else completion
+    errors = _agent_errors(name=name, owner=owner, capabilities=capabilities, budgets=budgets,
+                           completion=completion, description=description)
     if errors:
         raise InvalidInput("The agent could not be saved: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
                            fields=errors)
-    agent, created = Agent.objects.select_for_update().get_or_create(
-        name=name, defaults={"owner": owner, "created_by": user})
-    agent.owner, agent.capabilities, agent.budgets = owner, sorted(set(capabilities)), budgets
+    namesake = Agent.objects.select_for_update().filter(name=name).first()
+    if agent_id is not None:
+        agent = Agent.objects.select_for_update().filter(pk=agent_id).first()
+        if agent is None:
+            raise AgentNotFound(f"No agent {agent_id}.")
+        if namesake is not None and namesake.pk != agent.pk:
+            raise Conflict(f"Another agent is named {name!r}.", fields={"name": "Another agent has this name."})
+        created = False
+    elif namesake is not None and not update_existing:
+        raise Conflict(f"An agent named {name!r} exists; edit it instead.",
+                       fields={"name": "An agent of this name exists; edit it instead."})
+    else:
+        agent, created = namesake or Agent(name=name, owner=owner, created_by=user), namesake is None
+    agent.name, agent.owner, agent.capabilities, agent.budgets = name, owner, sorted(set(capabilities)), budgets
     agent.completion, agent.description, agent.enabled = completion, description, enabled
-    agent.save()
+    try:
+        with transaction.atomic():
+            agent.save()
+    except IntegrityError:   # registered meanwhile under that name by another request
+        raise Conflict(f"An agent named {name!r} exists; edit it instead.",
+                       fields={"name": "An agent of this name exists; edit it instead."}) from None
     audit(actor=user, action=AuditAction.AGENT_SAVED, target=agent,
           summary=f"Agent {name!r} {'registered' if created else 'updated'}",
           details={"owner": owner.get_username(), "capabilities": agent.capabilities, "budgets": budgets,
@@ -74,7 +117,7 @@ def agent_token_issue(*, user, agent: Agent, name: str = "", expires_in_days: in
                       ) -> tuple[AgentToken, str]:
     """A new token for the agent; returns the row and the key, which is never shown again."""
     _require_manager(user, "issue agent tokens")
-    days = expires_in_days or settings.AGENTOPS_GATEWAY_TOKEN_DEFAULT_DAYS
+    days = settings.AGENTOPS_GATEWAY_TOKEN_DEFAULT_DAYS if expires_in_days is None else expires_in_days
     if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= settings.AGENTOPS_API_TOKEN_MAX_DAYS:
         raise InvalidInput(f"A token lives 1 to {settings.AGENTOPS_API_TOKEN_MAX_DAYS} days.",
                            fields={"expires_in_days": "out of range"})
@@ -88,11 +131,11 @@ def agent_token_issue(*, user, agent: Agent, name: str = "", expires_in_days: in
 
 
 @transaction.atomic
-def agent_token_revoke(*, user, token_id: int) -> AgentToken:
+def agent_token_revoke(*, user, token_id: int, agent_id: int | None = None) -> AgentToken:
     """Revoke an agent token (twice is harmless). Sessions it opened are refused from then on."""
     _require_manager(user, "revoke agent tokens")
     token = AgentToken.objects.select_for_update().select_related("agent").filter(pk=token_id).first()
-    if token is None:
+    if token is None or (agent_id is not None and token.agent_id != agent_id):
         raise TokenNotFound("No such agent token.")
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
