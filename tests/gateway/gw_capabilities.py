@@ -18,3 +18,18 @@ def gw_flaky(q: str) -> dict:
 def gw_approved(note: str) -> dict:
     """A write an operator must approve."""
     return {"written": note}
+
+
+@capability(timeout_s=5, side_effect="write", permission="capabilities.change_capability")
+def gw_admin_only(text: str) -> dict:
+    """A write needing a permission operators lack: an operator's agent never sees it."""
+    return {"admin": text}
+
+
+@capability(timeout_s=10)
+def gw_slow(seconds: float) -> dict:
+    """Sleeps, so a call is still in flight when the test makes another."""
+    import time
+
+    time.sleep(min(seconds, 5))
+    return {"slept": seconds}
