@@ -99,7 +99,7 @@ def agent_token(gw_capabilities, operator):
 
     from gateway.models import Agent
 
-    def make(name="tester", capabilities=("gw_echo", "gw_flaky", "gw_approved"), budgets=None):
+    def make(name="tester", capabilities=("gw_echo", "gw_flaky", "gw_approved"), budgets=None, completion=None):
         out = StringIO()
         args = [name, "--owner", operator.username]
         for cap in capabilities:
@@ -108,6 +108,10 @@ def agent_token(gw_capabilities, operator):
             import json
 
             args += ["--budgets", json.dumps(budgets)]
+        if completion:
+            import json
+
+            args += ["--completion", json.dumps(completion)]
         call_command("create_agent", *args, stdout=out)
         return Agent.objects.get(name=name), out.getvalue().strip().splitlines()[-1]
 
