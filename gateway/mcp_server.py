@@ -72,7 +72,6 @@ class SessionRun:
 
 
 OPEN_CONNECTIONS: set = set()
-_BACKGROUND: set = set()
 
 
 async def _session_closed(conn) -> None:
@@ -80,20 +79,8 @@ async def _session_closed(conn) -> None:
     session_pk = conn.state["session_pk"]
     reason = conn.state.get("end_reason") or "the MCP session ended (closed by the client, or idle)"
     if not await db(services.session_end)(session_id=session_pk, reason=reason):
-        # A call is still concluding: end the run once it waits for the next call.
-        task = asyncio.get_running_loop().create_task(_end_when_idle(session_pk, reason))
-        _BACKGROUND.add(task)
-        task.add_done_callback(_BACKGROUND.discard)
-
-
-async def _end_when_idle(session_pk: int, reason: str) -> None:
-    deadline = time.monotonic() + settings.AGENTOPS_GATEWAY_CALL_WAIT_S + 60
-    while time.monotonic() < deadline:
-        await asyncio.sleep(0.5)
-        if await db(services.session_end)(session_id=session_pk, reason=reason):
-            return
-    log.warning("gateway session %s: its run did not come to wait for a call; the deadline will stop it",
-                session_pk)
+        log.warning("gateway session %s: its owner may no longer submit for its run; the deadline will stop it",
+                    session_pk)
 
 
 def _state(ctx) -> dict[str, Any]:

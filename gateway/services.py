@@ -23,7 +23,7 @@ from gateway.tokens import default_expiry, new_key
 from runs import services as run_services
 from runs.labels import labels_errors
 from runs.models import Run
-from runs.planners.external import awaited_revision
+from runs.planners.external import awaited_revision, next_plan_revision
 from runs.runtime.completion import completion_errors
 from runs.runtime.signatures import arguments_hash
 
@@ -190,6 +190,8 @@ def call_submit(*, session_id: int, capability: str, arguments: dict) -> Submitt
     with transaction.atomic():
         session = GatewaySession.objects.select_for_update().select_related("run", "agent__owner").get(pk=session_id)
         run = session.run
+        if session.ended_at is not None:
+            raise CallRefused(f"This session ended ({session.end_reason}); open a new one.")
         if run.is_finished:
             raise CallRefused(f"Run {run.pk} has stopped ({run.stop_reason}): {run.stop_detail}",
                               stop_reason=run.stop_reason)
@@ -225,8 +227,11 @@ def call_delivered(*, session_id: int, revision: int) -> None:
 
 
 def session_end(*, session_id: int, reason: str) -> bool:
-    """The client closed the session, or it went idle: the run stops `session_ended` once it waits
-    for the next call (a call in flight concludes first). True when nothing is left to do."""
+    """The client closed the session, or it went idle: the run stops `session_ended` when it next
+    needs a call. Stored with the run ("no further plan" for that revision), so it holds however
+    long a call in flight or a pending approval takes, and whichever process is then running:
+    an approved call runs once and the run stops after it; a rejection or an expiry stops it as
+    for any run. False when the run's owner may no longer submit for it (the deadline stops it)."""
     with transaction.atomic():
         session = GatewaySession.objects.select_for_update().select_related("run", "agent__owner").get(pk=session_id)
         if session.ended_at is None:
@@ -234,13 +239,9 @@ def session_end(*, session_id: int, reason: str) -> bool:
         run = Run.objects.get(pk=session.run_id)
         if run.is_finished:
             return True
-        revision = awaited_revision(run)
-        if revision is None:
-            return False
         try:
-            run_services.plan_submit(run_id=run.pk, user=session.agent.owner, revision=revision, no_further_plan=True,
-                                     reason=reason, planner="gateway")
+            run_services.plan_submit(run_id=run.pk, user=session.agent.owner, revision=next_plan_revision(run),
+                                     no_further_plan=True, reason=reason, planner="gateway", ahead=True)
         except (Conflict, NotAllowed):
             return False
         return True
-

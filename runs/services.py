@@ -22,7 +22,7 @@ from runs.labels import labels_errors
 from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
 from runs.planners import validate_planner_config
 from runs.planner_intents import count_planner_calls_left_in_flight
-from runs.planners.external import awaited_revision
+from runs.planners.external import awaited_revision, next_plan_revision
 from runs.runtime.budgets import Budgets
 from runs.runtime.completion import completion_errors
 from runs.runtime.ids import random_hex
@@ -305,8 +305,12 @@ PLAN_SUBMIT_FOLLOW_UP_S = 2.0
 @transaction.atomic
 def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, no_further_plan: bool = False,
                 tokens: int = 0, cost: float = 0.0, reason_code: str = "", reason: str = "",
-                planner: str = "external"):
+                planner: str = "external", ahead: bool = False):
     """Store an external agent's plan for the revision its run waits for, and advance the run.
+
+    ahead (with no_further_plan): the run is still carrying out its plan (a call in flight, an
+    approval pending); "no further plan" is stored for the next revision it will need
+    (next_plan_revision), so it stops there, whenever that is, instead of waiting for a plan.
 
     Only the run's owner (who must still hold runs.start_run) may submit, or a holder of
     runs.manage_all_runs. The plan is
@@ -329,7 +333,7 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
         raise Conflict(f"Revision {revision} of run {run.pk} already has a plan "
                        f"(submitted {existing.submitted_at:%Y-%m-%d %H:%M:%S} UTC).")
     awaited = awaited_revision(run)
-    if awaited != revision:
+    if awaited != revision and not (ahead and no_further_plan and revision == next_plan_revision(run)):
         waiting = f"waits for revision {awaited}" if awaited else "needs no plan now"
         raise Conflict(f"Run {run.pk} {waiting}, not revision {revision}.")
     try:

@@ -47,7 +47,7 @@ def inline_worker(monkeypatch):
     def drive(run_id, countdown):
         try:
             while True:
-                time.sleep(min(countdown or 0, 0.05))
+                time.sleep(min(countdown or 0, 5))   # a task's countdown, as the broker honours it
                 countdown = engine.run_advance(run_id=run_id, worker="inline")
                 if countdown is None:
                     return
@@ -225,6 +225,70 @@ class TestCalls:
         assert error.code == -32600 and "one call at a time" in error.message
         assert not first.is_error and first.structured_content == {"slept": 1.0}
         assert list(Attempt.objects.values_list("capability_name", flat=True)) == ["gw_slow"]
+
+
+class TestSessionEndedDuringAnApproval:
+    """A session that ended while its run waited on an approval: the run ends when the request is
+    decided or expires, with what truly happened (not left waiting for its deadline)."""
+
+    def ended_while_pending(self, agent_token, settings):
+        from gateway.models import GatewaySession
+        from runs.models import Run
+
+        settings.AGENTOPS_GATEWAY_APPROVAL_HOLD_S = 0
+        _, token = agent_token()
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                return await c.call_tool("gw_approved", {"note": "n1"})
+
+        pending = serve(go)   # the client closes its session here, the approval still pending
+        assert pending.structured_content["error"]["error_code"] == "approval_pending"
+        run = Run.objects.get(pk=pending.meta["agentops/run_id"])
+        assert run.status == "awaiting_approval" and GatewaySession.objects.get(run=run).ended_at is not None
+        return run, pending.meta["agentops/approval_id"]
+
+    @pytest.mark.parametrize("approve, stop_reason, executed", [(True, "session_ended", 1),
+                                                                (False, "approval_rejected", 0)])
+    def test_it_stops_once_the_approval_is_decided(self, agent_token, inline_worker, settings, second_operator,
+                                                   wait_until, approve, stop_reason, executed):
+        from runs import services
+        from runs.models import Attempt
+
+        run, approval_id = self.ended_while_pending(agent_token, settings)
+        services.approval_decide(approval_id=approval_id, user=second_operator, approve=approve)
+        wait_until(lambda: (run.refresh_from_db() or run.is_finished), timeout=20, message="the run stopped")
+        assert run.stop_reason == stop_reason
+        assert Attempt.objects.filter(run=run, capability_name="gw_approved", status="ok").count() == executed
+
+    def test_it_stops_when_the_approval_expires(self, agent_token, inline_worker, settings, wait_until):
+        from django.utils import timezone
+
+        from runs.models import Approval
+        from runs.sweeps import sweep_expired_approvals
+
+        run, approval_id = self.ended_while_pending(agent_token, settings)
+        Approval.objects.filter(pk=approval_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+        # As the scheduler does: the sweep passes over a run a worker holds at that moment.
+        wait_until(lambda: sweep_expired_approvals() or (run.refresh_from_db() or run.is_finished), timeout=20,
+                   interval=0.5, message="the run stopped")
+        run.refresh_from_db()
+        assert run.stop_reason == "approval_expired"
+
+    def test_a_call_after_the_session_ended_is_refused(self, agent_token, no_worker):
+        from gateway import services
+        from gateway.models import GatewaySession
+
+        _, token = agent_token()
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                await c.list_tools()
+
+        serve(go)
+        session = GatewaySession.objects.get()
+        with pytest.raises(services.CallRefused, match="session ended"):
+            services.call_submit(session_id=session.pk, capability="gw_echo", arguments={"text": "late"})
 
 
 class TestResultMapping:
