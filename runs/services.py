@@ -349,8 +349,10 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
           summary=f"Run {run.pk}: {what} submitted for revision {revision}",
           details={"run": run.pk, "revision": revision, "tokens": tokens, "cost": cost})
     if awaited != revision:
-        # Stored ahead: the run asks for it when it gets there. Waking it now would only hold its
-        # lease for a moment in which an approval's decision (which wakes it too) could be dropped.
+        # Stored ahead: the run asks for it when it gets there, so no wake now (it would hold the
+        # lease in the moment an approval's decision may want it); only the follow-up, for a pass
+        # that looked for this plan just before it was stored.
+        _enqueue_advance(run.pk, countdown=PLAN_SUBMIT_FOLLOW_UP_S)
         return submission
     _enqueue_advance(run.pk)
     if run.lease_expires_at and run.lease_expires_at > timezone.now():
