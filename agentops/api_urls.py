@@ -5,6 +5,7 @@ urlpatterns = [
     path("", include("capabilities.api_urls")),
     path("notifications/", include("notifications.api_urls")),
     path("", include("evaluation.api_urls")),
+    path("", include("gateway.api_urls")),
 ]
 
 # API tokens: the user's own, and the password login that issues one.

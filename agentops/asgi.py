@@ -1,6 +1,46 @@
+"""The web server's ASGI application: /mcp/ is the MCP gateway, everything else Django.
+
+`manage.py serve` runs it under uvicorn; production runs it under uvicorn workers (README
+"Production"). The lifespan starts the gateway's session manager, which Django's ASGI
+handler (HTTP only) would refuse.
+"""
 import os
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentops.settings")
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+from gateway.asgi import McpEndpoint  # noqa: E402 - needs the apps loaded above
+from gateway.mcp_server import build_session_manager  # noqa: E402
+
+MCP_PATHS = ("/mcp", "/mcp/")
+
+
+class Router:
+    def __init__(self):
+        self.session_manager = build_session_manager()
+        self.mcp = McpEndpoint(self.session_manager)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await self._lifespan(receive, send)
+        if scope["type"] == "http" and scope["path"] in MCP_PATHS:
+            return await self.mcp(scope, receive, send)
+        return await django_application(scope, receive, send)
+
+    async def _lifespan(self, receive, send):
+        message = await receive()   # lifespan.startup
+        try:
+            async with self.session_manager.run():
+                await send({"type": "lifespan.startup.complete"})
+                message = await receive()   # lifespan.shutdown
+        except Exception as exc:  # noqa: BLE001 - reported to the server, which then exits
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                return
+            raise
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+application = Router()

@@ -175,6 +175,7 @@ INSTALLED_APPS = [
     "runs",
     "notifications",
     "evaluation",
+    "gateway",
 ]
 
 MIDDLEWARE = [
@@ -344,6 +345,18 @@ AGENTOPS_JSON_FIELD_MAX_BYTES = env_int("AGENTOPS_JSON_FIELD_MAX_BYTES", 262_144
 # API tokens: the longest lifetime a user may give one, and the default.
 AGENTOPS_API_TOKEN_MAX_DAYS = env_int("AGENTOPS_API_TOKEN_MAX_DAYS", 365, minimum=1)
 AGENTOPS_API_TOKEN_DEFAULT_DAYS = env_int("AGENTOPS_API_TOKEN_DEFAULT_DAYS", 90, minimum=1)
+
+# The MCP gateway (gateway/, README "MCP gateway"): how long a tools/call waits for an approval
+# decision before answering "approval pending", how long for the call's outcome, and how long a
+# session may sit idle before it (and its run) ends.
+AGENTOPS_GATEWAY_APPROVAL_HOLD_S = env_int("AGENTOPS_GATEWAY_APPROVAL_HOLD_S", 30, minimum=0)
+AGENTOPS_GATEWAY_CALL_WAIT_S = env_int("AGENTOPS_GATEWAY_CALL_WAIT_S", 120, minimum=1)
+AGENTOPS_GATEWAY_IDLE_TIMEOUT_S = env_int("AGENTOPS_GATEWAY_IDLE_TIMEOUT_S", 1800, minimum=1)
+AGENTOPS_GATEWAY_TOKEN_DEFAULT_DAYS = env_int("AGENTOPS_GATEWAY_TOKEN_DEFAULT_DAYS", 90, minimum=1)
+# A session's run takes these unless its agent says otherwise: every tools/call after the first
+# is a plan revision and a planner pass, so those budgets are sized for calls, not replans.
+AGENTOPS_GATEWAY_DEFAULT_BUDGETS = {"max_iterations": 2_000, "max_revisions": 1_000, "max_tool_calls": 1_000,
+                                    "deadline_s": 3_600.0}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -21,4 +21,5 @@ urlpatterns = [
     path("capabilities/", include("capabilities.urls")),
     path("evaluations/", include("evaluation.urls")),
     path("notifications/", include("notifications.urls")),
+    path("agents/", include("gateway.urls")),
 ]

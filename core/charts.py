@@ -14,6 +14,7 @@ SERIES_COLOURS = {
     "queued": "#7aa2ff", "awaiting_approval": "#9a5b00", "budget_exhausted": "#9a5b00",
     "terminal_failure": "#b42318", "stalled": "#c11574", "plan_rejected": "#6941c6",
     "approval_rejected": "#0e7490", "approval_expired": "#b54708", "internal_error": "#475467",
+    "session_ended": "#344054",
 }
 
 

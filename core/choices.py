@@ -46,7 +46,8 @@ STOP_REASON_VALUES = (
     ["completed"]
     + [f"budget_exhausted:{b}" for b in BUDGET_NAMES]
     + [f"terminal_failure:{c.value}" for c in _ErrorCode]
-    + ["stalled", "plan_rejected", "approval_rejected", "approval_expired", "cancelled", "internal_error"]
+    + ["stalled", "plan_rejected", "approval_rejected", "approval_expired", "cancelled", "internal_error",
+       "session_ended"]
 )
 StopReason = _choices("StopReason", STOP_REASON_VALUES)
 # Recorded with stop_reason "stalled": which way the run stopped making progress.

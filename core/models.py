@@ -26,6 +26,9 @@ class AuditAction(models.TextChoices):
     NOTIFICATION_CHANNEL_SAVED = "notification_channel.saved"
     NOTIFICATION_CHANNEL_DELETED = "notification_channel.deleted"
     RUNS_PURGED = "runs.purged"
+    AGENT_SAVED = "agent.saved"
+    AGENT_TOKEN_CREATED = "agent_token.created"
+    AGENT_TOKEN_REVOKED = "agent_token.revoked"
 
 
 

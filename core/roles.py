@@ -17,6 +17,7 @@ _VIEW = [
     "capabilities.view_mcpserver", "capabilities.view_storedoutput", "capabilities.view_ticket",
     "capabilities.view_outboxmessage", "agentops.view_auditevent", "agentops.view_workerheartbeat",
     "notifications.view_rule", "notifications.view_channel", "notifications.view_delivery",
+    "gateway.view_agent", "gateway.view_gatewaysession",
 ]
 
 ROLE_PERMISSIONS = {
@@ -31,7 +32,7 @@ ROLE_PERMISSIONS = {
     LEAD_OPERATOR: [],  # filled below: an operator who may act on every run
     REGISTRY_ADMIN: _VIEW + [
         "capabilities.add_capability", "capabilities.change_capability", "capabilities.add_mcpserver",
-        "capabilities.change_mcpserver",
+        "capabilities.change_mcpserver", "gateway.manage_agents",
     ],
     STDIO_MCP_ADMIN: _VIEW + ["capabilities.run_stdio_mcpserver"],
 }

@@ -51,7 +51,7 @@ DEFAULT_WINDOW = "24h"
 OUTCOMES = [s.value for s in RunStatus]
 LIVE_STATUSES = [s for s in OUTCOMES if s not in FINISHED_STATUSES]
 STOP_GROUPS = ["completed", "budget_exhausted", "terminal_failure", "stalled", "plan_rejected",
-               "approval_rejected", "approval_expired", "cancelled", "internal_error"]
+               "approval_rejected", "approval_expired", "cancelled", "internal_error", "session_ended"]
 
 
 def window_bounds(window: TimeWindow, now: datetime) -> tuple[datetime, datetime, list[datetime]]:

@@ -33,6 +33,8 @@ class Planner(models.TextChoices):
     RULES = "rules"
     LLM = "llm", "LLM (OpenAI-compatible)"
     EXTERNAL = "external", "external agent (API)"
+    # An MCP client through the gateway: each tools/call is a one-step plan (gateway/).
+    GATEWAY = "gateway", "MCP client (gateway)"
     # The evaluation's baseline: one single-step call, no replanning.
     DIRECT = "direct", "direct call (evaluation baseline)"
 

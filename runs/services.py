@@ -22,7 +22,7 @@ from runs.labels import labels_errors
 from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
 from runs.planners import validate_planner_config
 from runs.planner_intents import count_planner_calls_left_in_flight
-from runs.planners.external import awaited_revision
+from runs.planners.external import awaited_revision, next_plan_revision
 from runs.runtime.budgets import Budgets
 from runs.runtime.completion import completion_errors
 from runs.runtime.ids import random_hex
@@ -261,7 +261,8 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
         errors["goal"] = "Describe the goal of the run."
     elif len(goal) > 10_000:
         errors["goal"] = "The goal may be at most 10,000 characters."
-    completion_problems = completion_errors(completion)
+    # An agent through the gateway may have no completion criteria: its session's end ends the run.
+    completion_problems = [] if planner == "gateway" and completion == {} else completion_errors(completion)
     if completion_problems:
         errors["completion"] = "; ".join(completion_problems)
     errors.update(budget_errors(budgets))
@@ -285,8 +286,9 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
         trace_id=trace_id, deadline_at=now + timezone.timedelta(seconds=parsed_budgets.deadline_s), labels=labels,
     )
     RunLabel.objects.bulk_create([RunLabel(run=run, key=k, value=v) for k, v in labels.items()])
-    state = RunState.new(run_id=str(run.pk), goal=run.goal, completion=completion, budgets=parsed_budgets,
-                         started_at=now.timestamp(), trace_id=trace_id, require_plan_approval=require_plan_approval)
+    state = RunState.new(run_id=str(run.pk), goal=run.goal, completion=completion or None, budgets=parsed_budgets,
+                         started_at=now.timestamp(), trace_id=trace_id, require_plan_approval=require_plan_approval,
+                         plan_success_completes=planner != "gateway")
     Run.objects.filter(pk=run.pk).update(state=state.to_dict())
     run.state = state.to_dict()
     audit(actor=owner, action=AuditAction.RUN_STARTED, target=run, summary=f"Run {run.pk} started: {run.goal[:120]}",
@@ -306,8 +308,13 @@ PLAN_SUBMIT_FOLLOW_UP_S = 2.0
 
 @transaction.atomic
 def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, no_further_plan: bool = False,
-                tokens: int = 0, cost: float = 0.0, reason_code: str = "", reason: str = ""):
+                tokens: int = 0, cost: float = 0.0, reason_code: str = "", reason: str = "",
+                planner: str = "external", ahead: bool = False):
     """Store an external agent's plan for the revision its run waits for, and advance the run.
+
+    ahead (with no_further_plan): the run is still carrying out its plan (a call in flight, an
+    approval pending); "no further plan" is stored for the next revision it will need
+    (next_plan_revision), so it stops there, whenever that is, instead of waiting for a plan.
 
     Only the run's owner (who must still hold runs.start_run) may submit, or a holder of
     runs.manage_all_runs. The plan is
@@ -320,8 +327,9 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
     require(user, "runs.start_run", "submit plans")
     run = Run.objects.select_for_update().get(pk=run_id)
     _require_manage(user, run, "submit plans for")
-    if run.planner != "external":
-        raise Conflict(f"Run {run.pk} uses the {run.planner} planner, not an external one.")
+    # The API speaks for external runs; the gateway (planner="gateway") for its sessions' runs.
+    if run.planner != planner:
+        raise Conflict(f"Run {run.pk} uses the {run.planner} planner, not the {planner} one.")
     if run.is_finished:
         raise Conflict(f"Run {run.pk} has already finished ({run.stop_reason}).")
     existing = PlanSubmission.objects.filter(run=run, revision=revision).first()
@@ -329,7 +337,7 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
         raise Conflict(f"Revision {revision} of run {run.pk} already has a plan "
                        f"(submitted {existing.submitted_at:%Y-%m-%d %H:%M:%S} UTC).")
     awaited = awaited_revision(run)
-    if awaited != revision:
+    if awaited != revision and not (ahead and no_further_plan and revision == next_plan_revision(run)):
         waiting = f"waits for revision {awaited}" if awaited else "needs no plan now"
         raise Conflict(f"Run {run.pk} {waiting}, not revision {revision}.")
     try:
@@ -344,6 +352,12 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
     audit(actor=user, action=AuditAction.PLAN_SUBMITTED, target=submission,
           summary=f"Run {run.pk}: {what} submitted for revision {revision}",
           details={"run": run.pk, "revision": revision, "tokens": tokens, "cost": cost})
+    if awaited != revision:
+        # Stored ahead: the run asks for it when it gets there, so no wake now (it would hold the
+        # lease in the moment an approval's decision may want it); only the follow-up, for a pass
+        # that looked for this plan just before it was stored.
+        _enqueue_advance(run.pk, countdown=PLAN_SUBMIT_FOLLOW_UP_S)
+        return submission
     _enqueue_advance(run.pk)
     if run.lease_expires_at and run.lease_expires_at > timezone.now():
         _enqueue_advance(run.pk, countdown=PLAN_SUBMIT_FOLLOW_UP_S)

@@ -18,7 +18,7 @@ from django.utils import timezone
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus
 from runs import queue
 from runs.models import Approval, PlanSubmission, Run
-from runs.planners.external import awaited_revision
+from runs.planners.external import AGENT_PLANNERS, awaited_revision
 from runs.services import run_finish
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ def sweep_overdue_runs(now=None) -> int:
 def _waiting_for(run: Run) -> str:
     if run.status == RunStatus.AWAITING_APPROVAL:
         return "while awaiting approval"
-    awaited = awaited_revision(run) if run.planner == "external" else None
+    awaited = awaited_revision(run) if run.planner in AGENT_PLANNERS else None
     if awaited is not None:
         return f"while waiting for the external agent's plan for revision {awaited}"
     return "while queued" if run.status == RunStatus.QUEUED else "while waiting to be advanced"
@@ -84,7 +84,7 @@ def _waiting_for(run: Run) -> str:
 
 def _wake_runs_with_submitted_plans(now) -> None:
     """Safety net: a plan submitted while a worker was finishing the pass that found none."""
-    waiting = Run.objects.filter(planner="external", status=RunStatus.RUNNING, next_action_at__isnull=True).filter(
+    waiting = Run.objects.filter(planner__in=AGENT_PLANNERS, status=RunStatus.RUNNING, next_action_at__isnull=True).filter(
         Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)).filter(
         plan_submissions__isnull=False).distinct()
     for run in waiting[:500]:
@@ -105,7 +105,7 @@ def requeue_orphaned_runs(now=None) -> int:
     """
     now = now or timezone.now()
     orphans = list(
-        Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exclude(planner="external")
+        Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exclude(planner__in=AGENT_PLANNERS)
         .exclude(lease_expires_at__gte=now).filter(orphaned(now)).values_list("pk", flat=True)[:500])
     # A decided approval whose run still says awaiting_approval (decided before this
     # version moved runs out of it, or a wake-up lost with its worker): queue it too.

@@ -21,7 +21,7 @@ def fill(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0015_decision_stop_cancelled"),
+        ("runs", "0016_gateway_planner"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

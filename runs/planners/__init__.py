@@ -5,6 +5,7 @@ import math
 import os
 
 from runs.planners.external import ExternalPlanner
+from runs.planners.gateway import GatewayPlanner
 from runs.planners.llm import LLMConfig, LLMPlanner, UnavailablePlanner
 from runs.planners.rules import RulesPlanner
 from runs.runtime.sim.planners import ScriptedPlanner
@@ -18,6 +19,8 @@ PLANNER_HELP = {
            "\"price_per_1k_completion_tokens\", \"timeout_s\", \"max_retries\"}.",
     "external": "An agent running elsewhere submits each plan through the API "
                 "(GET /api/runs/<id>/planning/, POST /api/runs/<id>/plans/); no planner_config.",
+    "gateway": "An MCP client through the gateway (/mcp/): each tools/call is a one-step plan. Started by the "
+               "gateway when a registered agent opens a session, not by hand.",
 }
 
 # A run names an endpoint; the URL, the key and any headers are the server's (AGENTOPS_LLM_ENDPOINTS).
@@ -61,6 +64,8 @@ def planner_from(kind: str, config: dict, *, run_id: int | None = None, on_propo
     if kind == "external" and run_id is not None:
 
         return ExternalPlanner(run_id, on_proposed=on_proposed)
+    if kind == "gateway" and run_id is not None:
+        return GatewayPlanner(run_id)   # the agent acts with its owner's permissions: the run's owner
     raise ValueError(f"planner {kind!r} is not available")
 
 
@@ -72,7 +77,7 @@ def validate_planner_config(planner: str, config: dict) -> dict[str, str]:
             return {"planner_config": "The scripted planner needs planner_config.plans: a non-empty list of plans."}
     elif planner == "llm":
         return llm_config_errors(config)
-    elif planner == "external":
+    elif planner in ("external", "gateway"):
         if config:
             return {"planner_config": "The external planner takes no planner_config: the agent submits its plans "
                                       "through the API."}

@@ -18,6 +18,11 @@ from runs.models import PlanSubmission, Run
 from runs.runtime.planning import PlanningRequest, PlanNotReady, PlanProposal
 
 
+# Planners whose plans come from an agent outside (the API, the MCP gateway): their runs wait
+# for the agent, not a worker, and a plan's arrival wakes them.
+AGENT_PLANNERS = ("external", "gateway")
+
+
 class ExternalPlanner:
     def __init__(self, run_id: int, *, on_proposed: Callable[[int], None] | None = None) -> None:
         self.run_id = run_id
@@ -59,3 +64,11 @@ def awaited_revision(run: Run) -> int | None:
     if run.is_finished or state.get("planning") is None:
         return None
     return int((state.get("usage") or {}).get("plans", 0)) + 1
+
+
+def next_plan_revision(run: Run) -> int:
+    """The first revision the run will ask a plan for that has none yet: the awaited one, or, while
+    a plan is being carried out (a call in flight, an approval pending), the one after it."""
+    plans = int(((run.state or {}).get("usage") or {}).get("plans", 0))
+    submitted = run.plan_submissions.order_by("-revision").values_list("revision", flat=True).first() or 0
+    return max(plans, submitted) + 1

@@ -37,7 +37,7 @@ def conclude(p: Pass, action: Action, attempt: Attempt, history_before: tuple[Hi
         verified = completion_met(s.completion, s.latest_ok_outputs)
     else:
         # Without application criteria, a plan whose every step succeeded is the result.
-        verified = observation.status is Status.OK and not others_pending
+        verified = s.plan_success_completes and observation.status is Status.OK and not others_pending
     # Compared with the history before this pass, so a resolved outcome is not
     # matched against the unknown attempt it resolves.
     repeated = repeated_without_progress(

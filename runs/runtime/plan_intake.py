@@ -13,7 +13,7 @@ from .events import PlanProposed
 from .pass_context import Pass
 from .plan import Step, parse_plan, step_changes
 from .planner_calls import ask
-from .planning import PlanningRequest, PlanNotReady, PlanProposal
+from .planning import PlanningRequest, PlanNotReady, PlanProposal, SessionEnded
 from .ports import CapabilityRegistry
 from .records import replace
 from .signatures import action_signature, plan_hash, signature_text
@@ -52,6 +52,9 @@ def ask_planner(p: Pass, now: float) -> None:
         # emit nothing, and wait until the plan's arrival advances the run again.
         p.wait_s = None
         return
+    if isinstance(proposal, SessionEnded):
+        return p.stop(StopKind.SESSION_ENDED, None, proposal.detail or "the agent's session ended",
+                      need.trigger_attempt_id)
     if proposal is None or proposal.no_further_plan:
         tokens, cost = (proposal.tokens, proposal.cost) if proposal is not None else (0, 0.0)
         p.state = replace(s, usage=s.usage.counted_plan(tokens=tokens, cost=cost, received=False))

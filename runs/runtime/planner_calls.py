@@ -15,12 +15,12 @@ from __future__ import annotations
 from .events import PlannerCallEnded
 from .intents import PlannerCallIntent
 from .pass_context import Pass
-from .planning import PlanningRequest, PlanNotReady, PlanProposal
+from .planning import PlanningRequest, PlanNotReady, PlanProposal, SessionEnded
 from .ports import CallingPlanner
 from .records import replace
 
 
-def ask(p: Pass, request: PlanningRequest) -> PlanProposal | PlanNotReady | None:
+def ask(p: Pass, request: PlanningRequest) -> PlanProposal | PlanNotReady | SessionEnded | None:
     """The planner's answer to `request`; a calling planner's call is written ahead and accounted for."""
     planner = p.ports.planner
     if not isinstance(planner, CallingPlanner):

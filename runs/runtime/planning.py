@@ -71,3 +71,11 @@ class PlanNotReady:
     """
 
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class SessionEnded:
+    """The agent will propose nothing more because its session ended (a gateway client closed
+    its MCP session, or it went idle): the run stops `session_ended` with this detail."""
+
+    detail: str = ""

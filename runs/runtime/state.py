@@ -109,6 +109,9 @@ class RunState:
     require_plan_approval: bool = False
     # False in "direct" mode: one single-step plan, no revisions.
     allow_replan: bool = True
+    # Without completion criteria, does a plan whose every step succeeded complete the run? Not for
+    # a gateway session: its agent's next call is the next plan, and its end ends the run.
+    plan_success_completes: bool = True
     # Set by the adapter on load when an operator cancelled; honoured at the next pass.
     cancel_requested: bool = False
     status: RunStatus = RunStatus.QUEUED
@@ -131,14 +134,15 @@ class RunState:
     @classmethod
     def new(cls, *, run_id: str, goal: str, completion: CompletionCriteria | dict[str, Any] | None,
             budgets: Budgets | dict[str, Any] | None = None, started_at: float, trace_id: str = "",
-            require_plan_approval: bool = False, allow_replan: bool = True) -> RunState:
+            require_plan_approval: bool = False, allow_replan: bool = True,
+            plan_success_completes: bool = True) -> RunState:
         if isinstance(completion, dict):
             completion = CompletionCriteria.from_dict(completion)
         if not isinstance(budgets, Budgets):
             budgets = Budgets.from_dict(budgets)
         return cls(run_id=run_id, goal=goal, completion=completion, budgets=budgets, started_at=started_at,
                    trace_id=trace_id or run_id, require_plan_approval=require_plan_approval,
-                   allow_replan=allow_replan, planning=PlanningNeed(reason="first plan"))
+                   allow_replan=allow_replan, plan_success_completes=plan_success_completes, planning=PlanningNeed(reason="first plan"))
 
     @property
     def is_terminal(self) -> bool:
@@ -156,6 +160,7 @@ class RunState:
             "completion": self.completion.to_dict() if self.completion else None,
             "budgets": self.budgets.to_dict(), "started_at": self.started_at, "trace_id": self.trace_id,
             "require_plan_approval": self.require_plan_approval, "allow_replan": self.allow_replan,
+            "plan_success_completes": self.plan_success_completes,
             "cancel_requested": self.cancel_requested, "status": self.status.value,
             "stop_reason": self.stop_reason, "stop_detail": self.stop_detail, "stall_kind": self.stall_kind,
             "usage": self.usage.to_dict(),
@@ -177,7 +182,8 @@ class RunState:
             run_id=data["run_id"], goal=data["goal"], completion=opt("completion", CompletionCriteria.from_dict),
             budgets=Budgets.from_dict(data["budgets"]), started_at=float(data["started_at"]),
             trace_id=data.get("trace_id", ""), require_plan_approval=bool(data.get("require_plan_approval")),
-            allow_replan=bool(data.get("allow_replan", True)), cancel_requested=bool(data.get("cancel_requested")),
+            allow_replan=bool(data.get("allow_replan", True)),
+            plan_success_completes=bool(data.get("plan_success_completes", True)), cancel_requested=bool(data.get("cancel_requested")),
             status=RunStatus(data.get("status", "queued")), stop_reason=data.get("stop_reason"),
             stop_detail=data.get("stop_detail", ""), stall_kind=data.get("stall_kind"), usage=Usage.from_dict(data.get("usage")),
             revision=int(data.get("revision", 0)),

@@ -29,6 +29,9 @@ class StopKind(StrEnum):
     APPROVAL_EXPIRED = "approval_expired"
     CANCELLED = "cancelled"
     INTERNAL_ERROR = "internal_error"
+    # The agent's session ended (an MCP client closed it or went idle) while the run waited
+    # for its next call: not "completed", which only verified completion criteria earn.
+    SESSION_ENDED = "session_ended"
 
 
 class StallKind(StrEnum):

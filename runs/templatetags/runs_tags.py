@@ -47,6 +47,8 @@ STOP_REASON_TEXT = {
     "approval_expired": "Stopped: an approval request expired before anyone decided it",
     "cancelled": "Cancelled by an operator",
     "internal_error": "Stopped: an internal error in AgentOps",
+    "session_ended": "Stopped: the agent's MCP session ended (closed by the client, or idle) while the run "
+                     "waited for its next call",
     **{f"budget_exhausted:{name}": f"Stopped: {text}" for name, text in _BUDGET_WORDS.items()},
     **{f"terminal_failure:{code}": f"Stopped: {text}" for code, text in _FAILURE_WORDS.items()},
 }

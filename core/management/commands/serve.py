@@ -40,7 +40,7 @@ class Supervisor:
 
 
 class Command(BaseCommand):
-    help = "Start web (runserver), a Celery worker and Celery beat; stop them all on Ctrl-C."
+    help = "Start web (uvicorn, ASGI: Django and the MCP gateway at /mcp/), a Celery worker and Celery beat; stop them all on Ctrl-C."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
@@ -54,7 +54,10 @@ class Command(BaseCommand):
         python = sys.executable
         celery = [python, "-m", "celery", "-A", "agentops"]
         commands = {
-            "web": [python, "manage.py", "runserver", f"{host}:{port}", "--noreload", "--skip-checks"],
+            # ASGI: the MCP gateway at /mcp/ holds calls open while they wait for a worker or a decision,
+            # which a threaded WSGI server cannot afford (agentops/asgi.py).
+            "web": [python, "-m", "uvicorn", "agentops.asgi:application", "--host", host, "--port", str(port),
+                    "--log-level", "warning", "--no-access-log", "--timeout-graceful-shutdown", "10"],
             "worker": celery + ["worker", "--pool", "threads", "--concurrency", str(concurrency), "--loglevel",
                                 worker_log_level, "--hostname", f"agentops-{os.getpid()}@%h", "--without-mingle",
                                 "--without-gossip"],

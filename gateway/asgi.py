@@ -1,0 +1,56 @@
+"""The /mcp/ endpoint in front of the SDK's session manager: who is calling, and which protocol.
+
+An agent token (`Authorization: Bearer aog_...`) is resolved here; the SDK then binds each
+session to the token that opened it (another token using the session's id gets 404). The
+gateway speaks the session protocol (initialize, Mcp-Session-Id), because a session is a
+run: a client probing for the sessionless 2026 protocol is answered so it falls back.
+"""
+from __future__ import annotations
+
+import json
+
+from asgiref.sync import sync_to_async
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from gateway.tokens import TokenRefused, bearer_for
+
+
+async def _json_error(send, status: int, code: int, message: str, headers: list | None = None) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope, name: bytes) -> str | None:
+    return next((v.decode("latin-1") for k, v in scope["headers"] if k == name), None)
+
+
+class McpEndpoint:
+    def __init__(self, session_manager):
+        self.session_manager = session_manager
+
+    async def __call__(self, scope, receive, send) -> None:
+        version = _header(scope, b"mcp-protocol-version")
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            await _json_error(send, 400, -32600, "This gateway speaks the session protocol (initialize and "
+                                                 "Mcp-Session-Id): each session is a governed run.")
+            return
+        authorization = (_header(scope, b"authorization") or "").split()
+        if len(authorization) != 2 or authorization[0].lower() != "bearer":
+            await _json_error(send, 401, -32001, "Send the agent's token: 'Authorization: Bearer <token>'.",
+                              [(b"www-authenticate", b'Bearer realm="agentops-mcp"')])
+            return
+        try:
+            bearer = await sync_to_async(bearer_for, thread_sensitive=False)(authorization[1])
+        except TokenRefused as refused:
+            await _json_error(send, 401, -32001, str(refused), [(b"www-authenticate", b'Bearer error="invalid_token"')])
+            return
+        # The principal the SDK compares a session's requests against: the token, never its key.
+        principal = AccessToken(token=f"agent-token-{bearer.token_id}", client_id=f"agent-token-{bearer.token_id}",
+                                scopes=[])
+        scope = {**scope, "user": AuthenticatedUser(principal), "agentops.bearer": bearer}
+        await self.session_manager.handle_request(scope, receive, send)

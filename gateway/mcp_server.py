@@ -1,0 +1,227 @@
+"""The MCP server at /mcp/: the official SDK's low-level Server over streamable HTTP.
+
+A session is a run: `initialize` starts it (gateway.services.session_open); each
+tools/call is proposed as the run's next one-step plan and a Celery worker advances the
+run exactly as any other (validation, authorization, budgets, approval, intent, executor,
+observation, repetition). The request here only waits for the attempt the worker
+records, so nothing runs a capability in the web process.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+import anyio
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST
+
+from gateway import results, selectors, services
+from gateway.models import Agent
+from runs.runtime.validation import argument_errors
+
+log = logging.getLogger(__name__)
+
+# How often a held call re-reads its outcome: fast first (most calls end in milliseconds), then
+# at most every POLL_MAX_S; a progress notification every PROGRESS_EVERY_S keeps the stream alive.
+POLL_FIRST_S = 0.002
+POLL_MAX_S = 0.1
+PROGRESS_EVERY_S = 5.0
+LIST_CHANGED_POLL_S = 2.0
+
+
+def db(fn):
+    """A blocking ORM call off the event loop; not thread-sensitive, so sessions do not queue on one thread."""
+    return sync_to_async(fn, thread_sensitive=False)
+
+
+def _connection(ctx):
+    # The SDK keeps the per-session Connection (state, exit_stack) on the request's session.
+    return ctx.session._connection  # noqa: SLF001 - no public accessor on the low-level context
+
+
+def _bearer(ctx):
+    request = ctx.request
+    return request.scope.get("agentops.bearer") if request is not None else None
+
+
+class SessionRun:
+    """Server middleware: an accepted `initialize` opens the session's run; the session's end stops it."""
+
+    async def __call__(self, ctx, call_next):
+        result = await call_next(ctx)
+        if ctx.method != "initialize":
+            return result
+        bearer, conn = _bearer(ctx), _connection(ctx)
+        info = (ctx.params or {}).get("clientInfo") or {}
+        session = await db(services.session_open)(
+            agent_id=bearer.agent_id, token_id=bearer.token_id, mcp_session_id=conn.session_id or "",
+            client_name=str(info.get("name", ""))[:200], client_version=str(info.get("version", ""))[:100])
+        conn.state.update(session_pk=session.pk, run_id=session.run_id, agent_id=bearer.agent_id,
+                          token_id=bearer.token_id, lock=anyio.Lock())
+        OPEN_CONNECTIONS.add(conn)
+        conn.exit_stack.push_async_callback(_session_closed, conn)
+        return result
+
+
+OPEN_CONNECTIONS: set = set()
+
+
+async def _session_closed(conn) -> None:
+    OPEN_CONNECTIONS.discard(conn)
+    session_pk = conn.state["session_pk"]
+    reason = conn.state.get("end_reason") or "the MCP session ended (closed by the client, or idle)"
+    if not await db(services.session_end)(session_id=session_pk, reason=reason):
+        log.warning("gateway session %s: its owner may no longer submit for its run; the deadline will stop it",
+                    session_pk)
+
+
+def _state(ctx) -> dict[str, Any]:
+    state = _connection(ctx).state
+    if "run_id" not in state:
+        raise MCPError(INVALID_REQUEST, "This session has no run: initialize first.")
+    return state
+
+
+def _agent(agent_id: int) -> Agent:
+    return Agent.objects.get(pk=agent_id)
+
+
+def _tools(agent_id: int):
+    return selectors.tools_for(_agent(agent_id))
+
+
+def _tool(spec) -> types.Tool:
+    hints = types.ToolAnnotations(read_only_hint=spec.side_effect in ("none", "read"),
+                                  destructive_hint=spec.side_effect in ("write", "external"),
+                                  idempotent_hint=bool(spec.idempotent))
+    description = spec.description or spec.name
+    if spec.requires_approval:
+        description += " (needs an operator's approval: the call waits for the decision)"
+    return types.Tool(name=spec.name, description=description, input_schema=spec.schema, annotations=hints)
+
+
+async def list_tools(ctx, params) -> types.ListToolsResult:
+    state = _state(ctx)
+    return types.ListToolsResult(tools=[_tool(s) for s in await db(_tools)(state["agent_id"])])
+
+
+async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    state = _state(ctx)
+    run_id, name = state["run_id"], params.name
+    arguments = params.arguments if params.arguments is not None else {}
+    spec = next((s for s in await db(_tools)(state["agent_id"]) if s.name == name), None)
+    if spec is None:
+        raise MCPError(INVALID_PARAMS, f"Unknown tool: {name!r} is not one of this agent's tools (see tools/list).")
+    # Checked here with the runtime's own rules, so a malformed call is answered at once and
+    # never spends the run's plan corrections (the pass checks again, as for every plan).
+    problems = argument_errors(spec, arguments)
+    if problems:
+        return results.refused(run_id, "; ".join(str(p) for p in problems), error_code="invalid_arguments")
+    lock: anyio.Lock = state["lock"]
+    if lock.locked():
+        raise MCPError(INVALID_REQUEST, "Another tools/call of this session is in progress: one call at a time per "
+                                        "session (open another session for parallel work).")
+    async with lock:
+        return await _call(ctx, state, spec, arguments)
+
+
+async def _call(ctx, state, spec, arguments) -> types.CallToolResult:
+    run_id, session_pk = state["run_id"], state["session_pk"]
+    try:
+        submitted = await db(services.call_submit)(session_id=session_pk, capability=spec.name, arguments=arguments)
+    except services.CallRefused as refused:
+        return results.refused(run_id, str(refused), stop_reason=refused.stop_reason)
+    delivered = False
+    try:
+        outcome, waited = await _await_outcome(ctx, run_id, submitted.revision)
+        if isinstance(outcome, selectors.Concluded):
+            delivered = True
+            return results.concluded(run_id, outcome)
+        if outcome.approval is not None:
+            return results.approval_pending(run_id, outcome.approval)
+        return results.still_running(run_id, waited)
+    finally:
+        with anyio.CancelScope(shield=True):   # a client gone mid-call: the same call later picks it up
+            if delivered:
+                await db(services.call_delivered)(session_id=session_pk, revision=submitted.revision)
+            else:
+                await db(services.call_hold)(session_id=session_pk, revision=submitted.revision,
+                                             capability=spec.name, arguments=arguments)
+
+
+async def _await_outcome(ctx, run_id: int, revision: int):
+    started = time.monotonic()
+    delay, progressed, approval_seen = POLL_FIRST_S, started, None
+    while True:
+        outcome = await db(selectors.call_outcome)(run_id=run_id, revision=revision)
+        now = time.monotonic()
+        if isinstance(outcome, selectors.Concluded):
+            return outcome, now - started
+        if outcome.approval is not None:
+            approval_seen = approval_seen or now
+            if now - approval_seen >= settings.AGENTOPS_GATEWAY_APPROVAL_HOLD_S:
+                return outcome, now - started
+        elif now - started >= settings.AGENTOPS_GATEWAY_CALL_WAIT_S:
+            return outcome, now - started
+        if now - progressed >= PROGRESS_EVERY_S:
+            progressed = now
+            waiting = "an approval decision" if outcome.approval is not None else "the call's outcome"
+            await ctx.session.report_progress(now - started, None, f"waiting for {waiting}")
+        await anyio.sleep(delay)
+        delay = min(delay * 1.5, POLL_MAX_S)
+
+
+def _registry_stamp():
+    from django.db.models import Max
+
+    from capabilities.models import Capability
+
+    return (Capability.objects.aggregate(m=Max("updated_at"))["m"], Agent.objects.aggregate(m=Max("updated_at"))["m"])
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(server):
+    task = asyncio.get_running_loop().create_task(_announce_list_changes())
+    try:
+        yield {}
+    finally:
+        task.cancel()
+
+
+async def _announce_list_changes() -> None:
+    """notifications/tools/list_changed on every open session when the registry or an agent changes."""
+    stamp = None
+    while True:
+        try:
+            latest = await db(_registry_stamp)()
+            if stamp is not None and latest != stamp:
+                for conn in list(OPEN_CONNECTIONS):
+                    with contextlib.suppress(Exception):   # a session without a GET stream cannot be told
+                        await conn.send_tool_list_changed()
+            stamp = latest
+        except Exception:  # noqa: BLE001 - a database blip must not end the announcements
+            log.exception("could not read the registry's version")
+        await asyncio.sleep(LIST_CHANGED_POLL_S)
+
+
+def build_server() -> Server:
+    server = Server("agentops-gateway", version="1", on_list_tools=list_tools, on_call_tool=call_tool,
+                    lifespan=_lifespan,
+                    instructions="AgentOps governs these tools: every call goes through its runtime's policy "
+                                 "(budgets, approvals, stall detection) and is recorded as a run.")
+    server.middleware.append(SessionRun())
+    return server
+
+
+def build_session_manager() -> StreamableHTTPSessionManager:
+    return StreamableHTTPSessionManager(build_server(), session_idle_timeout=settings.AGENTOPS_GATEWAY_IDLE_TIMEOUT_S,
+                                        max_request_body_size=1_048_576)
+

@@ -1,0 +1,78 @@
+"""What the gateway reads: the tools an agent sees, and how a proposed call turned out."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from capabilities.models import Capability
+from gateway.models import Agent, AgentToken, GatewaySession
+from runs.adapters import DjangoRegistry, OwnerAuthorizer
+from runs.models import Approval, Attempt, PlanRevision, Run
+from runs.runtime.capability import CapabilitySpec
+
+
+def agents_list():
+    """Every agent, with how many of its tokens still work (for the list page and the API)."""
+    live = Q(tokens__revoked_at__isnull=True, tokens__expires_at__gt=timezone.now())
+    return Agent.objects.select_related("owner").annotate(live_tokens=Count("tokens", filter=live)).order_by("name")
+
+
+def agent_tokens(agent: Agent):
+    return AgentToken.objects.filter(agent=agent).order_by("-created_at", "-id")
+
+
+def agent_sessions(agent: Agent, limit: int = 20):
+    """The agent's latest sessions and their runs (newest first)."""
+    return GatewaySession.objects.filter(agent=agent).select_related("run").order_by("-opened_at", "-id")[:limit]
+
+
+def capability_names() -> list[str]:
+    """Every registered capability's name: what an agent may be given (enabled or not)."""
+    return list(Capability.objects.order_by("name").values_list("name", flat=True))
+
+
+def tools_for(agent: Agent) -> list[CapabilitySpec]:
+    """Exactly the agent's capabilities that are enabled and its owner may use (as a planner sees them)."""
+    wanted = set(agent.capabilities)
+    visible = DjangoRegistry().visible(OwnerAuthorizer(agent.owner_id))
+    return [spec for spec in visible if spec.name in wanted]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Not concluded yet; `approval` is the request it waits on, if any."""
+
+    approval: Approval | None = None
+
+
+@dataclass(frozen=True)
+class Concluded:
+    """The call's step concluded (or the run stopped): its last attempt, if it got one."""
+
+    attempt: Attempt | None
+    run_status: str
+    stop_reason: str
+    stop_detail: str
+    validation_errors: list[Any]
+
+
+def call_outcome(*, run_id: int, revision: int) -> Pending | Concluded:
+    """One cheap read of the run (status and the two checkpoint fields that say whether it moved on)."""
+    status, stop_reason, stop_detail, plans, planning = Run.objects.filter(pk=run_id).values_list(
+        "status", "stop_reason", "stop_detail", "state__usage__plans", "state__planning").get()
+    finished = bool(stop_reason)
+    moved_on = planning is not None and int(plans or 0) >= revision
+    if not (finished or moved_on):
+        if status == "awaiting_approval":
+            return Pending(Approval.objects.filter(run_id=run_id, state="pending").first())
+        return Pending()
+    attempt = (Attempt.objects.filter(run_id=run_id, step__revision__number=revision)
+               .order_by("-started_at", "-id").first())
+    errors: list[Any] = []
+    if attempt is None:
+        rejected = PlanRevision.objects.filter(run_id=run_id, number=revision, accepted=False).first()
+        errors = rejected.validation_errors if rejected else []
+    return Concluded(attempt, status, stop_reason, stop_detail, errors)

@@ -1,0 +1,361 @@
+"""The gateway's pieces in this process (no subprocess, no worker process): token auth, tools/list
+filtering, result and isError mapping, argument validation, session binding, one call at a time.
+
+The ASGI app is served through httpx's in-process transport; where a call must conclude, an
+inline worker (a thread running the real engine, runs.engine.run_advance) stands in for Celery.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import timedelta
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ACCEPT = "application/json, text/event-stream"
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}}}
+
+
+@pytest.fixture
+def no_worker(monkeypatch):
+    """Nothing advances runs: a call stays in flight until the call wait ends."""
+    from runs import queue
+
+    monkeypatch.setattr(queue, "advance_later", lambda run_id, countdown=None: None)
+
+
+@pytest.fixture
+def inline_worker(monkeypatch):
+    """Every send of a run's task advances it in a thread of this process with the real engine."""
+    from django.db import close_old_connections
+
+    from runs import engine, queue
+
+    threads = []
+
+    def drive(run_id, countdown):
+        try:
+            while True:
+                time.sleep(min(countdown or 0, 5))   # a task's countdown, as the broker honours it
+                countdown = engine.run_advance(run_id=run_id, worker="inline")
+                if countdown is None:
+                    return
+        finally:
+            close_old_connections()
+
+    def send(run_id, countdown=None):
+        thread = threading.Thread(target=drive, args=(run_id, countdown), daemon=True)
+        threads.append(thread)
+        thread.start()
+
+    monkeypatch.setattr(queue, "advance_later", send)
+    yield
+    for thread in threads:
+        thread.join(timeout=10)
+
+
+def serve(coro_fn):
+    """Run coro_fn(http_for) against a fresh gateway app (its session manager runs once per app)."""
+    from agentops.asgi import Router
+
+    router = Router()
+
+    def http_for(token: str | None, **headers) -> httpx2.AsyncClient:
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=router), base_url="http://gateway",
+                                  headers=headers, timeout=30)
+
+    async def main():
+        async with router.session_manager.run():
+            return await coro_fn(http_for)
+
+    return anyio.run(main)
+
+
+def mcp_client(http_for, token: str) -> Client:
+    return Client(streamable_http_client("http://gateway/mcp/", http_client=http_for(token)),
+                  client_info=types.Implementation(name="inprocess", version="1.0"))
+
+
+async def initialize(http, **headers) -> httpx2.Response:
+    return await http.post("/mcp/", json=INIT, headers={"Accept": ACCEPT, **headers})
+
+
+class TestTokenAuth:
+    def test_a_missing_wrong_expired_or_revoked_token_is_a_401(self, agent_token, registry_admin):
+        from django.utils import timezone
+
+        from gateway import services
+        from gateway.models import AgentToken
+
+        agent, token = agent_token()
+        expired, expired_key = services.agent_token_issue(user=None, agent=agent)
+        AgentToken.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+        revoked, revoked_key = services.agent_token_issue(user=None, agent=agent)
+        services.agent_token_revoke(user=None, token_id=revoked.pk)
+
+        async def go(http_for):
+            answers = {}
+            for label, key in (("none", None), ("wrong", "aog_not-a-key"), ("expired", expired_key),
+                               ("revoked", revoked_key), ("good", token)):
+                async with http_for(key) as http:
+                    response = await initialize(http)
+                    answers[label] = (response.status_code, response.text)
+            return answers
+
+        answers = serve(go)
+        assert answers["good"][0] == 200
+        assert answers["none"][0] == 401 and "Bearer" in answers["none"][1]
+        assert answers["wrong"] == (401, answers["wrong"][1]) and "Invalid agent token" in answers["wrong"][1]
+        assert answers["expired"][0] == 401 and "expired" in answers["expired"][1]
+        assert answers["revoked"][0] == 401 and "revoked" in answers["revoked"][1]
+
+    def test_a_disabled_agent_is_refused(self, agent_token, registry_admin):
+        from gateway.models import Agent
+
+        agent, token = agent_token()
+        Agent.objects.filter(pk=agent.pk).update(enabled=False)
+
+        async def go(http_for):
+            async with http_for(token) as http:
+                return await initialize(http)
+
+        response = serve(go)
+        assert response.status_code == 401 and "disabled" in response.text
+
+
+class TestToolsList:
+    def test_it_lists_only_the_agents_enabled_capabilities_its_owner_may_use(self, agent_token):
+        from capabilities.models import Capability
+
+        agent, token = agent_token(capabilities=("gw_echo", "gw_flaky", "gw_approved", "gw_admin_only"))
+        Capability.objects.filter(name="gw_flaky").update(enabled=False)
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                return (await c.list_tools()).tools
+
+        tools = {t.name: t for t in serve(go)}
+        assert sorted(tools) == ["gw_approved", "gw_echo"]  # gw_flaky disabled; gw_admin_only not the owner's
+        assert tools["gw_echo"].input_schema["properties"]["text"]["type"] == "string"
+        assert tools["gw_approved"].annotations.destructive_hint is True
+        assert "approval" in tools["gw_approved"].description
+        assert tools["gw_echo"].annotations.read_only_hint is True
+
+
+class TestCalls:
+    def test_an_ok_result_is_structured_content_and_a_failure_an_is_error_result(self, agent_token, inline_worker):
+        agent, token = agent_token()
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                return await c.call_tool("gw_echo", {"text": "hi"}), await c.call_tool("gw_flaky", {"q": "x"})
+
+        ok, failed = serve(go)
+        assert not ok.is_error and ok.structured_content == {"echo": "hi"}
+        assert ok.meta["agentops/attempt"] == 1 and ok.meta["agentops/run_id"]
+        error = failed.structured_content["error"]
+        assert failed.is_error and error["error_code"] == "connection_error" and error["retryable"] is True
+        assert failed.content[0].text.startswith("{")
+
+    def test_bad_arguments_are_answered_at_once_and_never_proposed(self, agent_token, no_worker):
+        from runs.models import PlanRevision
+
+        agent, token = agent_token()
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                out = {"wrong_type": await c.call_tool("gw_echo", {"text": 5}),
+                       "missing": await c.call_tool("gw_echo", {}),
+                       "extra": await c.call_tool("gw_echo", {"text": "a", "evil": 1})}
+                with pytest.raises(MCPError) as unknown:
+                    await c.call_tool("no_such_tool", {})
+                out["unknown"] = unknown.value.error.code
+                return out
+
+        out = serve(go)
+        for name in ("wrong_type", "missing", "extra"):
+            assert out[name].is_error, name
+            assert out[name].structured_content["error"]["error_code"] == "invalid_arguments", name
+        assert out["unknown"] == -32602
+        assert not PlanRevision.objects.exists()
+
+    def test_another_token_using_the_session_id_is_refused(self, agent_token):
+        agent, token = agent_token()
+        _, other = agent_token(name="other")
+
+        async def go(http_for):
+            async with http_for(token) as http:
+                session_id = (await initialize(http)).headers["mcp-session-id"]
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+            headers = {"Accept": ACCEPT, "Mcp-Session-Id": session_id, "Mcp-Protocol-Version": "2025-06-18"}
+            async with http_for(other) as http:
+                return await http.post("/mcp/", json=listing, headers=headers)
+
+        response = serve(go)
+        assert response.status_code == 404
+        assert "gw_echo" not in response.text
+
+    def test_a_second_concurrent_call_in_one_session_is_refused(self, agent_token, inline_worker):
+        from runs.models import Attempt
+
+        agent, token = agent_token(capabilities=("gw_slow", "gw_echo"))
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                first = asyncio.ensure_future(c.call_tool("gw_slow", {"seconds": 1.0}))
+                await asyncio.sleep(0.4)   # the first is proposed and runs
+                with pytest.raises(MCPError) as second:
+                    await c.call_tool("gw_echo", {"text": "two"})
+                return await first, second.value.error
+
+        first, error = serve(go)
+        assert error.code == -32600 and "one call at a time" in error.message
+        assert not first.is_error and first.structured_content == {"slept": 1.0}
+        assert list(Attempt.objects.values_list("capability_name", flat=True)) == ["gw_slow"]
+
+
+class TestSessionEndedDuringAnApproval:
+    """A session that ended while its run waited on an approval: the run ends when the request is
+    decided or expires, with what truly happened (not left waiting for its deadline)."""
+
+    def ended_while_pending(self, agent_token, settings):
+        from gateway.models import GatewaySession
+        from runs.models import Run
+
+        settings.AGENTOPS_GATEWAY_APPROVAL_HOLD_S = 0
+        _, token = agent_token()
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                return await c.call_tool("gw_approved", {"note": "n1"})
+
+        pending = serve(go)   # the client closes its session here, the approval still pending
+        assert pending.structured_content["error"]["error_code"] == "approval_pending"
+        run = Run.objects.get(pk=pending.meta["agentops/run_id"])
+        assert run.status == "awaiting_approval" and GatewaySession.objects.get(run=run).ended_at is not None
+        return run, pending.meta["agentops/approval_id"]
+
+    @pytest.mark.parametrize("approve, stop_reason, executed", [(True, "session_ended", 1),
+                                                                (False, "approval_rejected", 0)])
+    def test_it_stops_once_the_approval_is_decided(self, agent_token, inline_worker, settings, second_operator,
+                                                   wait_until, approve, stop_reason, executed):
+        from runs import services
+        from runs.models import Attempt
+
+        run, approval_id = self.ended_while_pending(agent_token, settings)
+        services.approval_decide(approval_id=approval_id, user=second_operator, approve=approve)
+        wait_until(lambda: (run.refresh_from_db() or run.is_finished), timeout=20, message="the run stopped")
+        assert run.stop_reason == stop_reason
+        assert Attempt.objects.filter(run=run, capability_name="gw_approved", status="ok").count() == executed
+
+    def test_it_stops_when_the_approval_expires(self, agent_token, inline_worker, settings, wait_until):
+        from django.utils import timezone
+
+        from runs.models import Approval
+        from runs.sweeps import sweep_expired_approvals
+
+        run, approval_id = self.ended_while_pending(agent_token, settings)
+        Approval.objects.filter(pk=approval_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+        # As the scheduler does: the sweep passes over a run a worker holds at that moment.
+        wait_until(lambda: sweep_expired_approvals() or (run.refresh_from_db() or run.is_finished), timeout=20,
+                   interval=0.5, message="the run stopped")
+        run.refresh_from_db()
+        assert run.stop_reason == "approval_expired"
+
+    def test_a_call_after_the_session_ended_is_refused(self, agent_token, no_worker):
+        from gateway import services
+        from gateway.models import GatewaySession
+
+        _, token = agent_token()
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                await c.list_tools()
+
+        serve(go)
+        session = GatewaySession.objects.get()
+        with pytest.raises(services.CallRefused, match="session ended"):
+            services.call_submit(session_id=session.pk, capability="gw_echo", arguments={"text": "late"})
+
+
+class TestResultMapping:
+    """gateway.results on records built here: what each outcome tells the agent."""
+
+    def attempt(self, **fields):
+        from runs.models import Attempt
+
+        return Attempt(number=1, uid="a1", **fields)
+
+    def concluded(self, attempt=None, stop_reason="", errors=()):
+        from gateway.selectors import Concluded
+
+        return Concluded(attempt, "stopped" if stop_reason else "running", stop_reason, "detail", list(errors))
+
+    def test_a_non_object_output_is_wrapped(self):
+        from gateway import results
+
+        result = results.concluded(7, self.concluded(self.attempt(status="ok", output=[1, 2])))
+        assert not result.is_error and result.structured_content == {"result": [1, 2]}
+        assert result.meta == {"agentops/run_id": 7, "agentops/attempt": 1, "agentops/attempt_id": "a1"}
+
+    def test_an_ok_call_that_stopped_the_run_says_so(self):
+        from gateway import results
+
+        result = results.concluded(7, self.concluded(self.attempt(status="ok", output={"a": 1}),
+                                                     stop_reason="budget_exhausted:tool_calls"))
+        assert not result.is_error and result.structured_content["run"]["stop_reason"] == "budget_exhausted:tool_calls"
+        assert result.meta["agentops/stop_reason"] == "budget_exhausted:tool_calls"
+
+    def test_a_terminal_failure_says_it_is_not_retryable(self):
+        from gateway import results
+
+        attempt = self.attempt(status="terminal", error_code="permission_denied", error_category="authorization",
+                               error_message="no")
+        error = results.concluded(7, self.concluded(attempt)).structured_content["error"]
+        assert error["retryable"] is False and error["error_code"] == "permission_denied"
+
+    def test_a_timeout_says_when_to_retry(self):
+        from gateway import results
+
+        attempt = self.attempt(status="retryable", error_code="timeout", retry_after_s=2.5,
+                               retry_guidance="retry after 2.5 s")
+        result = results.concluded(7, self.concluded(attempt))
+        assert result.is_error
+        error = result.structured_content["error"]
+        assert (error["retryable"], error["retry_after_s"], error["retry_guidance"]) == (True, 2.5, "retry after 2.5 s")
+
+    def test_rejected_arguments_are_invalid_arguments(self):
+        from gateway import results
+
+        result = results.concluded(7, self.concluded(errors=[{"path": "text", "message": "not a string"}]))
+        assert result.is_error and result.structured_content["error"]["error_code"] == "invalid_arguments"
+
+    def test_a_run_stopped_before_the_call_is_refused_with_its_reason(self):
+        from gateway import results
+
+        result = results.concluded(7, self.concluded(stop_reason="approval_rejected"))
+        assert result.is_error and result.meta["agentops/stop_reason"] == "approval_rejected"
+
+    def test_approval_pending_names_the_request_and_its_expiry(self):
+        from django.utils import timezone
+
+        from gateway import results
+        from runs.models import Approval
+
+        approval = Approval(pk=5, capability_name="gw_approved", expires_at=timezone.now())
+        result = results.approval_pending(7, approval)
+        assert result.is_error and result.meta["agentops/approval_id"] == 5
+        assert result.structured_content["error"]["error_code"] == "approval_pending"

@@ -1,0 +1,123 @@
+"""The official mcp client against the gateway: a real uvicorn server, a real Celery worker."""
+from __future__ import annotations
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def client(url: str, token: str, **kw) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    return Client(streamable_http_client(url, http_client=http), client_info=types.Implementation(name="pytest", version="1.0"),
+                  **kw)
+
+
+def run(coro_fn, *args):
+    return anyio.run(coro_fn, *args)
+
+
+def test_it_lists_the_agents_tools_and_calls_one_as_a_governed_run(gateway_stack, agent_token, api_for, operator):
+    agent, token = agent_token()
+
+    async def go():
+        async with client(gateway_stack.mcp, token) as c:
+            tools = await c.list_tools()
+            result = await c.call_tool("gw_echo", {"text": "hi"})
+            return sorted(t.name for t in tools.tools), result
+
+    names, result = run(go)
+    assert names == ["gw_approved", "gw_echo", "gw_flaky"]
+    assert not result.is_error and result.structured_content == {"echo": "hi"}
+    run_id = result.meta["agentops/run_id"]
+    assert result.meta["agentops/attempt"] == 1
+    body = api_for(operator).get(f"/api/runs/{run_id}/").json()
+    assert body["planner"] == "gateway" and body["labels"]["agent"] == "tester"
+
+
+def test_a_repeated_failing_call_stalls_the_run_and_later_calls_are_refused(gateway_stack, agent_token):
+    agent, token = agent_token()
+
+    async def go():
+        async with client(gateway_stack.mcp, token) as c:
+            first = await c.call_tool("gw_flaky", {"q": "x"})
+            second = await c.call_tool("gw_flaky", {"q": "x"})
+            third = await c.call_tool("gw_echo", {"text": "after"})
+            return first, second, third
+
+    first, second, third = run(go)
+    assert first.is_error and first.structured_content["error"]["error_code"] == "connection_error"
+    assert first.structured_content["error"]["retryable"] is True
+    assert second.is_error and second.meta["agentops/stop_reason"] == "stalled"
+    assert third.is_error and third.meta["agentops/stop_reason"] == "stalled"
+
+
+def test_a_budget_stops_the_run(gateway_stack, agent_token):
+    agent, token = agent_token(budgets={"max_tool_calls": 2})
+
+    async def go():
+        async with client(gateway_stack.mcp, token) as c:
+            return [await c.call_tool("gw_echo", {"text": str(i)}) for i in range(3)]
+
+    results = run(go)
+    assert not results[0].is_error and not results[1].is_error
+    assert results[2].is_error and results[2].meta["agentops/stop_reason"] == "budget_exhausted:tool_calls"
+
+
+def test_an_approval_held_call_is_picked_up_once_decided(gateway_stack, agent_token, second_operator):
+    from runs import services
+    from runs.models import Approval, Attempt
+
+    agent, token = agent_token()
+
+    async def go():
+        async with client(gateway_stack.mcp, token) as c:
+            pending = await c.call_tool("gw_approved", {"note": "n1"})
+            approval_id = pending.meta["agentops/approval_id"]
+            await anyio.to_thread.run_sync(lambda: services.approval_decide(
+                approval_id=approval_id, user=second_operator, approve=True))
+            done = await c.call_tool("gw_approved", {"note": "n1"})
+            return pending, done
+
+    pending, done = run(go)
+    assert pending.is_error and pending.structured_content["error"]["error_code"] == "approval_pending"
+    assert Approval.objects.get(pk=pending.meta["agentops/approval_id"]).state == "approved"
+    assert not done.is_error and done.structured_content == {"written": "n1"}
+    assert Attempt.objects.filter(run_id=done.meta["agentops/run_id"], capability_name="gw_approved").count() == 1
+
+
+def test_bad_input_gets_clear_errors(gateway_stack, agent_token):
+    from mcp.shared.exceptions import MCPError
+
+    agent, token = agent_token()
+    _, other = agent_token(name="other")
+
+    async def go():
+        out = {}
+        async with client(gateway_stack.mcp, token) as c:
+            try:
+                await c.call_tool("no_such_tool", {})
+            except MCPError as e:
+                out["unknown"] = e.error.code
+            out["wrong_type"] = await c.call_tool("gw_echo", {"text": 5})
+            out["oversized"] = await c.call_tool("gw_echo", {"text": "x" * 100_000})
+            out["ok"] = await c.call_tool("gw_echo", {"text": "still fine"})
+        async with httpx2.AsyncClient() as http:
+            out["no_token"] = (await http.post(gateway_stack.mcp, json={"jsonrpc": "2.0", "id": 1, "method": "x"})
+                               ).status_code
+            headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+            out["garbage"] = (await http.post(gateway_stack.mcp, content=b"{not json", headers=headers)).status_code
+        return out
+
+    out = run(go)
+    assert out["unknown"] == -32602
+    assert out["wrong_type"].is_error and out["wrong_type"].structured_content["error"]["error_code"] == \
+        "invalid_arguments"
+    assert out["oversized"].is_error
+    assert not out["ok"].is_error
+    assert out["no_token"] == 401
+    assert out["garbage"] == 400
