@@ -73,7 +73,7 @@ class RunFilterForm(forms.Form):
     created_to = forms.DateTimeField(label="Created to", required=False,
                                      widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     sort = forms.ChoiceField(label="Sort by", choices=SORT_CHOICES, required=False)
-    labels = forms.CharField(label="Labels", required=False, max_length=1000,
+    label = forms.CharField(label="Labels", required=False, max_length=1000,
                              widget=forms.TextInput(attrs={"placeholder": "team=payments, agent"}))
     goal = forms.CharField(label="Goal contains", required=False, max_length=200)
     evaluation_runs = forms.ChoiceField(label="Evaluation runs", required=False, choices=[
@@ -98,15 +98,18 @@ class RunFilterForm(forms.Form):
         self.fields["owner"].choices += [(n, n) for n in get_user_model().objects.filter(is_active=True)
                                          .order_by("username").values_list("username", flat=True)]
 
-    def clean_labels(self):
-        wanted, problems = label_filters_parse(self.cleaned_data["labels"])
+    def clean_label(self):
+        wanted, problems = label_filters_parse(self.cleaned_data["label"])
         if problems:
             raise forms.ValidationError("; ".join(problems))
         return wanted
 
     def filters(self) -> selectors.RunFilters:
         # An invalid field is left out of cleaned_data: the other filters still apply.
-        return selectors.RunFilters(**{k: v for k, v in self.cleaned_data.items() if v not in (None, "", False)})
+        chosen = {k: v for k, v in self.cleaned_data.items() if v not in (None, "", False)}
+        if "label" in chosen:
+            chosen["labels"] = chosen.pop("label")
+        return selectors.RunFilters(**chosen)
 
     def visible_fields_now(self):
         """The drill-down fields only while one of them is set, so the everyday form stays short."""
@@ -129,7 +132,7 @@ def run_list(request):
     preference = evaluation_runs_preference(request)
     data = None
     if request.GET:
-        data = request.GET.copy()
+        data = search.list_params(request.GET)
         data.setdefault("evaluation_runs", preference)
     form = RunFilterForm(data, initial={"evaluation_runs": preference})
     if form.is_bound:
@@ -149,6 +152,7 @@ def run_list(request):
                "filtered": any(v for k, v in vars(filters).items() if k not in ("sort", "evaluation_runs")),
                "evaluation_runs": preference,
                "saved_views": search.saved_views(user=request.user), "view_query": search.view_query(request.GET)}
+    # The save form sits outside the swapped table: an htmx swap brings it the query just applied.
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
     return render(request, template, context)
 
