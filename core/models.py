@@ -13,6 +13,7 @@ class AuditAction(models.TextChoices):
     MCP_SERVER_STARTED = "mcp_server.started"
     RUN_STARTED = "run.started"
     RUN_CANCELLED = "run.cancelled"
+    RUN_RECONCILED = "run.reconciled"
     STEP_APPROVED = "step.approved"
     STEP_REJECTED = "step.rejected"
     PLAN_APPROVED = "plan.approved"

@@ -92,6 +92,7 @@ class Run(models.Model):
             ("cancel_run", "Can cancel runs"),
             # Without it an operator cancels and resubmits only their own runs.
             ("manage_all_runs", "Can cancel and resubmit runs of other users"),
+            ("reconcile_run", "Can record what a person found about a side effect whose outcome is unknown"),
         ]
         indexes = [
             models.Index(fields=["status", "-created_at"], name="run_status_created_idx"),
@@ -438,6 +439,22 @@ class SavedView(models.Model):
 
     def __str__(self):
         return self.name
+
+
+class Reconciliation(models.Model):
+    """What a person found about the side effect a run stopped on (terminal_failure:outcome_unknown):
+    committed or not, and the evidence. The attempt keeps what the runtime saw (unknown); this is
+    the person's finding beside it, once per run."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="reconciliation")
+    attempt = models.ForeignKey(Attempt, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    committed = models.BooleanField(help_text="Did the side effect happen?")
+    evidence = models.TextField(help_text="What was checked, and what it showed.")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    decided_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"run {self.run_id}: {'committed' if self.committed else 'not committed'}"
 
 
 from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup  # noqa: E402,F401  (dashboard rollups, runs.rollup)

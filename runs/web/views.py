@@ -29,7 +29,7 @@ from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, forbidden, permission_needed
 from runs import dashboard as dashboard_data
 from runs import dashboard_active as active
-from runs import search, selectors, services, timeline, trace_json, trace_review
+from runs import reconciliation, search, selectors, services, timeline, trace_json, trace_review
 from runs.labels import label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
 from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
@@ -283,6 +283,10 @@ def run_detail(request, run_id: int):
         "can_cancel": (allowed(request.user, "runs.cancel_run") and not run.is_finished
                        and services.can_manage_run(request.user, run)),
         "can_start": allowed(request.user, "runs.start_run"),
+        "reconciliation": getattr(run, "reconciliation", None) if run.stop_reason == reconciliation.OUTCOME_UNKNOWN
+        else None,
+        "can_reconcile": reconciliation.needs_reconciliation(run) and reconciliation.can_reconcile(request.user, run),
+        "after_reconciling": reconciliation.AFTER_RECORDING,
         "trigger": trigger,
         "trigger_repeats": trigger_repeats,
         "stall_kind": stall_kind,
@@ -342,6 +346,24 @@ def trace_download(request, run_id: int):
     run = _get_run(run_id)
     return as_download(StreamingHttpResponse(trace_json.trace_chunks(run), content_type="application/json"),
                        f"run-{run.pk}-trace.json")
+
+
+@permission_needed("runs.reconcile_run", "reconcile runs")
+@require_POST
+def run_reconcile(request, run_id: int):
+    try:
+        reconciliation.run_reconcile(run_id=run_id, user=request.user,
+                                     committed=request.POST.get("committed") == "yes",
+                                     evidence=request.POST.get("evidence", ""))
+    except Run.DoesNotExist:
+        raise Http404("No such run.") from None
+    except NotAllowed as exc:
+        return forbidden(request, exc.message)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Recorded what you found for run {run_id}. {reconciliation.AFTER_RECORDING}")
+    return redirect(reverse("runs:detail", args=[run_id]) + "#reconciliation")
 
 
 @permission_needed("runs.cancel_run", "cancel runs")
