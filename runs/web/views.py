@@ -26,7 +26,7 @@ from core import charts
 from core.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
-from core.permissions import allowed, forbidden, permission_needed
+from core.permissions import allowed, bad_request, forbidden, permission_needed
 from runs import dashboard as dashboard_data
 from runs import dashboard_active as active
 from runs import reconciliation, search, selectors, services, timeline, trace_json, trace_review
@@ -146,7 +146,7 @@ def run_list(request):
                            per_page=selectors.RUNS_PER_PAGE, after=request.GET.get("after"),
                            before=request.GET.get("before"), number=_page_int(request))
     except InvalidCursor as exc:
-        return forbidden(request, str(exc), status=400)
+        return bad_request(request, str(exc))
     live = any(run.status in selectors.LIVE_STATUSES for run in page.object_list)
     context = {"form": form, "page": page, "live": live, "sort": filters.sort, "count_cap": COUNT_CAP,
                "filtered": any(v for k, v in vars(filters).items() if k not in ("sort", "evaluation_runs")),
@@ -475,7 +475,7 @@ def run_dashboard(request):
     window_key = request.GET.get("window", dashboard_data.DEFAULT_WINDOW)
     if window_key not in dashboard_data.WINDOWS:
         choices = ", ".join(dashboard_data.WINDOWS)
-        return forbidden(request, f"Unknown time window “{window_key}”: choose one of {choices}.", status=400)
+        return bad_request(request, f"Unknown time window “{window_key}”: choose one of {choices}.")
     now = timezone.now()
     label_text = request.GET.get("label", "")[:1000]
     wanted, label_problems = label_filters_parse(label_text)
