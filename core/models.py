@@ -14,6 +14,8 @@ class AuditAction(models.TextChoices):
     RUN_STARTED = "run.started"
     RUN_CANCELLED = "run.cancelled"
     RUN_RECONCILED = "run.reconciled"
+    ROLE_GRANTED = "role.granted"
+    ROLE_REVOKED = "role.revoked"
     STEP_APPROVED = "step.approved"
     STEP_REJECTED = "step.rejected"
     PLAN_APPROVED = "plan.approved"
