@@ -15,6 +15,7 @@ from capabilities.executors.fence import Fence
 from capabilities.models import Capability
 from capabilities.wiring import capability_executor
 from core.choices import ApprovalState
+from runs.calls_in_flight import AnnouncedCalls
 from runs.leases import INFRASTRUCTURE_ERRORS, Lease
 from runs.models import Approval, Run
 from runs.persistence import PassWriter
@@ -202,7 +203,8 @@ class FencedExecutor:
 
 def build_controller(run: Run, writer: PassWriter | None = None, registry: DjangoRegistry | None = None) -> Controller:
     registry = registry or DjangoRegistry()
-    executor = capability_executor(context={"run_id": run.pk}, registry_version=registry.version)
+    executor = AnnouncedCalls(capability_executor(context={"run_id": run.pk}, registry_version=registry.version),
+                              run.pk)
     return Controller(registry=registry,
                       executor=FencedExecutor(executor, writer.lease if writer is not None else None),
                       planner=planner_for(run), clock=WallClock(),

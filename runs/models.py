@@ -52,6 +52,8 @@ class Run(models.Model):
     stop_reason = models.CharField(max_length=40, choices=StopReason.choices, blank=True)
     stop_detail = models.TextField(blank=True)
     stop_attempt = models.ForeignKey("Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # A call running for more than a second, while it runs (runs.calls_in_flight): shown on the trace.
+    call_in_flight = models.JSONField(null=True, blank=True)
     # Only with stop_reason "stalled": repeated_without_progress or planner_exhausted.
     stall_kind = models.CharField(max_length=30, choices=StallKind.choices, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)

@@ -29,7 +29,7 @@ from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, bad_request, forbidden, permission_needed
 from runs import dashboard as dashboard_data
 from runs import dashboard_active as active
-from runs import reconciliation, search, selectors, services, timeline, trace_json, trace_review
+from runs import calls_in_flight, reconciliation, search, selectors, services, timeline, trace_json, trace_review
 from runs.labels import label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
 from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
@@ -283,6 +283,7 @@ def run_detail(request, run_id: int):
         "can_cancel": (allowed(request.user, "runs.cancel_run") and not run.is_finished
                        and services.can_manage_run(request.user, run)),
         "can_start": allowed(request.user, "runs.start_run"),
+        "call_in_flight": calls_in_flight.call_shown(run),
         "reconciliation": getattr(run, "reconciliation", None) if run.stop_reason == reconciliation.OUTCOME_UNKNOWN
         else None,
         "can_reconcile": reconciliation.needs_reconciliation(run) and reconciliation.can_reconcile(request.user, run),
