@@ -34,6 +34,7 @@ class TestThePage:
         assert event.actor == operator and event.details["committed"] is True
         page = client.get(f"/runs/{unknown_run.pk}/").content.decode()
         assert "found the side effect" in page and "<strong>committed</strong>" in page
+        assert '<a href="#reconciliation">by otto: committed</a>' in page  # in the stop box too
         assert "Ticket T-7 exists" in page and 'action="/runs/%d/reconcile/"' % unknown_run.pk not in page
 
     def test_a_second_finding_is_refused(self, client_for, operator, unknown_run):
