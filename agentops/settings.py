@@ -478,6 +478,8 @@ AGENTOPS_TRY_QUEUE = env_str("AGENTOPS_TRY_QUEUE")
 # Outputs larger than this are stored by reference, not inline.
 AGENTOPS_INLINE_OUTPUT_BYTES = env_int("AGENTOPS_INLINE_OUTPUT_BYTES", 16_384, minimum=256)
 # How long an approval request stays open before it expires.
+# The Phoenix project the OpenTelemetry spans land in (runs.otel); default: OTEL_SERVICE_NAME, else "agentops".
+AGENTOPS_OTEL_PROJECT = env_str("AGENTOPS_OTEL_PROJECT")
 AGENTOPS_APPROVAL_TTL_SECONDS = env_int("AGENTOPS_APPROVAL_TTL_SECONDS", 86_400, minimum=60)
 
 # --- Integrations (README "Integrations") ---------------------------------------

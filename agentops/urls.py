@@ -1,9 +1,12 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
-from core import accounts, views
+from core import accounts, views, views_roles
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -12,7 +15,11 @@ urlpatterns = [
     path("account/tokens/", accounts.token_list, name="account-tokens"),
     path("account/tokens/<int:token_id>/revoke/", accounts.token_revoke, name="account-token-revoke"),
     path("account/password/", accounts.PasswordChangeView.as_view(), name="account-password"),
+    path("roles/", views_roles.role_list, name="roles"),
     path("healthz", views.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico whatever the page links (downloads, the API docs): the one icon.
+    path("favicon.ico", login_not_required(RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
+         name="favicon"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", views.ApiDocsView.as_view(url_name="api-schema"), name="api-docs"),

@@ -183,25 +183,31 @@ def validate_schema(request):
 @permission_needed("capabilities.add_mcpserver", "add MCP servers")
 def mcp_server_create(request):
     form = McpServerForm(request.POST or None)
-
-    def add(data) -> tuple[str, str]:
-        server = servers.mcp_server_create(user=request.user, **form.service_kwargs())
-        return (f"Added MCP server {server.name}. Choose the tools to import.",
-                reverse("capabilities:mcp_import", kwargs={"server_id": server.pk}))
-
-    return _saved(request, form, add) or render(request, "capabilities/mcp_server_form.html",
-                                                {"form": form, "servers": selectors.mcp_server_list()},
-                                                status=400 if form.errors else 200)
+    if request.method == "POST" and form.is_valid():
+        try:
+            server = servers.mcp_server_create(user=request.user, **form.service_kwargs())
+        except ServiceError as exc:
+            form.add_service_errors(exc.fields)
+            if not exc.fields:
+                form.add_error(None, exc.message)
+        else:
+            messages.success(request, f"Added MCP server {server.name}. Choose the tools to import.")
+            # "Add server and list its tools": this POST asked for the listing, so it lists at once.
+            return _import_page(request, server, listing=True)
+    return render(request, "capabilities/mcp_server_form.html",
+                  {"form": form, "servers": selectors.mcp_server_list()}, status=400 if form.errors else 200)
 
 
 @require_http_methods(["GET", "POST"])
 @permission_needed("capabilities.add_mcpserver", "import MCP tools")
 def mcp_import(request, server_id):
     """GET shows the server; listing its tools contacts (for stdio: starts) it, so only a POST does."""
-    server = get_object_or_404(McpServer, pk=server_id)
-    context = {"server": server, "tools": [], "error": None, "side_effects": policy.SIDE_EFFECTS,
-               "listed": request.method == "POST"}
-    if request.method == "GET":
+    return _import_page(request, get_object_or_404(McpServer, pk=server_id), listing=request.method == "POST")
+
+
+def _import_page(request, server: McpServer, *, listing: bool) -> HttpResponse:
+    context = {"server": server, "tools": [], "error": None, "side_effects": policy.SIDE_EFFECTS, "listed": listing}
+    if not listing:
         return render(request, "capabilities/mcp_import.html", context)
     try:
         tools = servers.mcp_server_tools(user=request.user, server_id=server.pk)

@@ -13,7 +13,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from core.errors import ServiceError
+from core.errors import InvalidInput, ServiceError
 
 
 class Pagination(PageNumberPagination):
@@ -41,9 +41,22 @@ def paginated(serializer_class: type) -> type:
     return _PAGES[serializer_class]
 
 
+# Query parameters every list accepts besides its filters (paging, DRF's format override).
+COMMON_PARAMETERS = frozenset({"page", "page_size", "format"})
+
+
 def validated(input_class: type[serializers.Serializer], data) -> dict:
-    """The input's validated data; invalid input raises, and the handler answers it as 400 with its fields."""
+    """The input's validated data; invalid input raises, and the handler answers it as 400 with its fields.
+
+    An unknown field or query parameter is refused by name: silently ignoring a misspelt
+    filter answers with every run, and an ignored field saves something else than was sent."""
     serializer = input_class(data=data)
+    if hasattr(data, "keys"):
+        unknown = sorted(set(data.keys()) - set(serializer.fields) - COMMON_PARAMETERS)
+        if unknown:
+            raise InvalidInput(f"Unknown {'field' if len(unknown) == 1 else 'fields'}: {', '.join(unknown)} "
+                               f"(known: {', '.join(sorted(serializer.fields))}).",
+                               fields={name: "unknown field" for name in unknown})
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
 

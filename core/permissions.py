@@ -32,6 +32,12 @@ def forbidden(request, message: str, status: int = 403):
     return render(request, template, {"message": message}, status=status)
 
 
+def bad_request(request, message: str):
+    """A request the page cannot answer (a bad parameter in a link): a 400 that says so, not "Not allowed"."""
+    template = "forbidden.html#message" if request.htmx else "forbidden.html"
+    return render(request, template, {"message": message, "title": "Bad request"}, status=400)
+
+
 def permission_needed(perm: str, action: str):
     """Guard a page: sign-in first, then a 403 saying what is missing."""
 

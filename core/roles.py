@@ -25,6 +25,7 @@ ROLE_PERMISSIONS = {
     OPERATOR: _VIEW + [
         # cancel_run covers the operator's own runs; others' need MANAGE_ALL_RUNS.
         "runs.start_run", "runs.cancel_run", "runs.decide_approval", "evaluation.run_evaluation",
+        "runs.reconcile_run",
         # What the demo capabilities require of a run's owner.
         "capabilities.create_ticket", "capabilities.send_notification",
         "notifications.manage_notifications",

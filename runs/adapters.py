@@ -15,6 +15,7 @@ from capabilities.executors.fence import Fence
 from capabilities.models import Capability
 from capabilities.wiring import capability_executor
 from core.choices import ApprovalState
+from runs.calls_in_flight import AnnouncedCalls
 from runs.leases import INFRASTRUCTURE_ERRORS, Lease
 from runs.models import Approval, PlanSubmission, Run
 from runs.persistence import PassWriter
@@ -221,7 +222,8 @@ class FencedExecutor:
 
 def build_controller(run: Run, writer: PassWriter | None = None, registry: DjangoRegistry | None = None) -> Controller:
     registry = registry or DjangoRegistry()
-    executor = capability_executor(context={"run_id": run.pk}, registry_version=registry.version)
+    executor = AnnouncedCalls(capability_executor(context={"run_id": run.pk}, registry_version=registry.version),
+                              run.pk)
     authorizer = OwnerAuthorizer(run.owner_id, owner=run.owner if Run.owner.is_cached(run) else None,
                                  proposer_id=latest_proposer(run))
     return Controller(registry=registry,

@@ -11,6 +11,12 @@ from django.utils import timezone
 from capabilities.usage import USAGE_WINDOW, Usage
 from runs.models import Attempt
 
+def _of_the_registry(attempts):
+    """An evaluation's simulated capability (no registry version) only shares the name: its calls
+    are not this capability's usage, nor a later capability's of that name."""
+    return attempts.exclude(capability_version__isnull=True, run__evaluation__isnull=False)
+
+
 # Nearest-rank percentile: the latency at rank ceil(0.95 * n) when sorted ascending.
 P95 = 0.95
 
@@ -23,7 +29,7 @@ def usage(*, names: list[str] | None = None, now=None, window: timedelta = USAGE
     index on (capability_name, -started_at) serves both), on SQLite and PostgreSQL.
     """
     since = (now or timezone.now()) - window
-    attempts = Attempt.objects.filter(started_at__gte=since)
+    attempts = _of_the_registry(Attempt.objects.filter(started_at__gte=since))
     if names is not None:
         attempts = attempts.filter(capability_name__in=names)
     counts = {row["capability_name"]: row for row in attempts.values("capability_name").annotate(
@@ -43,5 +49,5 @@ def usage(*, names: list[str] | None = None, now=None, window: timedelta = USAGE
 
 
 def recent_attempts(*, name: str, limit: int = 20):
-    return (Attempt.objects.filter(capability_name=name).select_related("capability_version")
+    return (_of_the_registry(Attempt.objects.filter(capability_name=name)).select_related("capability_version")
             .order_by("-started_at", "-id")[:limit])

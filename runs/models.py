@@ -54,6 +54,8 @@ class Run(models.Model):
     stop_reason = models.CharField(max_length=40, choices=StopReason.choices, blank=True)
     stop_detail = models.TextField(blank=True)
     stop_attempt = models.ForeignKey("Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # A call running for more than a second, while it runs (runs.calls_in_flight): shown on the trace.
+    call_in_flight = models.JSONField(null=True, blank=True)
     # Only with stop_reason "stalled": repeated_without_progress or planner_exhausted.
     stall_kind = models.CharField(max_length=30, choices=StallKind.choices, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
@@ -94,6 +96,7 @@ class Run(models.Model):
             ("cancel_run", "Can cancel runs"),
             # Without it an operator cancels and resubmits only their own runs.
             ("manage_all_runs", "Can cancel and resubmit runs of other users"),
+            ("reconcile_run", "Can record what a person found about a side effect whose outcome is unknown"),
         ]
         indexes = [
             models.Index(fields=["status", "-created_at"], name="run_status_created_idx"),
@@ -444,6 +447,22 @@ class SavedView(models.Model):
 
     def __str__(self):
         return self.name
+
+
+class Reconciliation(models.Model):
+    """What a person found about the side effect a run stopped on (terminal_failure:outcome_unknown):
+    committed or not, and the evidence. The attempt keeps what the runtime saw (unknown); this is
+    the person's finding beside it, once per run."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="reconciliation")
+    attempt = models.ForeignKey(Attempt, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    committed = models.BooleanField(help_text="Did the side effect happen?")
+    evidence = models.TextField(help_text="What was checked, and what it showed.")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    decided_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"run {self.run_id}: {'committed' if self.committed else 'not committed'}"
 
 
 from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup  # noqa: E402,F401  (dashboard rollups, runs.rollup)

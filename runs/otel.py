@@ -9,6 +9,13 @@ turn it off). Each run is one trace with the run's own trace id:
 - `execute_tool {gen_ai.tool.name}`: one per attempt, with the span id the callee
   received as the parent in its `traceparent`, and the runtime's decision on it.
 
+Every span says its kind twice: the OTel span kind (CLIENT for a model call, INTERNAL
+otherwise) and `openinference.span.kind` (AGENT, LLM, CHAIN for a non-LLM plan, TOOL),
+which Phoenix shows. The span that stopped the run carries `agentops.stop_trigger=true`
+and a `run_stopped` event. The service name is OTEL_SERVICE_NAME (default "agentops");
+the Phoenix project is AGENTOPS_OTEL_PROJECT (default: the service name), sent as the
+resource attribute `openinference.project.name`.
+
 Spans are handed over only after the transaction that recorded them commits, to a
 BatchSpanProcessor: its queue takes them without blocking, and its thread exports in
 the background. A slow or dead collector costs dropped spans, never a slower or failed
@@ -109,6 +116,14 @@ def _tracer():
     return _state["tracer"]
 
 
+def resource_attributes() -> dict[str, str]:
+    """Who the spans are from: the service, and the Phoenix project they land in (not "default")."""
+    from django.conf import settings
+
+    service = os.environ.get("OTEL_SERVICE_NAME") or "agentops"
+    return {"service.name": service, "openinference.project.name": settings.AGENTOPS_OTEL_PROJECT or service}
+
+
 def _build_tracer():
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -127,8 +142,7 @@ def _build_tracer():
             return given[0] if given else self.random.generate_trace_id()
 
     try:
-        resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "agentops"})
-        provider = TracerProvider(resource=resource, id_generator=_GivenIds())
+        provider = TracerProvider(resource=Resource.create(resource_attributes()), id_generator=_GivenIds())
         provider.add_span_processor(BatchSpanProcessor(_exporter()))
     except Exception:  # a bad OTEL_* value must not break runs: say so once, export nothing
         log.exception("OpenTelemetry export is configured but could not start; runs are not exported")
@@ -141,6 +155,10 @@ def flush(timeout_ms: int = 5000) -> bool:
     """Export what is queued now (tests, and management commands that exit at once)."""
     provider = _state["provider"] if _state["pid"] == os.getpid() else None
     return bool(provider and provider.force_flush(timeout_ms))
+
+
+# openinference.span.kind of each operation (Phoenix's span kind column).
+SPAN_KINDS = {"invoke_agent": "AGENT", "chat": "LLM", "plan": "CHAIN", "execute_tool": "TOOL"}
 
 
 def _emit(*, name: str, trace_id: str, span_id: str, parent_span_id: str | None, start: float, end: float,
@@ -165,10 +183,13 @@ def _emit(*, name: str, trace_id: str, span_id: str, parent_span_id: str | None,
         ctx = trace.set_span_in_context(NonRecordingSpan(parent))
     else:
         ctx = otel_context.Context()  # a root: never under whatever span this thread has open
+    operation = attributes.get("gen_ai.operation.name")
+    attributes = {**attributes, "openinference.span.kind": SPAN_KINDS.get(operation, "CHAIN")}
+    # A model call leaves the process (CLIENT); plans, tool steps (as the runtime sees them) and the run are ours.
+    kind = trace.SpanKind.CLIENT if operation == "chat" else trace.SpanKind.INTERNAL
     token = _next_ids.set((trace_int, span_int))
     try:
-        span = tracer.start_span(name, context=ctx, kind=trace.SpanKind.INTERNAL, start_time=_ns(start),
-                                 attributes=_clean(attributes))
+        span = tracer.start_span(name, context=ctx, kind=kind, start_time=_ns(start), attributes=_clean(attributes))
     finally:
         _next_ids.reset(token)
     for event_name, event_attributes, at in events:
@@ -228,14 +249,28 @@ def _model_of(run) -> str:
 
 def _export_transition(run: dict[str, Any], transition) -> None:
     decisions = {e.attempt_id: e for e in transition.events if isinstance(e, ev.DecisionMade) and e.attempt_id}
+    stopped = next((e for e in transition.events if isinstance(e, ev.RunStopped)), None)
+    last_plan = max((e.revision for e in transition.events if isinstance(e, ev.PlanProposed)), default=None)
     for event in transition.events:
         if isinstance(event, ev.PlanProposed):
-            _export_plan(run, event)
+            # A stop without an attempt in a pass that planned (a rejected plan) was the plan's.
+            _export_plan(run, event, stopped if stopped and not stopped.attempt_id
+                         and event.revision == last_plan else None)
         elif isinstance(event, ev.AttemptFinished):
-            _export_attempt(run, event, decisions.get(event.attempt_id))
+            _export_attempt(run, event, decisions.get(event.attempt_id),
+                            stopped if stopped and stopped.attempt_id == event.attempt_id else None)
 
 
-def _export_plan(run: dict[str, Any], event) -> None:
+def _stop_marks(stopped, at: float) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any], float]]]:
+    """What marks the span that stopped the run: an attribute to filter on, and the stop as an event."""
+    if stopped is None:
+        return {}, []
+    return ({"agentops.stop_trigger": True, "agentops.stop_reason": stopped.stop_reason},
+            [("run_stopped", {"agentops.stop_reason": stopped.stop_reason,
+                              "agentops.stop_detail": stopped.detail[:500]}, at)])
+
+
+def _export_plan(run: dict[str, Any], event, stopped=None) -> None:
     trace_id = run["trace_id"]
     llm = run["planner"] == "llm"
     operation = "chat" if llm else "plan"
@@ -253,13 +288,16 @@ def _export_plan(run: dict[str, Any], event) -> None:
         attributes["agentops.plan.reason"] = event.reason[:500] or None
     events = [("plan_rejected", {"agentops.plan.errors": _content([e.to_dict() for e in event.validation_errors])},
                end)] if not event.accepted else []
+    marks, stop_events = _stop_marks(stopped, end)
+    attributes.update(marks)
+    events += stop_events
     _emit(name=f"{operation} {run['model']}", trace_id=trace_id,
           span_id=planner_span_id(trace_id, event.revision), parent_span_id=run_span_id(trace_id),
           start=event.started_at or end, end=end, attributes=attributes, events=events,
           error=None if event.accepted else "plan_rejected")
 
 
-def _export_attempt(run: dict[str, Any], event, decision) -> None:
+def _export_attempt(run: dict[str, Any], event, decision, stopped=None) -> None:
     observation = event.observation
     trace_id = run["trace_id"]
     failed = observation.status.value != "ok"
@@ -282,6 +320,9 @@ def _export_attempt(run: dict[str, Any], event, decision) -> None:
         attributes["agentops.decision.reason"] = decision.reason[:500]
         events.append(("decision", {"agentops.decision": decision.decision,
                                     "agentops.decision.reason": decision.reason[:500]}, event.ended_at))
+    marks, stop_events = _stop_marks(stopped, event.ended_at)
+    attributes.update(marks)
+    events += stop_events
     if capture_content():
         attributes["gen_ai.tool.call.arguments"] = _content(event.arguments)
         if observation.output is not None:
@@ -351,8 +392,7 @@ def instrument_frameworks() -> bool:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        provider = TracerProvider(resource=Resource.create(
-            {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "agentops"}))
+        provider = TracerProvider(resource=Resource.create(resource_attributes()))
         provider.add_span_processor(BatchSpanProcessor(_exporter()))
         trace.set_tracer_provider(provider)
         DjangoInstrumentor().instrument()

@@ -399,8 +399,10 @@ def _step_status(state: RunState, progress) -> str:
     if status == StepStatus.PENDING and progress.attempts:
         status = StepStatus.RUNNING
     if state.is_terminal and status in (StepStatus.PENDING, StepStatus.RUNNING):
-        # The run ended around this step: it never finished, or never started.
-        status = StepStatus.FAILED if progress.attempts else StepStatus.SKIPPED
+        # The run ended around this step: it never finished, or never started. A step whose last
+        # answer was ok did not fail (a stalled run stops on an ok repeat): it says what its attempt did.
+        last = (progress.last_observation or {}).get("status")
+        status = (StepStatus.SUCCEEDED if last == "ok" else StepStatus.FAILED) if progress.attempts else StepStatus.SKIPPED
     if state.pending_approval and state.pending_approval.step_id == progress.step.id:
         status = StepStatus.AWAITING_APPROVAL
     return status

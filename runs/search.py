@@ -5,9 +5,10 @@ filter means the same thing on the page and in the API.
 """
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import urlencode
 
 from django.db import transaction
+from django.http import QueryDict
 
 from core.errors import InvalidInput
 from runs.labels import runs_with_labels
@@ -16,7 +17,7 @@ from runs.models import Run, SavedView
 MAX_SAVED_VIEWS = 50
 # Query parameters a saved view keeps (paging is not a view).
 VIEW_PARAMS = ("status", "stop_reason", "capability", "owner", "planner", "created_from", "created_to", "sort",
-               "labels", "goal", "stall_kind", "stop_kind", "stop_capability", "finished_from", "finished_to",
+               "label", "goal", "stall_kind", "stop_kind", "stop_capability", "finished_from", "finished_to",
                "repeated", "evaluation_runs")
 
 
@@ -41,9 +42,20 @@ def saved_views(*, user) -> list[SavedView]:
     return list(SavedView.objects.filter(user=user).order_by("name")) if user.is_authenticated else []
 
 
+def list_params(params) -> QueryDict:
+    """The runs list's query with its labels as one `label` value: `label=` is the name the API,
+    the dashboard and the README use, repeatable; `labels=` (the page's old name) still works."""
+    data = params.copy() if isinstance(params, QueryDict) else QueryDict(params, mutable=True)
+    wanted = data.getlist("label") + data.getlist("labels")
+    data.pop("labels", None)
+    if wanted:
+        data.setlist("label", [", ".join(v for v in wanted if v)])
+    return data
+
+
 def view_query(params) -> str:
     """The part of a runs-list query string worth saving, in a stable order."""
-    pairs = params.lists() if hasattr(params, "lists") else ((k, [v]) for k, v in parse_qsl(params))
+    pairs = list_params(params).lists()
     kept = [(k, v) for k, values in pairs if k in VIEW_PARAMS for v in values if v]
     return urlencode(sorted(kept))
 

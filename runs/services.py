@@ -48,7 +48,7 @@ def can_manage_run(user, run: Run) -> bool:
     return run.owner_id == user.pk or user.has_perm(MANAGE_ALL_RUNS)
 
 
-def _require_manage(user, run: Run, action: str) -> None:
+def require_manage(user, run: Run, action: str) -> None:
     if not can_manage_run(user, run):
         raise NotAllowed(f"Only the run's owner ({run.owner.get_username()}) may {action} run {run.pk}; "
                          "other users' runs need the 'manage all runs' permission.")
@@ -59,7 +59,7 @@ def run_cancel(*, run_id: int, user) -> Run:
     """Cancel a run: at once when no worker holds it, else at the next step boundary."""
     require(user, "runs.cancel_run", "cancel runs")
     run = Run.objects.select_for_update().get(pk=run_id)
-    _require_manage(user, run, "cancel")
+    require_manage(user, run, "cancel")
     if run.is_finished:
         raise Conflict(f"Run {run.pk} has already finished ({run.get_status_display()}).")
     now = timezone.now()
@@ -326,7 +326,7 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
 
     require(user, "runs.start_run", "submit plans")
     run = Run.objects.select_for_update().get(pk=run_id)
-    _require_manage(user, run, "submit plans for")
+    require_manage(user, run, "submit plans for")
     # The API speaks for external runs; the gateway (planner="gateway") for its sessions' runs.
     if run.planner != planner:
         raise Conflict(f"Run {run.pk} uses the {run.planner} planner, not the {planner} one.")

@@ -41,6 +41,43 @@ def registry_read_afresh(request):
     egress.forget_registry_secret_names()
 
 
+# What a recording cannot reproduce (runs.runtime.replay): real time, a cancel from outside, and
+# a permission revoked during the run (the export holds the owner's permissions of today).
+_NOT_REPLAYABLE = ("budget_exhausted:deadline", "cancelled", "internal_error", "terminal_failure:permission_denied")
+
+
+@pytest.fixture(autouse=True)
+def live_runs_replay_identically(request):
+    """Every run a test drives through the engine to its stop is exported as a scenario and
+    replayed: the replay must make the same decisions (issue 35: an export records every
+    response; flag and decision are one fact)."""
+    if not request.config.pluginmanager.hasplugin("django") or "tests/browser/" in str(request.fspath):
+        return
+    from runs import engine
+
+    advance = engine.run_advance
+
+    def advance_and_check(*, run_id, **kw):
+        countdown = advance(run_id=run_id, **kw)
+        assert_replays_identically(run_id)
+        return countdown
+
+    request.getfixturevalue("monkeypatch").setattr(engine, "run_advance", advance_and_check)
+
+
+def assert_replays_identically(run_id: int) -> None:
+    from runs.models import Decision, Run
+    from runs.scenario_export import run_scenario_export, scenario_replay
+
+    run = Run.objects.filter(pk=run_id, finished_at__isnull=False).first()
+    if run is None or run.stop_reason in _NOT_REPLAYABLE:
+        return
+    recorded = list(Decision.objects.filter(run=run).order_by("created_at", "id").values_list("decision", flat=True))
+    replayed = scenario_replay(scenario=run_scenario_export(run=run))
+    assert [d["decision"] for d in replayed["decisions"]] == recorded, (run.stop_reason, replayed)
+    assert replayed["result"]["stop_reason"] == run.stop_reason
+
+
 @pytest.fixture(autouse=True, scope="session")
 def static_files_scanned_once(request):
     """WhiteNoise scans STATIC_ROOT and every finder's folder when its middleware is built, which

@@ -43,7 +43,7 @@ def _decode(request: ExportTraceServiceRequest) -> list[dict]:
             for span in scope_spans.spans:
                 spans.append({
                     "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
-                    "parent_span_id": span.parent_span_id.hex(), "name": span.name,
+                    "parent_span_id": span.parent_span_id.hex(), "name": span.name, "kind": span.kind,
                     "start_ns": span.start_time_unix_nano, "end_ns": span.end_time_unix_nano,
                     "attributes": _attributes(span.attributes), "status_code": span.status.code,
                     "status_message": span.status.message, "scope": scope_spans.scope.name,

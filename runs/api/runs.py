@@ -12,7 +12,7 @@ from capabilities.models import StoredOutput
 from core.api import PAGE_PARAMETERS, Pagination, paginated, validated
 from core.choices import ErrorCategory, ErrorCode, RunStatus, SideEffectStatus, StopReason
 from core.permissions import require_perm
-from runs import search, selectors, services
+from runs import reconciliation, search, selectors, services
 from runs.labels import label_filters_parse
 from runs.models import Approval, Attempt, Decision, Planner, PlanRevision, Run
 from runs.selectors import RunFilters
@@ -211,6 +211,34 @@ class RunCancelApi(APIView):
     def post(self, request, run_id: int):
         get_object_or_404(Run, pk=run_id)
         return Response(run_dict(services.run_cancel(run_id=run_id, user=request.user)))
+
+
+class RunReconcileApi(APIView):
+    """What a person found about the unknown side effect the run stopped on (runs.reconciliation)."""
+    permission_classes = [require_perm("runs.reconcile_run")]
+
+    class ReconcileInput(serializers.Serializer):
+        committed = serializers.BooleanField(help_text="Did the side effect happen?")
+        evidence = serializers.CharField(max_length=5000, help_text="What was checked, and what it showed.")
+
+    class ReconcileOutput(serializers.Serializer):
+        run = serializers.IntegerField(source="run_id")
+        attempt = serializers.CharField(source="attempt.uid", allow_null=True, default=None)
+        committed = serializers.BooleanField()
+        evidence = serializers.CharField()
+        decided_by = serializers.CharField(source="decided_by.username")
+        decided_at = serializers.DateTimeField()
+        next = serializers.SerializerMethodField(help_text="What may follow: there is no fork of a run yet.")
+
+        def get_next(self, _obj) -> str:
+            return reconciliation.AFTER_RECORDING
+
+    @extend_schema(request=ReconcileInput, responses={201: ReconcileOutput})
+    def post(self, request, run_id: int):
+        get_object_or_404(Run, pk=run_id)
+        found = reconciliation.run_reconcile(run_id=run_id, user=request.user,
+                                             **validated(self.ReconcileInput, request.data))
+        return Response(self.ReconcileOutput(found).data, status=201)
 
 
 class RunRevisionsApi(APIView):

@@ -25,7 +25,7 @@ class SavedViewListApi(APIView):
     class SavedViewInput(serializers.Serializer):
         name = serializers.CharField(max_length=80)
         query = serializers.CharField(max_length=2000, allow_blank=True, default="",
-                                      help_text="a runs-list query string, e.g. labels=team%3Dpayments&status=stopped")
+                                      help_text="a runs-list query string, e.g. label=team%3Dpayments&status=stopped")
 
     @extend_schema(responses=SavedViewOutput(many=True))
     def get(self, request):

@@ -10,7 +10,7 @@ from .checkpoint import bounded_for_history
 from .events import AttemptFinished
 from .history import AttemptKind, HistoryEntry, appended
 from .intents import CallIntent
-from .observation import AdmissionRefused, Observation, SideEffectStatus
+from .observation import AdmissionRefused, Observation, SideEffectStatus, Status
 from .pass_context import Pass
 from .records import replace
 from .signatures import action_signature, outcome_fingerprint, signature_text
@@ -80,6 +80,7 @@ def count_call(p: Pass, progress: StepProgress, action: Action, attempt_number: 
 
 def count_commit(p: Pass, spec: CapabilitySpec, attempt: Attempt) -> Attempt:
     """Count a commit once per step and mark the step committed."""
+    attempt = _deduplicated(p.state.history, spec, attempt)
     progress, observation = attempt.progress, attempt.observation
     # A deduplicated answer repeats an earlier commit: nothing new happened.
     if (spec.changes_state and observation.side_effect is SideEffectStatus.COMMITTED
@@ -88,6 +89,22 @@ def count_commit(p: Pass, spec: CapabilitySpec, attempt: Attempt) -> Attempt:
     if observation.side_effect is SideEffectStatus.COMMITTED:
         return replace(attempt, progress=replace(progress, committed=True))
     return attempt
+
+
+def _deduplicated(history: tuple[HistoryEntry, ...], spec: CapabilitySpec, attempt: Attempt) -> Attempt:
+    """An idempotent callee answering a side effect it already committed (same action, so the
+    same key) changed nothing, whatever state_changed it reports (design.md "A deduplicated
+    answer changed nothing"): the repeat rule then sees a repetition without progress."""
+    observation = attempt.observation
+    if not (spec.changes_state and spec.idempotent and not spec.distinct_calls
+            and observation.status is Status.OK):
+        return attempt
+    signature = signature_text(action_signature(spec.name, attempt.progress.step.arguments))
+    if not observation.extra.get("deduplicated") and not any(
+            e.signature == signature and e.observation.side_effect is SideEffectStatus.COMMITTED for e in history):
+        return attempt
+    return replace(attempt, observation=replace(observation, state_changed=False,
+                                                extra={**observation.extra, "deduplicated": True}))
 
 
 def wait_for_admission(p: Pass, refused: AdmissionRefused) -> None:

@@ -54,7 +54,9 @@ def conclude(p: Pass, action: Action, attempt: Attempt, history_before: tuple[Hi
         poll_allowed=polling and 1 + progress.polls_used < spec.polling.max_attempts,
         has_next_step=others_pending)
     attempt = replace(attempt, progress=replace(progress, last_observation=_summary(observation)))
-    record_attempt(p, action, attempt, repeated)
+    # Flag and decision are one fact: an attempt is flagged only when the repeat stopped the
+    # run (a state change, completion, a budget or a terminal failure decided otherwise).
+    record_attempt(p, action, attempt, verdict.decision is Decision.STOP_STALLED)
     p.emit(DecisionMade(attempt.attempt_id, verdict.decision.value, verdict.reason, p.usage_snapshot()))
     attempt = replace(attempt, progress=_settled(attempt.progress, verdict.decision, observation, polling))
     p.state = p.state.with_step(attempt.progress)

@@ -176,8 +176,10 @@ class Controller:
                           f"step {step.id}: calling {spec.name} would exceed the {budget} budget")
         # Authorization at the point of action: permissions may have changed since validation.
         if spec.permission and not self.authorizer.permits(spec.permission):
+            # Validation checked only side-effecting steps: only their owner can have held it before.
+            holds = "no longer holds" if spec.changes_state else "does not hold"
             return p.stop(StopKind.TERMINAL_FAILURE, ErrorCode.PERMISSION_DENIED.value,
-                          f"step {step.id}: the owner (or the plan's proposer) no longer holds "
+                          f"step {step.id}: the owner (or the plan's proposer) {holds} "
                           f"{spec.permission!r} for {spec.name}")
         interrupted = self.intents.interrupted()
         if interrupted is not None and (interrupted.revision, interrupted.step_id) == (s.revision, step.id):

@@ -82,8 +82,9 @@ def _after_retryable(observation: Observation, retry_allowed: bool, retry_budget
                        budget=BudgetName.RETRIES)
     if retry_allowed:
         return Verdict(Decision.RETRY, f"{code} is retryable and the retry policy has attempts left")
+    # The step itself failed (dependency_failed would blame a step it depends on): its path is blocked.
     return Verdict(Decision.REPLAN, f"{code}: the retry policy is spent, the step has failed",
-                   replan_reason=ReplanReason.DEPENDENCY_FAILED)
+                   replan_reason=ReplanReason.PATH_BLOCKED)
 
 
 def _after_ok(observation: Observation, polling: bool, poll_allowed: bool, has_next_step: bool) -> Verdict:
@@ -91,7 +92,7 @@ def _after_ok(observation: Observation, polling: bool, poll_allowed: bool, has_n
         return Verdict(Decision.POLL, "polling: the result does not meet the polling condition yet")
     if polling:
         return Verdict(Decision.REPLAN, "polling reached its attempt limit without meeting its condition",
-                       replan_reason=ReplanReason.DEPENDENCY_FAILED)
+                       replan_reason=ReplanReason.PATH_BLOCKED)
     if has_next_step:
         return Verdict(Decision.CONTINUE, "ok: continue with the next step")
     if is_empty(observation.output):

@@ -12,8 +12,9 @@ turn what they hold into the plain records below.
 What a recording cannot carry, and how it is exported:
 - a call whose side effect stayed unknown (nothing resolved it) is exported as a plain
   timeout, i.e. not committed;
-- a re-send the callee deduplicated, and a status lookup, are answered by the simulated
-  capability itself (it remembers what committed), so they take no response;
+- a call the callee deduplicated is recorded as a `"deduplicated": true` response, which
+  the simulated capability consumes while it answers with the first result (it remembers
+  what committed); a status lookup takes no response;
 - real time between calls (planning, overhead) is not on the simulated clock: only the
   recorded call latencies are, so a run stopped by its deadline may replay differently.
 """
@@ -140,9 +141,12 @@ def responses_from_attempts(attempts: Iterable[RecordedAttempt],
                 committed.add(key)
                 commits += 1
             continue
-        if spec.idempotent and writes and key is not None and key in committed and attempt.status == "ok":
-            continue  # deduplicated by the callee: the simulated capability repeats the first result
         response = _response(attempt)
+        if spec.idempotent and writes and key is not None and key in committed and attempt.status == "ok":
+            # Deduplicated by the callee: recorded (every call has its response), while the
+            # simulated capability answers it with the first result.
+            responses[spec.name].append({**response, "deduplicated": True})
+            continue
         responses[spec.name].append(response)
         if writes and attempt.side_effect == "unknown" and key is not None:
             last_unknown[key] = response

@@ -26,10 +26,10 @@ from core import charts
 from core.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
-from core.permissions import allowed, forbidden, permission_needed
+from core.permissions import allowed, bad_request, forbidden, permission_needed
 from runs import dashboard as dashboard_data
 from runs import dashboard_active as active
-from runs import search, selectors, services, timeline, trace_json, trace_review
+from runs import calls_in_flight, reconciliation, search, selectors, services, timeline, trace_json, trace_review
 from runs.labels import TOO_MANY_FILTERS, label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
 from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
@@ -73,7 +73,7 @@ class RunFilterForm(forms.Form):
     created_to = forms.DateTimeField(label="Created to", required=False,
                                      widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     sort = forms.ChoiceField(label="Sort by", choices=SORT_CHOICES, required=False)
-    labels = forms.CharField(label="Labels", required=False, max_length=1000,
+    label = forms.CharField(label="Labels", required=False, max_length=1000,
                              widget=forms.TextInput(attrs={"placeholder": "team=payments, agent"}))
     goal = forms.CharField(label="Goal contains", required=False, max_length=200)
     evaluation_runs = forms.ChoiceField(label="Evaluation runs", required=False, choices=[
@@ -98,15 +98,18 @@ class RunFilterForm(forms.Form):
         self.fields["owner"].choices += [(n, n) for n in get_user_model().objects.filter(is_active=True)
                                          .order_by("username").values_list("username", flat=True)]
 
-    def clean_labels(self):
-        wanted, problems = label_filters_parse(self.cleaned_data["labels"])
+    def clean_label(self):
+        wanted, problems = label_filters_parse(self.cleaned_data["label"])
         if problems:
             raise forms.ValidationError("; ".join(problems))
         return wanted
 
     def filters(self) -> selectors.RunFilters:
         # An invalid field is left out of cleaned_data: the other filters still apply.
-        return selectors.RunFilters(**{k: v for k, v in self.cleaned_data.items() if v not in (None, "", False)})
+        chosen = {k: v for k, v in self.cleaned_data.items() if v not in (None, "", False)}
+        if "label" in chosen:
+            chosen["labels"] = chosen.pop("label")
+        return selectors.RunFilters(**chosen)
 
     def visible_fields_now(self):
         """The drill-down fields only while one of them is set, so the everyday form stays short."""
@@ -129,7 +132,7 @@ def run_list(request):
     preference = evaluation_runs_preference(request)
     data = None
     if request.GET:
-        data = request.GET.copy()
+        data = search.list_params(request.GET)
         data.setdefault("evaluation_runs", preference)
     form = RunFilterForm(data, initial={"evaluation_runs": preference})
     if form.is_bound:
@@ -143,12 +146,13 @@ def run_list(request):
                            per_page=selectors.RUNS_PER_PAGE, after=request.GET.get("after"),
                            before=request.GET.get("before"), number=_page_int(request))
     except InvalidCursor as exc:
-        return forbidden(request, str(exc), status=400)
+        return bad_request(request, str(exc))
     live = any(run.status in selectors.LIVE_STATUSES for run in page.object_list)
     context = {"form": form, "page": page, "live": live, "sort": filters.sort, "count_cap": COUNT_CAP,
                "filtered": any(v for k, v in vars(filters).items() if k not in ("sort", "evaluation_runs")),
                "evaluation_runs": preference,
                "saved_views": search.saved_views(user=request.user), "view_query": search.view_query(request.GET)}
+    # The save form sits outside the swapped table: an htmx swap brings it the query just applied.
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
     return render(request, template, context, status=400 if TOO_MANY_FILTERS in form.errors.get("labels", ()) else 200)
 
@@ -279,6 +283,11 @@ def run_detail(request, run_id: int):
         "can_cancel": (allowed(request.user, "runs.cancel_run") and not run.is_finished
                        and services.can_manage_run(request.user, run)),
         "can_start": allowed(request.user, "runs.start_run"),
+        "call_in_flight": calls_in_flight.call_shown(run),
+        "reconciliation": getattr(run, "reconciliation", None) if run.stop_reason == reconciliation.OUTCOME_UNKNOWN
+        else None,
+        "can_reconcile": reconciliation.needs_reconciliation(run) and reconciliation.can_reconcile(request.user, run),
+        "after_reconciling": reconciliation.AFTER_RECORDING,
         "trigger": trigger,
         "trigger_repeats": trigger_repeats,
         "stall_kind": stall_kind,
@@ -338,6 +347,24 @@ def trace_download(request, run_id: int):
     run = _get_run(run_id)
     return as_download(StreamingHttpResponse(trace_json.trace_chunks(run), content_type="application/json"),
                        f"run-{run.pk}-trace.json")
+
+
+@permission_needed("runs.reconcile_run", "reconcile runs")
+@require_POST
+def run_reconcile(request, run_id: int):
+    try:
+        reconciliation.run_reconcile(run_id=run_id, user=request.user,
+                                     committed=request.POST.get("committed") == "yes",
+                                     evidence=request.POST.get("evidence", ""))
+    except Run.DoesNotExist:
+        raise Http404("No such run.") from None
+    except NotAllowed as exc:
+        return forbidden(request, exc.message)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Recorded what you found for run {run_id}. {reconciliation.AFTER_RECORDING}")
+    return redirect(reverse("runs:detail", args=[run_id]) + "#reconciliation")
 
 
 @permission_needed("runs.cancel_run", "cancel runs")
@@ -449,7 +476,7 @@ def run_dashboard(request):
     window_key = request.GET.get("window", dashboard_data.DEFAULT_WINDOW)
     if window_key not in dashboard_data.WINDOWS:
         choices = ", ".join(dashboard_data.WINDOWS)
-        return forbidden(request, f"Unknown time window “{window_key}”: choose one of {choices}.", status=400)
+        return bad_request(request, f"Unknown time window “{window_key}”: choose one of {choices}.")
     now = timezone.now()
     label_text = request.GET.get("label", "")[:1000]
     wanted, label_problems = label_filters_parse(label_text)

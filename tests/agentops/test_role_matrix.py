@@ -9,7 +9,7 @@ from capabilities.models import Capability
 from runs import engine, services
 from runs.models import Approval
 
-PUBLIC = {"login", "logout", "healthz"}
+PUBLIC = {"login", "logout", "healthz", "favicon"}
 # "operator" owns the run under test; "other_operator" does not; "lead_operator" holds
 # runs.manage_all_runs and may act on every run.
 ROLES = ("anonymous", "nobody", "viewer", "operator", "other_operator", "lead_operator", "registry_admin")

@@ -6,7 +6,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_an_admin_with_the_stdio_role_imports_a_real_stdio_servers_tool(page, live_server, login, registry,
                                                                        stdio_allowed, settings, shot):
-    from capabilities.models import Capability
+    from capabilities.models import Capability, McpServer
     from core.models import AuditEvent
 
     settings.AGENTOPS_MCP_STDIO_COMMANDS = ["python -m mcp_server_time"]
@@ -15,17 +15,16 @@ def test_an_admin_with_the_stdio_role_imports_a_real_stdio_servers_tool(page, li
     page.get_by_role("textbox", name="Command").fill("python")
     page.get_by_role("textbox", name="Args").fill("-m\nmcp_server_time")
     page.get_by_role("button", name="Add server and list its tools").click()
-    page.get_by_role("button", name="List the server's tools").wait_for()
-    assert not AuditEvent.objects.filter(action="mcp_server.started").exists()   # opening the page starts nothing
-    shot("mcp-import-before-listing")
-
-    page.get_by_role("button", name="List the server's tools").click()
+    # The button does what it says: the tools are listed at once, no second click.
     page.get_by_label("Import get_current_time").check()
     page.get_by_label("Side effect of get_current_time").select_option("none")
     page.get_by_label("get_current_time requires approval").uncheck()
     shot("mcp-import-listed")
     page.get_by_role("button", name="Import the ticked tools").click()
     page.wait_for_url(f"{live_server.url}/capabilities/")
+    # Opening the import page again (a GET) starts nothing; only the listing POSTs did.
+    page.goto(f"{live_server.url}/capabilities/mcp-servers/{McpServer.objects.get(name='clock').pk}/import/")
+    page.get_by_role("button", name="List the server's tools").wait_for()
     assert Capability.objects.filter(name="get_current_time", kind="mcp").exists()
     # Listing and importing (which lists again, trusting the server rather than the form) each started it.
     starts = AuditEvent.objects.filter(action="mcp_server.started")

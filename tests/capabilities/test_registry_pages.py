@@ -81,6 +81,13 @@ class TestDetail:
         assert "capability.updated" in html and "capability.created" in html
         assert "Disable" in html and "Edit (new version)" in html
 
+    def test_schemas_and_config_are_shown_as_json_not_python(self, client_for, viewer, make_http_capability):
+        make_http_capability(schema={"type": "object", "additionalProperties": False,
+                                     "properties": {"item": {"type": "string"}}})
+        html = client_for(viewer).get(reverse("capabilities:detail", args=["create_order"])).content.decode()
+        assert "&quot;additionalProperties&quot;: false" in html
+        assert "False" not in html and "&#x27;type&#x27;" not in html
+
     def test_a_viewer_sees_no_edit_or_disable_buttons(self, client_for, viewer):
         html = client_for(viewer).get(reverse("capabilities:detail", args=["search_documents"])).content.decode()
         assert "Disable" not in html and "Edit (new version)" not in html

@@ -39,3 +39,21 @@ def test_it_takes_two_queries_whatever_the_data(make_attempt, django_assert_num_
 def test_no_attempts_means_no_figures():
     assert capability_usage(names=["search_documents"]) == {}
     assert Usage().error_rate is None
+
+
+def test_an_evaluations_simulated_capability_of_the_same_name_is_not_counted(make_attempt, operator):
+    # A new capability named like a simulated one an evaluation ran earlier starts with no usage.
+    from evaluation.models import Evaluation, EvaluationSuite
+    from runs.models import Attempt, Run
+
+    simulated = make_attempt("refund_order", latency_s=3.0)
+    suite = EvaluationSuite.objects.create(name="refunds", tasks=[{"name": "a"}])
+    evaluation = Evaluation.objects.create(suite=suite, started_by=operator)
+    Run.objects.filter(pk=simulated.run_id).update(evaluation=evaluation)
+    assert capability_usage(names=["refund_order"]) == {}
+    from capabilities.usage import capability_recent_attempts
+
+    assert list(capability_recent_attempts(name="refund_order")) == []
+    Run.objects.filter(pk=simulated.run_id).update(evaluation=None)
+    assert capability_usage(names=["refund_order"])["refund_order"].calls == 1
+    assert Attempt.objects.count() == 1

@@ -90,8 +90,9 @@ class TestRunAdvance:
         assert run.tool_calls == 2
         assert run.stop_attempt is not None and run.stop_attempt.repeated_without_progress
         assert run.repeated_attempts == 1
-        # The step the run stopped on did not succeed, and says so.
-        assert run.stop_attempt.step.status == "failed"
+        # Its attempt answered ok: the step says so (the decision says the run stalled on it).
+        assert run.stop_attempt.step.status == "succeeded"
+        assert run.stop_attempt.decision.decision == "stop_stalled"
 
     def test_a_second_worker_does_not_take_a_held_run(self, operator, demo_capabilities):
         run = start(operator, [[{"capability": "search_documents", "arguments": {"q": "travel"}}]],

@@ -83,24 +83,41 @@ class TestSearchingTheList:
 
     def test_it_filters_by_one_or_more_labels_and_by_key_alone(self, client_for, viewer, labelled):
         client = client_for(viewer)
-        assert _goals(client.get(self.url, {"labels": "team=payments"}).content.decode()) == {
+        assert _goals(client.get(self.url, {"label": "team=payments"}).content.decode()) == {
             "alpha-pay-triage", "beta-pay-billing"}
-        assert _goals(client.get(self.url, {"labels": "team=payments, agent=triage"}).content.decode()) == {
+        assert _goals(client.get(self.url, {"label": "team=payments, agent=triage"}).content.decode()) == {
             "alpha-pay-triage"}
-        assert _goals(client.get(self.url, {"labels": "agent"}).content.decode()) == {
+        assert _goals(client.get(self.url, {"label": "agent"}).content.decode()) == {
             "alpha-pay-triage", "beta-pay-billing", "gamma-search-triage"}
-        assert _goals(client.get(self.url, {"labels": "team=nobody"}).content.decode()) == set()
+        assert _goals(client.get(self.url, {"label": "team=nobody"}).content.decode()) == set()
+
+    def test_label_is_the_parameter_the_api_and_dashboard_use_and_the_old_name_still_works(
+            self, client_for, viewer, labelled):
+        client = client_for(viewer)
+        both = {"alpha-pay-triage", "beta-pay-billing"}
+        assert _goals(client.get("/runs/?label=team%3Dpayments").content.decode()) == both
+        assert _goals(client.get("/runs/?label=team%3Dpayments&label=agent%3Dtriage").content.decode()) == {
+            "alpha-pay-triage"}
+        assert _goals(client.get("/runs/?labels=team%3Dpayments").content.decode()) == both
+
+    def test_an_applied_filter_reaches_the_save_form(self, client_for, viewer, labelled):
+        # The filters apply by an htmx swap of the table: the save form outside it gets the query too.
+        response = client_for(viewer).get(self.url, {"label": "team=payments", "stop_reason": "stalled"},
+                                          HTTP_HX_REQUEST="true")
+        body = response.content.decode()
+        assert ('<input type="hidden" name="query" id="saved-view-query" '
+                'value="label=team%3Dpayments&amp;stop_reason=stalled" hx-swap-oob="true">') in body
 
     def test_it_shows_labels_as_links_to_their_filter(self, client_for, viewer, labelled):
         body = client_for(viewer).get(self.url).content.decode()
-        assert 'href="/runs/?labels=team%3Dpayments"' in body
+        assert 'href="/runs/?label=team%3Dpayments"' in body
 
     def test_it_filters_by_goal_text(self, client_for, viewer, labelled):
         body = client_for(viewer).get(self.url, {"goal": "BILLING"}).content.decode()
         assert _goals(body) == {"beta-pay-billing"}
 
     def test_a_malformed_label_filter_is_shown_and_the_other_filters_apply(self, client_for, viewer, labelled):
-        response = client_for(viewer).get(self.url, {"labels": "Bad Key=1", "goal": "alpha"})
+        response = client_for(viewer).get(self.url, {"label": "Bad Key=1", "goal": "alpha"})
         assert response.status_code == 200
         body = response.content.decode()
         assert "a key is 1-63" in body and _goals(body) == {"alpha-pay-triage"}
@@ -111,7 +128,7 @@ class TestSearchingTheList:
             make_run(goal=f"extra-{i}")
         client = client_for(viewer)
         with django_assert_max_num_queries(12):
-            client.get(self.url, {"labels": "team=payments, agent", "goal": "a",
+            client.get(self.url, {"label": "team=payments, agent", "goal": "a",
                                               "capability": "search_documents", "sort": "-cost"})
 
 
@@ -136,6 +153,13 @@ class TestApiSearch:
         make_attempt(make_step(make_revision(labelled["b"]), capability="get_document"))
         assert self._goals(api_for(viewer).get(self.url, {"capability": "get_document"})) == {"beta-pay-billing"}
 
+    def test_an_unknown_parameter_is_a_400_naming_it(self, api_for, viewer, labelled):
+        response = api_for(viewer).get(self.url, {"labels": "team=payments", "stauts": "stopped", "page": 1})
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert set(error["fields"]) == {"labels", "stauts"}
+        assert "Unknown fields: labels, stauts" in error["message"]
+
     def test_a_malformed_filter_is_a_400(self, api_for, viewer, labelled):
         response = api_for(viewer).get(self.url, {"label": "NOT A KEY"})
         assert response.status_code == 400
@@ -145,15 +169,22 @@ class TestApiSearch:
 class TestSavedViews:
     def test_a_user_saves_a_view_sees_it_and_deletes_it(self, client_for, viewer, labelled):
         client = client_for(viewer)
-        response = client.post("/runs/views/save/", {"name": "payments", "query": "labels=team%3Dpayments&page=3"})
-        assert response.status_code == 302 and response["Location"] == "/runs/?labels=team%3Dpayments"
+        response = client.post("/runs/views/save/", {"name": "payments", "query": "label=team%3Dpayments&page=3"})
+        assert response.status_code == 302 and response["Location"] == "/runs/?label=team%3Dpayments"
         view = SavedView.objects.get(user=viewer)
-        assert view.query == "labels=team%3Dpayments"  # paging is not part of a view
+        assert view.query == "label=team%3Dpayments"  # paging is not part of a view
         body = client.get("/runs/").content.decode()
-        assert ">payments</a>" in body and 'href="/runs/?labels=team%3Dpayments"' in body
-        client.post("/runs/views/save/", {"name": "payments", "query": "labels=team%3Dsearch"})
-        assert SavedView.objects.get(user=viewer).query == "labels=team%3Dsearch"
+        assert ">payments</a>" in body and 'href="/runs/?label=team%3Dpayments"' in body
+        client.post("/runs/views/save/", {"name": "payments", "query": "label=team%3Dsearch"})
+        assert SavedView.objects.get(user=viewer).query == "label=team%3Dsearch"
         client.post(f"/runs/views/{view.pk}/delete/")
+        assert not SavedView.objects.exists()
+
+    def test_the_api_refuses_an_unknown_field_and_saves_nothing(self, api_for, viewer):
+        response = api_for(viewer).post("/api/saved-views/", {"name": "stalls", "filters": "stop_reason=stalled"},
+                                        format="json")
+        assert response.status_code == 400
+        assert response.json()["error"]["fields"] == {"filters": "unknown field"}
         assert not SavedView.objects.exists()
 
     def test_views_are_per_user(self, client_for, api_for, viewer, operator, labelled):

@@ -129,6 +129,28 @@ class TestExportInProcess:
         assert '"q": "travel"' in tool["attributes"]["gen_ai.tool.call.arguments"]
         assert "documents" in tool["attributes"]["gen_ai.tool.call.result"]
 
+    def test_spans_carry_their_kind_the_stopping_span_is_marked_and_the_project_is_configurable(
+            self, otlp_receiver, otel_env, registry, operator, manual_advance, wait_until, settings):
+        from runs import engine
+
+        settings.AGENTOPS_OTEL_PROJECT = "payments-agents"
+        otel_env(otlp_receiver.url, OTEL_SERVICE_NAME="agentops-eu")
+        run = _start(operator, [[{"capability": "get_document", "arguments": {"id": "NOPE-2"}}]],
+                     {"capability": "get_document", "path": "id", "equals": "POL-7"})
+        engine.run_advance(run_id=run.pk, worker="test")
+        otel.flush()
+        spans = {s["name"]: s for s in _trace(otlp_receiver, run, wait_until)}
+        kinds = {name: (s["kind"], s["attributes"]["openinference.span.kind"]) for name, s in spans.items()}
+        internal = 1  # SPAN_KIND_INTERNAL
+        assert kinds == {"invoke_agent": (internal, "AGENT"), "plan scripted": (internal, "CHAIN"),
+                         "execute_tool get_document": (internal, "TOOL")}
+        tool = spans["execute_tool get_document"]
+        assert tool["attributes"]["agentops.stop_trigger"] is True
+        assert tool["events"][-1]["name"] == "run_stopped"
+        assert "agentops.stop_trigger" not in spans["plan scripted"]["attributes"]
+        assert tool["resource"]["service.name"] == "agentops-eu"
+        assert tool["resource"]["openinference.project.name"] == "payments-agents"
+
     def test_a_collector_that_never_answers_neither_slows_nor_fails_a_run(self, otel_env, registry, operator,
                                                                          manual_advance):
         # A socket that accepts connections and never answers: the worst collector.

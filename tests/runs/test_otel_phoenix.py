@@ -38,6 +38,9 @@ def _up(url):
     except OSError:
         return False
 
+# The project the spans land in (AGENTOPS_OTEL_PROJECT), not Phoenix's "default".
+PROJECT = "agentops-issue-35"
+
 
 @pytest.fixture
 def phoenix(tmp_path, wait_until):
@@ -63,7 +66,7 @@ def phoenix_worker(phoenix, worker_env):
     """A worker of its own (its own queue) exporting to Phoenix."""
     from django.conf import settings
 
-    env = {**worker_env, "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix}
+    env = {**worker_env, "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix, "AGENTOPS_OTEL_PROJECT": PROJECT}
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency", "2",
          "-Q", QUEUE, "--loglevel", "WARNING", "--without-mingle", "--without-gossip",
@@ -93,7 +96,7 @@ def test_a_run_is_readable_in_phoenix_with_the_ids_of_our_trace_page(phoenix, ph
     assert run.stop_reason == "completed"
 
     def spans():
-        found = _get(f"{phoenix}/v1/projects/default/spans?limit=100")["data"]
+        found = _get(f"{phoenix}/v1/projects/{PROJECT}/spans?limit=100")["data"]
         mine = [s for s in found if s["context"]["trace_id"] == run.trace_id]
         return mine if any(s["name"] == "invoke_agent" for s in mine) else None
 
@@ -107,3 +110,7 @@ def test_a_run_is_readable_in_phoenix_with_the_ids_of_our_trace_page(phoenix, ph
                                                             .values_list("span_id", flat=True))
     assert all(s["parent_id"] == root["context"]["span_id"] for s in tools)
     assert {s["attributes"]["gen_ai.tool.name"] for s in tools} == {"search_documents", "get_document"}
+    # Phoenix reads each span's kind; the plan span is a chain, not "unknown".
+    assert {s["name"]: s["span_kind"] for s in mine if not s["name"].startswith("execute_tool ")} == {
+        "invoke_agent": "AGENT", "plan scripted": "CHAIN"}
+    assert {s["span_kind"] for s in tools} == {"TOOL"}

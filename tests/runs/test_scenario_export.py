@@ -106,6 +106,26 @@ class TestExportInProcess:
         assert run.stop_reason == "completed" and run.revisions >= 2
         _assert_reproduced(run, _replay(tmp_path, run)[0])
 
+    def test_a_re_proposed_idempotent_write_stalls_and_its_export_records_every_call(self, registry, operator,
+                                                                                      manual_advance, tmp_path):
+        # The callee answers state_changed: true each time, but it deduplicates the same key: the
+        # second proposal changed nothing (design.md "A deduplicated answer changed nothing").
+        from capabilities.models import CapabilityVersion
+
+        CapabilityVersion.objects.filter(capability__name="create_ticket").update(requires_approval=False)
+        write = {"capability": "create_ticket", "arguments": {"title": "Printer on fire"}}
+        run = self._finish(_scripted(operator, [[{"id": f"open-{n}", **write}] for n in (1, 2, 3)], READ_POLICY))
+        assert (run.stop_reason, run.stall_kind, run.tool_calls) == ("stalled", "repeated_without_progress", 2)
+        decisions = list(Decision.objects.filter(run=run).values_list("attempt__repeated_without_progress",
+                                                                      "decision"))
+        assert decisions == [(False, "replan"), (True, "stop_stalled")]
+        assert run.side_effects_committed == 1
+        replayed, scenario = _replay(tmp_path, run)
+        _assert_reproduced(run, replayed)
+        create = next(c for c in scenario["capabilities"] if c["name"] == "create_ticket")
+        assert len(create["responses"]) == run.tool_calls
+        assert create["responses"][1]["deduplicated"] is True
+
     def test_the_command_refuses_an_unknown_run(self, db):
         with pytest.raises(CommandError, match="Run 999 does not exist"):
             call_command("export_scenario", "999")

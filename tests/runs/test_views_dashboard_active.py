@@ -150,3 +150,11 @@ def test_an_upper_bound_rounds_up_to_the_next_second():
     assert dashboard_active.local_param(moment).endswith(":05")
     assert dashboard_active.local_param(moment, upper=True).endswith(":06")
     assert dashboard_active.local_param(moment.replace(microsecond=0), upper=True).endswith(":05")
+
+
+def test_a_bad_window_is_a_400_page_that_says_what_is_wrong(client_for, viewer):
+    response = client_for(viewer).get("/runs/dashboard/?window=3y")
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "<title>Bad request" in body and "Not allowed" not in body
+    assert "Unknown time window “3y”" in body

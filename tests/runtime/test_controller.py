@@ -94,7 +94,23 @@ def test_it_checks_the_permission_again_immediately_before_execution():
     final, _ = run_collecting(rig, after_plan)
     assert final.stop_reason == "terminal_failure:permission_denied"
     assert "tickets.create" in final.stop_detail
+    assert "the owner no longer holds" in final.stop_detail  # it held it when the plan was validated
     assert final.usage.tool_calls == 0 and rig.executor.commits == 0
+
+
+def test_a_read_permission_never_held_is_said_to_be_not_held():
+    # A read capability's permission is checked only at the point of action: never "no longer".
+    secret = {**SEARCH, "side_effect": "read", "permission": "docs.read"}
+
+    class Never:
+        def permits(self, permission):
+            return permission != "docs.read"
+
+    rig = prepare_scenario(scenario(capabilities=[secret]))
+    rig.controller.authorizer = Never()
+    final, _ = run_collecting(rig)
+    assert final.stop_reason == "terminal_failure:permission_denied"
+    assert "the owner does not hold 'docs.read'" in final.stop_detail
 
 
 @pytest.mark.parametrize("change, reason", [("disable", "terminal_failure:permission_denied"),

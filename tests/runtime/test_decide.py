@@ -74,18 +74,19 @@ def test_it_stops_when_the_policy_would_retry_but_the_run_retry_budget_is_spent(
     assert verdict.decision is Decision.STOP_BUDGET and verdict.budget == "retries"
 
 
-def test_it_replans_when_the_retry_policy_is_spent():
+def test_it_replans_path_blocked_when_the_retry_policy_is_spent():
+    # The step itself failed: not dependency_failed, which would blame a step it depends on.
     verdict = run(TIMEOUT, retry_allowed=False)
-    assert verdict.decision is Decision.REPLAN and verdict.replan_reason is ReplanReason.DEPENDENCY_FAILED
+    assert verdict.decision is Decision.REPLAN and verdict.replan_reason is ReplanReason.PATH_BLOCKED
 
 
 def test_it_polls_while_polling_is_allowed():
     assert run(OK, polling=True, poll_allowed=True).decision is Decision.POLL
 
 
-def test_it_replans_when_polling_is_spent():
+def test_it_replans_path_blocked_when_polling_is_spent():
     verdict = run(OK, polling=True, poll_allowed=False)
-    assert verdict.decision is Decision.REPLAN and verdict.replan_reason is ReplanReason.DEPENDENCY_FAILED
+    assert verdict.decision is Decision.REPLAN and verdict.replan_reason is ReplanReason.PATH_BLOCKED
 
 
 def test_it_continues_with_the_next_step():

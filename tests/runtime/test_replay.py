@@ -57,3 +57,17 @@ def test_a_changed_response_changes_the_decision():
     exported["expect"] = {}
     replayed = run_scenario(load_scenario(exported))
     assert replayed.stop_reason == "terminal_failure:not_found"
+
+
+def test_every_call_has_its_response_a_deduplicated_one_too():
+    # Issue 35: three calls of an idempotent write with one key, the callee answering
+    # state_changed each time; the export held one response for the three.
+    from runs.runtime.capability import CapabilitySpec, SideEffect
+    from runs.runtime.replay import RecordedAttempt, responses_from_attempts
+
+    spec = CapabilitySpec(name="open_ticket", side_effect=SideEffect.WRITE, idempotent=True)
+    answer = RecordedAttempt("open_ticket", "call", "key-1", "ok", output={"ticket": "T-1"}, state_changed=True,
+                             side_effect="committed")
+    responses, commits = responses_from_attempts([answer] * 3, {"open_ticket": spec})
+    assert len(responses["open_ticket"]) == 3 and commits == 1
+    assert [r.get("deduplicated", False) for r in responses["open_ticket"]] == [False, True, True]

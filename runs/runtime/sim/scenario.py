@@ -40,7 +40,7 @@ CAPABILITY_FIELDS = {"name", "description", "side_effect", "schema", "max_argume
 # An approvals entry {"decision": "expire"}: nobody answers, and the request lapses.
 APPROVAL_DECISIONS = ("approve", "reject", "expire")
 RESPONSE_FIELDS = {"return", "state_changed", "raise", "http_status", "body", "headers", "latency_s",
-                   "commit_then_timeout", "commit_late_s", "retry_after_s"}
+                   "commit_then_timeout", "commit_late_s", "retry_after_s", "deduplicated"}
 RAISABLE = tuple(c.value for c in ErrorCode if c is not ErrorCode.OUTCOME_UNKNOWN)
 MODES = ("planning", "direct")
 REGISTERED = "registered"
@@ -308,6 +308,8 @@ def _responses(items: Any, where: str, problems: list[str]) -> list[dict[str, An
             problems.append(f"{at}: commit_then_timeout must be true and come with a return")
         if "commit_late_s" in r and "return" not in r:
             problems.append(f"{at}: commit_late_s must come with a return")
+        if "deduplicated" in r and (r["deduplicated"] is not True or "return" not in r):
+            problems.append(f"{at}: deduplicated must be true and come with a return")
         for key in ("latency_s", "retry_after_s", "commit_late_s"):
             if key in r and (isinstance(r[key], bool) or not isinstance(r[key], (int, float)) or r[key] < 0):
                 problems.append(f"{at}: {key} must be a non-negative number")

@@ -96,7 +96,9 @@ class SimulatedCapabilities:
                 timeout_s: float, trace_id: str = "", span_id: str = "", **_: Any) -> Observation:
         self._land()
         if spec.idempotent and idempotency_key is not None and idempotency_key in self.committed:
-            # The callee deduplicates: the first result again, nothing new committed.
+            # The callee deduplicates: the first result again, nothing new committed. An exported
+            # run records that answer too (one response per call): it is consumed, not replayed.
+            self._skip_deduplicated(spec.name)
             return Observation.success(self.committed[idempotency_key], side_effect=SideEffectStatus.COMMITTED,
                                        extra={"deduplicated": True})
         response = self._next(spec.name)
@@ -168,6 +170,11 @@ class SimulatedCapabilities:
         for _, key, output, idempotent in due:
             if not (idempotent and key is not None and key in self.committed):   # an idempotent callee dedups
                 self._commit(key, output, True)
+
+    def _skip_deduplicated(self, name: str) -> None:
+        items, index = self.responses.get(name) or [], self.consumed.get(name, 0)
+        if index < len(items) and items[index].get("deduplicated"):
+            self.consumed[name] = index + 1
 
     def _next(self, name: str) -> dict[str, Any] | None:
         items = self.responses.get(name)

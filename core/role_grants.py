@@ -1,0 +1,74 @@
+"""Granting and revoking roles (the role groups of core.roles) on a page, without the Django admin.
+
+Roles are global: AgentOps has no projects yet, so a role holds on every run and capability.
+Who may grant: a superuser, or whoever holds auth.change_user (the user-administration
+permission of the Django admin). Each change is one audited, atomic step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+
+from core.audit import audit
+from core.errors import InvalidInput
+from core.models import AuditAction
+from core.permissions import require
+from core.roles import LEAD_OPERATOR, OPERATOR, REGISTRY_ADMIN, ROLE_PERMISSIONS, STDIO_MCP_ADMIN, VIEWER
+
+GRANT_ROLES = "auth.change_user"
+ROLES = tuple(ROLE_PERMISSIONS)
+# Said beside each role on the page: what it lets someone do.
+ROLE_NOTES = {
+    VIEWER: "reads runs, capabilities, evaluations and notifications",
+    OPERATOR: "starts, cancels and reconciles their own runs; decides approvals; runs evaluations",
+    LEAD_OPERATOR: "an operator for everyone's runs",
+    REGISTRY_ADMIN: "registers and edits capabilities and HTTP MCP servers",
+    STDIO_MCP_ADMIN: "adds and starts stdio MCP servers, which run commands on this server's hosts: grant it on purpose",
+}
+
+
+@dataclass(frozen=True)
+class UserRoles:
+    user_id: int
+    username: str
+    roles: frozenset[str]
+
+
+def users_with_roles() -> list[UserRoles]:
+    """Every active user and the roles they hold, in two queries."""
+    users = get_user_model().objects.filter(is_active=True).order_by("username").prefetch_related("groups")
+    return [UserRoles(u.pk, u.get_username(), frozenset(g.name for g in u.groups.all() if g.name in ROLES))
+            for u in users]
+
+
+@transaction.atomic
+def role_set(*, actor, user_id: int, role: str, held: bool) -> bool:
+    """Grant (held=True) or revoke a role; returns whether anything changed."""
+    require(actor, GRANT_ROLES, "grant roles")
+    if role not in ROLES:
+        raise InvalidInput(f"Unknown role “{role}”: choose one of {', '.join(ROLES)}.", fields={"role": "unknown"})
+    user = get_user_model().objects.select_for_update().filter(pk=user_id, is_active=True).first()
+    if user is None:
+        raise InvalidInput(f"No active user {user_id}.", fields={"user": "unknown"})
+    group = Group.objects.get(name=role)
+    if user.groups.filter(pk=group.pk).exists() == held:
+        return False
+    (user.groups.add if held else user.groups.remove)(group)
+    verb = "granted" if held else "revoked"
+    audit(actor=actor, action=AuditAction.ROLE_GRANTED if held else AuditAction.ROLE_REVOKED, target=user,
+          summary=f"Role {role} {verb} {'to' if held else 'from'} {user.get_username()}",
+          details={"role": role, "user": user.get_username()})
+    return True
+
+
+def roles_set(*, actor, user_id: int, roles: set[str]) -> list[str]:
+    """Make the user hold exactly these roles; returns what changed ("granted x", "revoked y")."""
+    unknown = sorted(set(roles) - set(ROLES))
+    if unknown:
+        raise InvalidInput(f"Unknown role “{unknown[0]}”: choose one of {', '.join(ROLES)}.", fields={"role": "unknown"})
+    with transaction.atomic():
+        return [f"{'granted' if role in roles else 'revoked'} {role}" for role in ROLES
+                if role_set(actor=actor, user_id=user_id, role=role, held=role in roles)]
