@@ -179,8 +179,7 @@ class Controller:
             # Validation checked only side-effecting steps: only their owner can have held it before.
             holds = "no longer holds" if spec.changes_state else "does not hold"
             return p.stop(StopKind.TERMINAL_FAILURE, ErrorCode.PERMISSION_DENIED.value,
-                          f"step {step.id}: the owner (or the plan's proposer) {holds} "
-                          f"{spec.permission!r} for {spec.name}")
+                          f"step {step.id}: the owner {holds} {spec.permission!r} for {spec.name}")
         interrupted = self.intents.interrupted()
         if interrupted is not None and (interrupted.revision, interrupted.step_id) == (s.revision, step.id):
             # A call of this step was sent by a worker that died before recording its outcome:

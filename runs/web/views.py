@@ -154,7 +154,8 @@ def run_list(request):
                "saved_views": search.saved_views(user=request.user), "view_query": search.view_query(request.GET)}
     # The save form sits outside the swapped table: an htmx swap brings it the query just applied.
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
-    return render(request, template, context, status=400 if TOO_MANY_FILTERS in form.errors.get("labels", ()) else 200)
+    too_many = TOO_MANY_FILTERS in form.errors.get("label", ())
+    return render(request, template, context, status=400 if too_many else 200)
 
 
 @permission_needed("runs.start_run", "start runs")
