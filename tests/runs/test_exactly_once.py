@@ -211,3 +211,101 @@ def test_a_worker_killed_during_an_mcp_stdio_call_leaves_one_effect(celery_worke
     kinds = list(Attempt.objects.filter(run=run).order_by("started_at").values_list("kind", "side_effect_status"))
     assert kinds[0] == ("call", "unknown") and kinds[-1][1] == "committed", kinds   # the lost call, re-sent by key
     assert second.poll() is None
+
+
+def _web(worker_env):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**worker_env, "SECURE_SSL_REDIRECT": "false"}
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "agentops.asgi:application", "--host", "127.0.0.1",
+                             "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _row_locked(run_id):
+    """Hold the run's row (PostgreSQL) or the database's write lock (SQLite) from another connection, so
+    a decision's transaction stops inside itself; release() lets it go."""
+    from django.db import connection
+
+    settings_dict = connection.settings_dict
+    if connection.vendor == "sqlite":
+        import sqlite3
+
+        holder = sqlite3.connect(settings_dict["NAME"], timeout=30, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+    else:
+        import psycopg
+
+        holder = psycopg.connect(host=settings_dict["HOST"] or "127.0.0.1", port=settings_dict["PORT"] or 5432,
+                                 user=settings_dict["USER"], dbname=settings_dict["NAME"])
+        holder.execute("SELECT 1 FROM runs_run WHERE id = %s FOR UPDATE", [run_id])
+    return holder
+
+
+def test_a_web_process_killed_inside_an_approval_post_decides_nothing_and_loses_nothing(
+        celery_worker, ledger, worker_env, operator, second_operator, wait_until):
+    import httpx
+
+    from core.tokens import token_create
+    from runs.models import Approval
+
+    name = item("approved")
+    run = services.run_start(
+        owner=operator, goal="Write once approved", planner="scripted",
+        planner_config={"plans": [[{"capability": "ledger_approved", "arguments": {"item": name}}]]},
+        completion={"capability": "ledger_approved", "path": "item", "equals": name}, budgets={"deadline_s": 300})
+    approval = wait_until(lambda: Approval.objects.filter(run=run, state="pending").first(), timeout=60,
+                          message="the approval request")
+    _, key = token_create(user=second_operator, name="decider")
+    web, url = _web(worker_env)
+    wait_until(lambda: _answers(f"{url}/healthz"), timeout=60, interval=0.5, message="the web process")
+    holder = _row_locked(run.pk)
+    try:
+        import threading
+
+        posted = threading.Thread(target=lambda: _post_quietly(
+            f"{url}/api/approvals/{approval.pk}/decide/", key,
+            {"decision": "approve", "expected_hash": approval.arguments_hash}), daemon=True)
+        posted.start()
+        time.sleep(2)                                   # the POST is now inside its transaction, waiting
+        os.kill(web.pid, signal.SIGKILL)
+        web.wait(timeout=10)
+    finally:
+        if hasattr(holder, "rollback"):
+            holder.rollback()
+        else:
+            holder.execute("ROLLBACK")
+        holder.close()
+    approval.refresh_from_db()
+    run.refresh_from_db()
+    assert approval.state == "pending" and approval.decided_by is None   # nothing half-decided
+    assert run.status == "awaiting_approval"
+    # The operator decides again (the page or the API of a web process restarted): the run resumes once.
+    services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                             expected_hash=approval.arguments_hash)
+    wait_until(lambda: finished(run.pk), timeout=90, message="the run to finish")
+    run.refresh_from_db()
+    assert run.stop_reason == "completed", run.stop_detail
+    assert effects(ledger, "ledger_approved", [name]) == {name: 1}
+
+
+def _answers(url):
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=5).status_code in (200, 503)
+    except httpx.HTTPError:
+        return False
+
+
+def _post_quietly(url, key, body):
+    import httpx
+
+    try:
+        httpx.post(url, json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    except httpx.HTTPError:
+        pass   # the server was killed under it
