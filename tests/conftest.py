@@ -41,9 +41,10 @@ def registry_read_afresh(request):
     egress.forget_registry_secret_names()
 
 
-# What a recording cannot reproduce (runs.runtime.replay): real time, a cancel from outside, and
-# a permission revoked during the run (the export holds the owner's permissions of today).
-_NOT_REPLAYABLE = ("budget_exhausted:deadline", "cancelled", "internal_error", "terminal_failure:permission_denied")
+# What a recording cannot reproduce (runs.runtime.replay): real time, a cancel or an MCP session's
+# end from outside, and a permission revoked during the run (the export holds today's permissions).
+_NOT_REPLAYABLE = ("budget_exhausted:deadline", "cancelled", "internal_error", "terminal_failure:permission_denied",
+                   "session_ended")
 
 
 @pytest.fixture(autouse=True)

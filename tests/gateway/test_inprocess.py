@@ -18,6 +18,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from threaded import run_in_thread  # noqa: E402 - tests/gateway is on sys.path (its conftest)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -81,7 +82,7 @@ def serve(coro_fn):
         async with router.session_manager.run():
             return await coro_fn(http_for)
 
-    return anyio.run(main)
+    return run_in_thread(main)
 
 
 def mcp_client(http_for, token: str) -> Client:

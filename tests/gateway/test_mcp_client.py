@@ -7,6 +7,7 @@ import mcp_types as types
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from threaded import run_in_thread  # noqa: E402 - tests/gateway is on sys.path (its conftest)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -18,7 +19,7 @@ def client(url: str, token: str, **kw) -> Client:
 
 
 def run(coro_fn, *args):
-    return anyio.run(coro_fn, *args)
+    return run_in_thread(coro_fn, *args)
 
 
 def test_it_lists_the_agents_tools_and_calls_one_as_a_governed_run(gateway_stack, agent_token, api_for, operator):

@@ -75,7 +75,8 @@ class TestExportThroughAWorker:
             assert attributes["gen_ai.tool.name"] == attempt.capability_name
             assert attributes["gen_ai.tool.call.id"] == attempt.uid
             assert attributes["agentops.decision"] == attempt.decision.decision
-            assert [e["name"] for e in tool["events"]] == ["decision"]
+            # The span of the attempt that stopped the run also carries the stop (issue 35).
+            assert [e["name"] for e in tool["events"]] in (["decision"], ["decision", "run_stopped"])
             # Arguments and results only when opted in.
             assert "gen_ai.tool.call.arguments" not in attributes and "gen_ai.tool.call.result" not in attributes
 

@@ -85,9 +85,12 @@ def demo_capabilities(db):
 
 
 @pytest.fixture
-def workers(worker_env, provider, tmp_path):
-    """Starts real Celery workers on the test database and broker, each with a short lease."""
+def workers(worker_env, provider, tmp_path, celery_worker):
+    """Starts real Celery workers on the test database and broker, each with a short lease. The
+    session's worker (which has no fake provider) sleeps meanwhile, so only these take the run."""
     from agentops.celery import app
+
+    os.kill(celery_worker.pid, signal.SIGSTOP)
 
     with app.connection_for_write() as conn:
         app.control.purge(connection=conn)
@@ -104,7 +107,10 @@ def workers(worker_env, provider, tmp_path):
         started.append(proc)
         return proc
 
-    yield start
+    try:
+        yield start
+    finally:
+        os.kill(celery_worker.pid, signal.SIGCONT)
     for proc in started:
         if proc.poll() is None:
             proc.terminate()
