@@ -271,7 +271,10 @@ def worker_env() -> dict[str, str]:
     env.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")
     # The ledger capabilities outside the product (tests/chaos/chaos_ledger.py) and where they
     # record their real effects, for the exactly-once tests (tests/runs/test_exactly_once.py).
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "tests" / "chaos"), env.get("PYTHONPATH")) if p)
+    # Every worker of a test session can run every test capability (the gateway's too): a session
+    # keeps several workers alive, and any of them may take a run.
+    test_modules = (str(ROOT / "tests" / "chaos"), str(ROOT / "tests" / "gateway"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (*test_modules, env.get("PYTHONPATH")) if p)
     env.setdefault("CHAOS_LEDGER", str(TEST_LEDGER))
     return env
 

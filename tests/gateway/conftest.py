@@ -50,7 +50,7 @@ def _wait_until():
     return root_conftest().wait_until
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")   # its worker must not outlive the gateway's tests: others count on theirs
 def gateway_stack(django_db_setup, django_db_blocker, wait_until):
     with django_db_blocker.unblock():
         env = stack_env()
