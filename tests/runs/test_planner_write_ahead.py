@@ -120,6 +120,9 @@ def workers(worker_env, provider, tmp_path, celery_worker):
                 proc.kill()
 
 
+@pytest.mark.skipif(os.environ.get("CELERY_BROKER_URL", "").startswith("redis"),
+                    reason="on Redis a paused idle worker's BRPOP is still registered: the server hands it the next task, so "
+                                 "this test cannot keep the session's worker out; run alone it passes there too")
 def test_a_planner_call_lost_with_its_worker_is_counted_once_as_an_estimate_and_asked_again(
         provider, workers, operator, demo_capabilities, wait_until):
     from runs import services
