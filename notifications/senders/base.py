@@ -1,6 +1,7 @@
 """One base for every sender: where it connects (as Apprise read the URL), then the send itself."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,15 +25,16 @@ def refused(exc: URLRefused) -> ChannelError:
     return ChannelError(f"egress refused: {exc}", permanent=True)
 
 
-class Sender:
+class Sender(ABC):
     vendor_hosts: tuple[str, ...] = ()  # a fixed host the sender posts to, admitted besides the allowlist
 
+    @abstractmethod
     def destination(self, plugin: Any) -> Destination | None:
         """The host and port this channel connects to (None: a vendor Apprise reaches by itself)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def send(self, plugin: Any, *, title: str, body: str, guard: NetGuard) -> None:
-        raise NotImplementedError
+        """Deliver one message, or raise ChannelError."""
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,13 @@ class HttpSender(Sender):
     """Posts through the egress guard's pinned httpx transport: the request goes to the address
     the guard checked, never to a second DNS answer; no redirects, no environment proxies."""
 
+    @abstractmethod
     def url(self, plugin: Any) -> str:
-        raise NotImplementedError
+        """Where the request goes, as the channel's URL says."""
 
+    @abstractmethod
     def outgoing(self, plugin: Any, *, title: str, body: str) -> Outgoing:
-        raise NotImplementedError
+        """The request to send."""
 
     def destination(self, plugin: Any) -> Destination:
         parts = urlsplit(self.url(plugin))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import abstractmethod
 from typing import Any
 from urllib.parse import urlencode
 
@@ -31,8 +32,9 @@ class Webhook(HttpSender):
         return Outgoing(plugin.method, self.url(plugin), self.payload(plugin, title, body), headers,
                         dict(plugin.params) or None, auth)
 
+    @abstractmethod
     def payload(self, plugin: Any, title: str, body: str) -> bytes:
-        raise NotImplementedError
+        """The body in this webhook's format."""
 
 
 class JsonWebhook(Webhook):
