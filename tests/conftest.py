@@ -109,6 +109,37 @@ def static_files_scanned_once(request):
     WhiteNoiseMiddleware.__init__ = build
 
 
+@pytest.fixture(autouse=True, scope="session")
+def flush_outlasts_a_deadlock(request):
+    """A transactional test ends by flushing every table (TRUNCATE on PostgreSQL). A server or
+    worker process of the test's own may still be finishing its last transaction then (the
+    gateway ends an MCP session after its client has gone), and PostgreSQL may pick the TRUNCATE
+    as a deadlock's victim: the flush fails, and every test after it finds the rows left behind.
+    The flush is tried again once the other transaction has ended."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        yield
+        return
+    from django.core.management.base import CommandError
+    from django.db import OperationalError
+    from django.test import TransactionTestCase
+
+    teardown = TransactionTestCase._fixture_teardown
+
+    def _fixture_teardown(self):
+        for attempt in range(10):
+            try:
+                return teardown(self)
+            except CommandError as error:
+                if attempt == 9 or not isinstance(error.__cause__, OperationalError) \
+                        or "deadlock" not in str(error.__cause__):
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    TransactionTestCase._fixture_teardown = _fixture_teardown
+    yield
+    TransactionTestCase._fixture_teardown = teardown
+
+
 _MIGRATED_ROLES: list[tuple[str, str, str]] = []
 
 
