@@ -5,16 +5,16 @@ constraints. Building the TextChoices from the runtime enums keeps one list.
 """
 from django.db import models
 
-from runs.runtime.budgets import BudgetName as _BudgetName
-from runs.runtime.capability import SideEffect as _SideEffect
-from runs.runtime.decide import Decision as _Decision
-from runs.runtime.observation import ErrorCategory as _ErrorCategory
-from runs.runtime.observation import ErrorCode as _ErrorCode
-from runs.runtime.observation import SideEffectStatus as _SideEffectStatus
-from runs.runtime.observation import Status as _Status
-from runs.runtime.stop import ReplanReason as _ReplanReason
-from runs.runtime.stop import RunStatus as _RunStatus
-from runs.runtime.stop import StallKind as _StallKind
+from runtime.budgets import BudgetName as _BudgetName
+from runtime.capability import SideEffect as _SideEffect
+from runtime.decide import Decision as _Decision
+from runtime.observation import ErrorCategory as _ErrorCategory
+from runtime.observation import ErrorCode as _ErrorCode
+from runtime.observation import SideEffectStatus as _SideEffectStatus
+from runtime.observation import Status as _Status
+from runtime.stop import ReplanReason as _ReplanReason
+from runtime.stop import RunStatus as _RunStatus
+from runtime.stop import StallKind as _StallKind
 
 
 def _spaced(value: str) -> str:

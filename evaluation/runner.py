@@ -34,14 +34,14 @@ from runs.adapters import DjangoRegistry, OwnerAuthorizer, WallClock
 from runs.models import Approval, Planner, Run, Step
 from runs.persistence import record_transition
 from runs.planners import planner_from
-from runs.runtime import events as ev
-from runs.runtime.completion import completion_met
-from runs.runtime.controller import Controller, Transition
-from runs.runtime.observation import SideEffectStatus, Status
-from runs.runtime.sim.planners import DirectPlanner, ScriptedPlanner
-from runs.runtime.sim.scenario import prepare_scenario
-from runs.runtime.sim.simulation import ScriptedApprovals
-from runs.runtime.state import RunState
+from runtime import events as ev
+from runtime.completion import completion_met
+from runtime.controller import Controller, Transition
+from runtime.observation import SideEffectStatus, Status
+from runtime.sim.planners import DirectPlanner, ScriptedPlanner
+from runtime.sim.scenario import prepare_scenario
+from runtime.sim.simulation import ScriptedApprovals
+from runtime.state import RunState
 from runs.services import run_finish
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from runs.runtime.budgets import SIDE_EFFECT_WINDOW_S
+from runtime.budgets import SIDE_EFFECT_WINDOW_S
 
 # (budget name as in stop reasons, limit key in Run.budgets, usage key in the checkpoint, Run field)
 _COUNTS = (

@@ -72,7 +72,7 @@ class Run(models.Model):
     # {key: value}, set at start (runs.labels); RunLabel rows index them for filters.
     labels = models.JSONField(default=dict, blank=True)
     trace_id = models.CharField(max_length=32, unique=True)
-    # The runtime's checkpoint (runs.runtime.state.RunState.to_dict()).
+    # The runtime's checkpoint (runtime.state.RunState.to_dict()).
     state = models.JSONField(default=dict, blank=True)
     # Which worker advances the run, until when: only one worker at a time.
     lease_owner = models.CharField(max_length=100, blank=True)

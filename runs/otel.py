@@ -37,7 +37,7 @@ from django.db import transaction
 
 from capabilities.executors.base import traceparent
 from runs.models import Decision, Run
-from runs.runtime import events as ev
+from runtime import events as ev
 
 log = logging.getLogger(__name__)
 

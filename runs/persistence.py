@@ -25,12 +25,12 @@ from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
 from runs.leases import Lease, can_return_from_update, fenced_update, fenced_update_sql, registry_version_sql
 from runs.models import Approval, Attempt, Decision, PlanRevision, PlanSubmission, Run, Step
 from runs.planner_intents import PlannerCallIntents
-from runs.runtime import events as ev
-from runs.runtime.controller import Transition
-from runs.runtime.intents import CallIntent, LeaseLost
-from runs.runtime.signatures import arguments_hash
-from runs.runtime.state import RunState
-from runs.runtime.stop import status_for_stop, stop_kind
+from runtime import events as ev
+from runtime.controller import Transition
+from runtime.intents import CallIntent, LeaseLost
+from runtime.signatures import arguments_hash
+from runtime.state import RunState
+from runtime.stop import status_for_stop, stop_kind
 from runs.services import run_close_open_records
 from runs.sql import execute, insert_from, insert_rows
 
@@ -79,7 +79,7 @@ class PassWriter(PlannerCallIntents):
         self.released = False      # a stop was written, which let go of the lease in the same UPDATE
         self.version_of = version_of
 
-    # -- the intent log (runs.runtime.intents.IntentLog) -------------------------------
+    # -- the intent log (runtime.intents.IntentLog) -------------------------------
 
     def begin(self, intent: CallIntent) -> None:
         """Commit the in-flight attempt row before the call, in its own small transaction.

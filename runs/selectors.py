@@ -30,7 +30,7 @@ from runs.budget_usage import run_budget_usage
 from runs.models import Approval, Attempt, Decision, PlannerCall, PlanRevision, Run, Step
 from runs.pagination import Ordering
 from runs.querytools import narrowed, one_of
-from runs.runtime.plan import step_changes
+from runtime.plan import step_changes
 from runs.trace_review import with_review_fields
 
 RUNS_PER_PAGE = 50

@@ -23,10 +23,10 @@ from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
 from runs.planners import validate_planner_config
 from runs.planner_intents import count_planner_calls_left_in_flight
 from runs.planners.external import awaited_revision, next_plan_revision
-from runs.runtime.budgets import Budgets
-from runs.runtime.completion import completion_errors
-from runs.runtime.ids import random_hex
-from runs.runtime.state import RunState
+from runtime.budgets import Budgets
+from runtime.completion import completion_errors
+from runtime.ids import random_hex
+from runtime.state import RunState
 
 log = logging.getLogger(__name__)
 
