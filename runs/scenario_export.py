@@ -24,6 +24,7 @@ from runtime.replay import (
     scenario_from_record,
 )
 from runtime.sim.scenario import ScenarioError, load_scenario, run_scenario
+from runtime.stop import StopKind
 
 _HTTP_STATUS = re.compile(r"^HTTP (\d{3})\b")
 EXPECTED_COUNTS = ("tool_calls", "revisions", "retries", "approvals_requested", "tokens", "side_effects_committed")
@@ -73,7 +74,7 @@ def _attempts(run: Run):
 def _approvals(run: Run) -> list[RecordedApproval]:
     decided = []
     for approval in Approval.objects.filter(run=run).order_by("requested_at", "id"):
-        if approval.state == "expired" and run.stop_reason == "approval_expired":
+        if approval.state == "expired" and run.stop_reason == StopKind.APPROVAL_EXPIRED:
             decided.append(RecordedApproval(False, expired=True))
         if approval.state not in ("approved", "rejected"):
             break  # undecided: the scenario's run waits there

@@ -1,7 +1,11 @@
 """The closed vocabularies of a run: statuses, stop reasons, replan reasons."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
+
+from .budgets import BudgetName
+from .observation import ErrorCode
 
 
 class RunStatus(StrEnum):
@@ -51,17 +55,61 @@ class ReplanReason(StrEnum):
     PLAN_REJECTED = "plan_rejected"
 
 
+@dataclass(frozen=True)
+class StopReason:
+    """Why a run stopped, as a value: its kind and, for a budget or a terminal failure, which
+    one ("budget_exhausted:deadline", "terminal_failure:timeout", "stalled"). The one parser
+    and the one formatter of the stored text."""
+
+    kind: StopKind
+    detail: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", StopKind(self.kind))
+        if (self.kind in _QUALIFIED) != bool(self.detail):
+            raise ValueError(f"stop reason {self.kind} {'needs' if self.kind in _QUALIFIED else 'takes no'} qualifier")
+        if self.kind is StopKind.BUDGET_EXHAUSTED:
+            object.__setattr__(self, "detail", BudgetName(self.detail))
+        elif self.kind is StopKind.TERMINAL_FAILURE:
+            object.__setattr__(self, "detail", ErrorCode(self.detail))
+
+    @classmethod
+    def parse(cls, text: str) -> StopReason:
+        kind, _, detail = text.partition(":")
+        return cls(StopKind(kind), detail or None)
+
+    @classmethod
+    def of(cls, text: str | None) -> StopReason | None:
+        """The stop reason a stored text holds; None for a run that has not stopped ("")."""
+        return cls.parse(text) if text else None
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}:{self.detail}" if self.detail else self.kind.value
+
+    @property
+    def budget(self) -> BudgetName | None:
+        """The budget that ran out, for a budget stop."""
+        return BudgetName(self.detail) if self.kind is StopKind.BUDGET_EXHAUSTED and self.detail else None
+
+    @classmethod
+    def every(cls) -> tuple[StopReason, ...]:
+        """Every stop reason there is: the closed set the database constrains stop_reason to."""
+        return ((cls(StopKind.COMPLETED),)
+                + tuple(cls(StopKind.BUDGET_EXHAUSTED, b) for b in BudgetName)
+                + tuple(cls(StopKind.TERMINAL_FAILURE, c) for c in ErrorCode)
+                + tuple(cls(k) for k in StopKind if k not in _QUALIFIED and k is not StopKind.COMPLETED))
+
+
+_QUALIFIED = frozenset({StopKind.BUDGET_EXHAUSTED, StopKind.TERMINAL_FAILURE})
+
+
 def stop_reason(kind: StopKind | str, qualifier: str | None = None) -> str:
-    """"budget_exhausted:deadline", "terminal_failure:timeout", "stalled"..."""
-    kind = StopKind(kind)
-    needs_qualifier = kind in (StopKind.BUDGET_EXHAUSTED, StopKind.TERMINAL_FAILURE)
-    if needs_qualifier != bool(qualifier):
-        raise ValueError(f"stop reason {kind} {'needs' if needs_qualifier else 'takes no'} qualifier")
-    return f"{kind.value}:{qualifier}" if qualifier else kind.value
+    """The stored text of a stop reason."""
+    return str(StopReason(StopKind(kind), qualifier))
 
 
 def stop_kind(reason: str) -> StopKind:
-    return StopKind(reason.split(":", 1)[0])
+    return StopReason.parse(reason).kind
 
 
 def status_for_stop(kind: StopKind) -> RunStatus:
