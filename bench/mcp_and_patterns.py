@@ -5,7 +5,7 @@
 1. Per-call latency of a stdio MCP tool (the real mcp-server-time from PyPI): a fresh server per call
    (what every call did before the pool) against the per-process pool (what runs do now).
 2. Validating {"pattern": "^(a+)+$"} against "a" * N + "!": plain jsonschema (Python's re, before) against
-   runs.runtime.schemas (regex with a time limit, now).
+   runtime.schemas (regex with a time limit, now).
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def mcp_figures(calls: int) -> None:
 def pattern_figures(chars: int) -> None:
     import jsonschema
 
-    from runs.runtime import schemas
+    from runtime import schemas
 
     schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}}}
     argument = {"name": "a" * chars + "!"}

@@ -48,7 +48,7 @@ def main() -> None:
 
     from capabilities.models import RateLimitWindow
     from capabilities.ratelimit import admit
-    from runs.runtime.capability import CapabilitySpec, RateLimit
+    from runtime.capability import CapabilitySpec, RateLimit
 
     RateLimitWindow.objects.filter(capability_name__startswith="bench_").delete()
     roomy = CapabilitySpec(name="bench_roomy", rate_limit=RateLimit(10 ** 9, 3600.0))

@@ -39,8 +39,8 @@ benchenv.prepare()
 
 
 def in_process(steps: int) -> None:
-    from runs.runtime.sim.scenario import prepare_scenario
-    from runs.runtime.state import RunState
+    from runtime.sim.scenario import prepare_scenario
+    from runtime.state import RunState
 
     scenario = {
         "name": "bench", "goal": "poll until resolved",

@@ -10,11 +10,11 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from core.choices import SideEffect, values_of
-from runs.runtime.capability import CapabilitySpec, PollingPolicy, RateLimit, RetryPolicy
-from runs.runtime.capability import Kind as RuntimeKind
-from runs.runtime.capability import SideEffect as RuntimeSideEffect
-from runs.runtime.observation import ErrorCode as RuntimeErrorCode
+from core.choices import CapabilityKind, SideEffect, values_of
+from runtime.capability import CapabilitySpec, PollingPolicy, RateLimit, RetryPolicy
+from runtime.capability import Kind as RuntimeKind
+from runtime.capability import SideEffect as RuntimeSideEffect
+from runtime.observation import ErrorCode as RuntimeErrorCode
 
 capability_name_validator = RegexValidator(
     r"^[a-z][a-z0-9_]{0,79}$",
@@ -22,10 +22,7 @@ capability_name_validator = RegexValidator(
 )
 
 
-class Kind(models.TextChoices):
-    PYTHON = "python", "Python function"
-    HTTP = "http", "HTTP webhook"
-    MCP = "mcp", "MCP server tool"
+Kind = CapabilityKind
 
 
 class McpServer(models.Model):

@@ -31,9 +31,9 @@ from core.choices import SideEffect
 from core.errors import Conflict, FieldErrors, InvalidInput
 from core.models import AuditAction
 from core.permissions import require
-from runs.runtime import schemas
-from runs.runtime.completion import condition_errors
-from runs.runtime.observation import ErrorCode
+from runtime import schemas
+from runtime.completion import condition_errors
+from runtime.observation import ErrorCode
 
 POLICY_KEYS = tuple(f for f in CapabilityVersion.POLICY_FIELDS if f != "config")
 SIDE_EFFECTS = tuple(c.value for c in SideEffect)

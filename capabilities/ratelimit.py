@@ -14,8 +14,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from capabilities.models import RateLimitWindow
-from runs.runtime.capability import CapabilitySpec
-from runs.runtime.observation import AdmissionRefused, ErrorCode, Observation
+from runtime.capability import CapabilitySpec
+from runtime.observation import AdmissionRefused, ErrorCode, Observation
 
 
 def admit(spec: CapabilitySpec, now: float | None = None) -> float | None:

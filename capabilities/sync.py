@@ -14,7 +14,7 @@ from capabilities.policy import append_version, insert_capability, name_errors, 
 from core.audit import audit
 from core.errors import Conflict, InvalidInput, ServiceError
 from core.models import AuditAction, AuditEvent
-from runs.runtime.observation import RETRYABLE_CODES
+from runtime.observation import RETRYABLE_CODES
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from core.audit import audit
 from core.errors import InvalidInput, NotAllowed, ServiceError
 from core.models import AuditAction
 from core.permissions import allowed, require
-from runs.runtime.observation import Observation
-from runs.runtime.validation import argument_problems
+from runtime.observation import Observation
+from runtime.validation import argument_problems
 
 TRY_AUDIT_ACTION = AuditAction.CAPABILITY_TRIED
 

@@ -8,13 +8,15 @@ from __future__ import annotations
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from runtime.stop import RunStatus, StopKind
+
 PALETTE = ["#2457c5", "#1f7a3d", "#b42318", "#9a5b00", "#6941c6", "#0e7490", "#56607a", "#c11574", "#475467"]
-SERIES_COLOURS = {
-    "completed": "#1f7a3d", "stopped": "#b42318", "cancelled": "#56607a", "running": "#2457c5",
-    "queued": "#7aa2ff", "awaiting_approval": "#9a5b00", "budget_exhausted": "#9a5b00",
-    "terminal_failure": "#b42318", "stalled": "#c11574", "plan_rejected": "#6941c6",
-    "approval_rejected": "#0e7490", "approval_expired": "#b54708", "internal_error": "#475467",
-    "session_ended": "#344054",
+SERIES_COLOURS = {   # run statuses and stop kinds (the series the dashboard draws)
+    RunStatus.COMPLETED: "#1f7a3d", RunStatus.STOPPED: "#b42318", RunStatus.CANCELLED: "#56607a",
+    RunStatus.RUNNING: "#2457c5", RunStatus.QUEUED: "#7aa2ff", RunStatus.AWAITING_APPROVAL: "#9a5b00",
+    StopKind.BUDGET_EXHAUSTED: "#9a5b00", StopKind.TERMINAL_FAILURE: "#b42318", StopKind.STALLED: "#c11574",
+    StopKind.PLAN_REJECTED: "#6941c6", StopKind.APPROVAL_REJECTED: "#0e7490", StopKind.APPROVAL_EXPIRED: "#b54708",
+    StopKind.INTERNAL_ERROR: "#475467", StopKind.SESSION_ENDED: "#344054",
 }
 
 

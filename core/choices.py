@@ -5,16 +5,21 @@ constraints. Building the TextChoices from the runtime enums keeps one list.
 """
 from django.db import models
 
-from runs.runtime.budgets import BudgetName as _BudgetName
-from runs.runtime.capability import SideEffect as _SideEffect
-from runs.runtime.decide import Decision as _Decision
-from runs.runtime.observation import ErrorCategory as _ErrorCategory
-from runs.runtime.observation import ErrorCode as _ErrorCode
-from runs.runtime.observation import SideEffectStatus as _SideEffectStatus
-from runs.runtime.observation import Status as _Status
-from runs.runtime.stop import ReplanReason as _ReplanReason
-from runs.runtime.stop import RunStatus as _RunStatus
-from runs.runtime.stop import StallKind as _StallKind
+from runtime.approvals import ApprovalKind as _ApprovalKind
+from runtime.budgets import BudgetName as _BudgetName
+from runtime.capability import Kind as _Kind
+from runtime.capability import SideEffect as _SideEffect
+from runtime.decide import Decision as _Decision
+from runtime.history import AttemptKind as _AttemptKind
+from runtime.observation import ErrorCategory as _ErrorCategory
+from runtime.observation import ErrorCode as _ErrorCode
+from runtime.observation import SideEffectStatus as _SideEffectStatus
+from runtime.observation import Status as _Status
+from runtime.state import StepStatus as _StepStatus
+from runtime.stop import ReplanReason as _ReplanReason
+from runtime.stop import RunStatus as _RunStatus
+from runtime.stop import StallKind as _StallKind
+from runtime.stop import StopReason as _StopReason
 
 
 def _spaced(value: str) -> str:
@@ -26,9 +31,10 @@ def _worded(value: str) -> str:
     return _spaced(value) if "_" in value else value.capitalize()
 
 
-def _choices(name: str, values, label=_spaced) -> type[models.TextChoices]:
-    return models.TextChoices(name, [(str(v).upper().replace(":", "_").replace("-", "_"), (str(v), label(str(v))))
-                                     for v in values])
+def _choices(name: str, values, label=_spaced, labels: dict[str, str] | None = None) -> type[models.TextChoices]:
+    """TextChoices from a runtime enum's values; `labels` words the few a person reads otherwise."""
+    return models.TextChoices(name, [(str(v).upper().replace(":", "_").replace("-", "_"),
+                                      (str(v), (labels or {}).get(str(v)) or label(str(v)))) for v in values])
 
 
 def values_of(choices: type[models.TextChoices]) -> list[str]:
@@ -42,13 +48,7 @@ SideEffectStatus = _choices("SideEffectStatus", [s.value for s in _SideEffectSta
 SideEffect = _choices("SideEffect", [s.value for s in _SideEffect])
 
 BUDGET_NAMES = tuple(b.value for b in _BudgetName)
-STOP_REASON_VALUES = (
-    ["completed"]
-    + [f"budget_exhausted:{b}" for b in BUDGET_NAMES]
-    + [f"terminal_failure:{c.value}" for c in _ErrorCode]
-    + ["stalled", "plan_rejected", "approval_rejected", "approval_expired", "cancelled", "internal_error",
-       "session_ended"]
-)
+STOP_REASON_VALUES = tuple(str(r) for r in _StopReason.every())
 StopReason = _choices("StopReason", STOP_REASON_VALUES)
 # Recorded with stop_reason "stalled": which way the run stopped making progress.
 StallKind = _choices("StallKind", [k.value for k in _StallKind])
@@ -63,13 +63,7 @@ FINISHED_STATUSES = (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.CANCELLED
 ReplanReason = _choices("ReplanReason", ["initial"] + [r.value for r in _ReplanReason])
 
 
-class StepStatus(models.TextChoices):
-    PENDING = "pending"
-    RUNNING = "running"
-    AWAITING_APPROVAL = "awaiting_approval", "awaiting approval"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    SKIPPED = "skipped"
+StepStatus = _choices("StepStatus", [s.value for s in _StepStatus], label=_worded)
 
 
 class ApprovalState(models.TextChoices):
@@ -80,17 +74,16 @@ class ApprovalState(models.TextChoices):
     EXPIRED = "expired"
 
 
-class AttemptKind(models.TextChoices):
-    CALL = "call"
-    RETRY = "retry"
-    POLL = "poll"
-    RESOLVE = "resolve", "re-send"
-    LOOKUP = "lookup", "status lookup"
+AttemptKind = _choices("AttemptKind", [k.value for k in _AttemptKind], label=_worded,
+                       labels={_AttemptKind.RESOLVE: "re-send", _AttemptKind.LOOKUP: "status lookup"})
 
 
 DecisionKind = _choices("DecisionKind", [d.value for d in _Decision])
 
 
-class ApprovalKind(models.TextChoices):
-    STEP = "step"
-    PLAN = "plan"
+ApprovalKind = _choices("ApprovalKind", [k.value for k in _ApprovalKind], label=_worded)
+
+# The kinds an operator registers (the simulated kind serves scenario files and suites only).
+CapabilityKind = _choices("CapabilityKind", [k.value for k in _Kind if k is not _Kind.SIMULATED],
+                          labels={_Kind.PYTHON: "Python function", _Kind.HTTP: "HTTP webhook",
+                                  _Kind.MCP: "MCP server tool"})

@@ -17,7 +17,7 @@ from capabilities.models import Capability
 from core.choices import FINISHED_STATUSES
 from evaluation.models import Evaluation
 from runs.models import PlanRevision, Run
-from runs.runtime.observation import RETRYABLE_CODES
+from runtime.observation import RETRYABLE_CODES
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 RECENT = timedelta(days=7)

@@ -34,15 +34,17 @@ from runs.adapters import DjangoRegistry, OwnerAuthorizer, WallClock
 from runs.models import Approval, Planner, Run, Step
 from runs.persistence import record_transition
 from runs.planners import planner_from
-from runs.runtime import events as ev
-from runs.runtime.completion import completion_met
-from runs.runtime.controller import Controller, Transition
-from runs.runtime.observation import SideEffectStatus, Status
-from runs.runtime.sim.planners import DirectPlanner, ScriptedPlanner
-from runs.runtime.sim.scenario import prepare_scenario
-from runs.runtime.sim.simulation import ScriptedApprovals
-from runs.runtime.state import RunState
 from runs.services import run_finish
+from runtime import events as ev
+from runtime.budgets import BudgetName
+from runtime.completion import completion_met
+from runtime.controller import Controller, Transition
+from runtime.observation import SideEffectStatus, Status
+from runtime.sim.planners import DirectPlanner, ScriptedPlanner
+from runtime.sim.scenario import prepare_scenario
+from runtime.sim.simulation import ScriptedApprovals
+from runtime.state import RunState
+from runtime.stop import StopKind, stop_kind, stop_reason
 
 log = logging.getLogger(__name__)
 
@@ -298,11 +300,11 @@ def _finish_paused(run: Run, state: RunState) -> None:
             return
         if state.status.value == RunStatus.AWAITING_APPROVAL:
             # In production nobody answering means the deadline passes and the sweep stops the run.
-            run_finish(run=run, status=RunStatus.STOPPED, stop_reason="budget_exhausted:deadline",
+            run_finish(run=run, status=RunStatus.STOPPED, stop_reason=stop_reason(StopKind.BUDGET_EXHAUSTED, BudgetName.DEADLINE),
                        detail="Evaluation: the suite's script has no approval decision left, so the deadline "
                               "would pass while awaiting approval.")
         else:
-            run_finish(run=run, status=RunStatus.STOPPED, stop_reason="internal_error",
+            run_finish(run=run, status=RunStatus.STOPPED, stop_reason=StopKind.INTERNAL_ERROR.value,
                        detail=f"Evaluation: the task did not finish within {MAX_PASSES} passes.")
 
 
@@ -312,7 +314,7 @@ def _store_result(evaluation, task, scenario, mode, run: Run, state: RunState, e
     failed = sum(1 for a in attempts if a.observation.status is not Status.OK)
     repeated = sum(1 for a in attempts if a.repeated_without_progress)
     stop_reason = run.stop_reason
-    success = (stop_reason == "completed" and scenario.completion is not None
+    success = (stop_reason == StopKind.COMPLETED and scenario.completion is not None
                and completion_met(scenario.completion, state.latest_ok_outputs))
     usage = state.usage
     return EvaluationResult.objects.create(
@@ -325,7 +327,7 @@ def _store_result(evaluation, task, scenario, mode, run: Run, state: RunState, e
             "category": task.get("category", ""), "goal": scenario.goal, "description": task.get("description", ""),
             "verdict_expected": task.get("verdict_expected"), "stop_detail": run.stop_detail,
             "repeated_action_rate": repeated / usage.tool_calls if usage.tool_calls else 0.0,
-            "stalled": stop_reason == "stalled", "budget_stop": stop_reason.startswith("budget_exhausted"),
+            "stalled": stop_reason == StopKind.STALLED, "budget_stop": stop_kind(stop_reason) is StopKind.BUDGET_EXHAUSTED,
             "polls": usage.polls, "approvals_requested": sum(isinstance(e, ev.ApprovalRequested) for e in events),
             "side_effects_committed": commits,
         })

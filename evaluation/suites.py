@@ -22,7 +22,7 @@ from typing import Any
 
 from evaluation.verdicts import VerdictCode
 from runs.planners import validate_planner_config
-from runs.runtime.sim.scenario import Scenario, ScenarioError, load_scenario
+from runtime.sim.scenario import Scenario, ScenarioError, load_scenario
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 EVALUATION_FIELDS = frozenset({"verdict_expected", "category"})

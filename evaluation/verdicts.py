@@ -27,6 +27,8 @@ from enum import StrEnum
 from statistics import fmean
 from typing import Any
 
+from runtime.stop import StopKind, stop_kind
+
 
 class VerdictCode(StrEnum):
     PLANNING_EARNED = "planning_earned"
@@ -150,8 +152,8 @@ def mode_aggregate(results: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "mean_wall_latency_s": fmean(float(r.get("wall_latency_s") or 0) for r in rows) if n else None,
         "total_tokens": sum(int(r.get("tokens") or 0) for r in rows),
         "total_cost": round(sum(float(r.get("cost") or 0) for r in rows), 9),
-        "stall_rate": _rate(sum(1 for s in stop_reasons if s == "stalled"), n),
-        "budget_stop_rate": _rate(sum(1 for s in stop_reasons if s.startswith("budget_exhausted")), n),
+        "stall_rate": _rate(sum(1 for s in stop_reasons if s == StopKind.STALLED), n),
+        "budget_stop_rate": _rate(sum(1 for s in stop_reasons if stop_kind(s) is StopKind.BUDGET_EXHAUSTED), n),
         "tasks_with_failures": with_failures,
         "recoveries": recoveries,
         "recovery_rate": _rate(recoveries, with_failures),

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from gateway import selectors
-from runs.runtime.budgets import Budgets
+from runtime.budgets import Budgets
 from runs.web.forms import BUDGET_HELP, budget_label
 
 # Per-capability limits are a mapping: the API sets them, the page keeps what is there.

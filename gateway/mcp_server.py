@@ -25,7 +25,7 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST
 
 from gateway import results, selectors, services
 from gateway.models import Agent
-from runs.runtime.validation import argument_errors
+from runtime.validation import argument_errors
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ class Agent(models.Model):
                               help_text="The user whose permissions the agent acts with; its runs are theirs.")
     # Capability names (not rows): a capability registered later under a name is seen once enabled.
     capabilities = models.JSONField(default=list, blank=True)
-    # Budgets of each session's run (runs.runtime.budgets.Budgets fields); omitted ones take
+    # Budgets of each session's run (runtime.budgets.Budgets fields); omitted ones take
     # the gateway's defaults (AGENTOPS_GATEWAY_DEFAULT_BUDGETS).
     budgets = models.JSONField(default=dict, blank=True)
     # Completion criteria a session's run is checked against; {} when the agent has none.

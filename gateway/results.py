@@ -14,6 +14,7 @@ import mcp_types as types
 
 from gateway.selectors import Concluded
 from runs.models import Approval, Attempt
+from runtime.stop import StopKind
 
 
 def _meta(run_id: int, attempt: Attempt | None, **extra: Any) -> dict[str, Any]:
@@ -46,7 +47,7 @@ def concluded(run_id: int, outcome: Concluded) -> types.CallToolResult:
             "output_stored": f"the output was too large to inline (stored output {attempt.output_ref_id})"}
         # structuredContent is an object; any other JSON value is wrapped.
         payload = output if isinstance(output, dict) else {"result": output}
-        if stopped and outcome.stop_reason != "completed":
+        if stopped and outcome.stop_reason != StopKind.COMPLETED:
             payload = {"result": output, "run": run}
         return _result(payload, is_error=False, meta=_meta(run_id, attempt, **extra))
     if attempt is not None:

@@ -11,7 +11,7 @@ from capabilities.models import Capability
 from gateway.models import Agent, AgentToken, GatewaySession
 from runs.adapters import DjangoRegistry, OwnerAuthorizer
 from runs.models import Approval, Attempt, PlanRevision, Run
-from runs.runtime.capability import CapabilitySpec
+from runtime.capability import CapabilitySpec
 
 
 def agents_list():

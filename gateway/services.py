@@ -24,8 +24,8 @@ from runs import services as run_services
 from runs.labels import labels_errors
 from runs.models import Run
 from runs.planners.external import awaited_revision, next_plan_revision
-from runs.runtime.completion import completion_errors
-from runs.runtime.signatures import arguments_hash
+from runtime.completion import completion_errors
+from runtime.signatures import arguments_hash
 
 MANAGE = "gateway.manage_agents"
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from notifications import channels, rules
 from notifications.models import Delivery, Rule
-from runs.runtime.retry import exponential_backoff_s
+from runtime.retry import exponential_backoff_s
 
 log = logging.getLogger(__name__)
 

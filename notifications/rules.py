@@ -19,6 +19,7 @@ from runs.budget_usage import run_budget_usage
 from runs.labels import runs_with_labels
 from runs.models import Approval, Run
 from runs.selectors import LIVE_STATUSES
+from runtime.stop import StopKind
 
 # How far back a tick looks for approvals requested and runs stopped. Runs that stopped
 # before the rule existed are never notified (a new rule does not replay history).
@@ -61,7 +62,7 @@ def params_errors(event: str, params: Any) -> dict[str, str]:
         errors["params.within_s"] = "seconds before expiry, more than 0 and at most 7 days"
     if event == RuleEvent.RUN_STOPPED:
         reasons = p["stop_reasons"]
-        known = set(StopReason.values) | {v.split(":", 1)[0] for v in StopReason.values}
+        known = set(StopReason.values) | {k.value for k in StopKind}
         if not isinstance(reasons, list) or any(r not in known for r in reasons):
             errors["params.stop_reasons"] = "a list of stop reasons (e.g. stalled, budget_exhausted:cost, " \
                                             "or budget_exhausted for all budgets); empty: any"
@@ -166,7 +167,7 @@ def _budgets_passed(rule, p, now) -> list[Notice]:
 def _stall_rate(rule, p, now) -> list[Notice]:
     window = timedelta(seconds=p["window_s"])
     counts = _runs(rule).filter(finished_at__gt=now - window, finished_at__lte=now).aggregate(
-        finished=Count("id"), stalled=Count("id", filter=Q(stop_reason="stalled")))
+        finished=Count("id"), stalled=Count("id", filter=Q(stop_reason=StopKind.STALLED.value)))
     finished, stalled = counts["finished"], counts["stalled"]
     if finished < p["min_runs"] or stalled / finished <= p["threshold"]:
         return []

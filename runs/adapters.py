@@ -20,10 +20,10 @@ from runs.leases import INFRASTRUCTURE_ERRORS, Lease
 from runs.models import Approval, PlanSubmission, Run
 from runs.persistence import PassWriter
 from runs.planners import planner_for
-from runs.runtime.approvals import ApprovalDecision, ApprovalRequest
-from runs.runtime.capability import CapabilitySpec
-from runs.runtime.controller import Controller
-from runs.runtime.ids import RandomIds
+from runtime.approvals import ApprovalDecision, ApprovalRequest
+from runtime.capability import CapabilitySpec
+from runtime.controller import Controller
+from runtime.ids import RandomIds
 
 # How long an owner's permission answer is reused within one slice of a run.
 PERMISSION_RECHECK_SECONDS = 5.0

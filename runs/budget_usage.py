@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from runs.runtime.budgets import SIDE_EFFECT_WINDOW_S
+from runtime.budgets import SIDE_EFFECT_WINDOW_S
+from runtime.stop import StopReason
 
 # (budget name as in stop reasons, limit key in Run.budgets, usage key in the checkpoint, Run field)
 _COUNTS = (
@@ -27,7 +28,7 @@ def run_budget_usage(run) -> list[dict]:
     capability_calls row also names its capability."""
     budgets = run.budgets if isinstance(run.budgets, dict) else {}
     usage = (run.state or {}).get("usage") or {} if isinstance(run.state, dict) else {}
-    stopped_by = run.stop_reason.split(":", 1)[1] if run.stop_reason.startswith("budget_exhausted:") else None
+    stopped_by = (reason := StopReason.of(run.stop_reason)) and reason.budget
     rows = []
     for name, key, usage_key, field in _COUNTS:
         row = _row(name, _used(run, usage, usage_key, field), budgets.get(key), stopped_by)

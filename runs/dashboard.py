@@ -31,6 +31,7 @@ from runs import rollup
 from runs.labels import runs_with_labels
 from runs.models import Approval, ApprovalRollup, Attempt, AttemptRollup, Run, RunRollup, StopRollup
 from runs.querytools import one_of
+from runtime.stop import StopKind, StopReason
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,7 @@ WINDOWS = {
 DEFAULT_WINDOW = "24h"
 OUTCOMES = [s.value for s in RunStatus]
 LIVE_STATUSES = [s for s in OUTCOMES if s not in FINISHED_STATUSES]
-STOP_GROUPS = ["completed", "budget_exhausted", "terminal_failure", "stalled", "plan_rejected",
-               "approval_rejected", "approval_expired", "cancelled", "internal_error", "session_ended"]
+STOP_GROUPS = [k.value for k in StopKind]
 
 
 def window_bounds(window: TimeWindow, now: datetime) -> tuple[datetime, datetime, list[datetime]]:
@@ -107,7 +107,7 @@ def _series_over_time(rows, key, starts, names: list[str], group=lambda v: v) ->
 
 
 def _stop_group(stop_reason: str) -> str:
-    return stop_reason.split(":", 1)[0]
+    return StopReason.parse(stop_reason).kind.value
 
 
 def bucket_label(moment: datetime, window: TimeWindow) -> str:
@@ -277,9 +277,9 @@ def headline(created_rows: list[dict], stop_reason_rows: list[dict], capabilitie
     for row in stop_reason_rows:
         by_reason[row["stop_reason"]] = by_reason.get(row["stop_reason"], 0) + row["n"]
     finished_total = sum(by_reason.values())
-    stalled = by_reason.get("stalled", 0)
-    budget_stops = {reason.split(":", 1)[1]: n for reason, n in by_reason.items()
-                    if reason.startswith("budget_exhausted:")}
+    stalled = by_reason.get(StopKind.STALLED, 0)
+    budget_stops = {budget.value: n for reason, n in by_reason.items()
+                    if (budget := StopReason.parse(reason).budget) is not None}
     attempts_total = sum(c["calls"] for c in capabilities)
     repeated = sum(c["repeated"] for c in capabilities)
     return {

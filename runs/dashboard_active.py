@@ -16,6 +16,7 @@ from django.utils import timezone
 from runs import dashboard
 from runs.budget_usage import run_budget_usage
 from runs.models import Run
+from runtime.stop import StopKind, StopReason
 
 ACTIVE_SCAN = 200  # each carries its checkpoint (the usage the budgets are enforced against)
 ACTIVE_SHOWN = 15
@@ -90,22 +91,23 @@ def stops_per_capability(*, start: datetime, end: datetime, include_evaluations:
                                     runs=Run.objects.filter(evaluation__isnull=False))
     by_capability: dict[str, dict] = {}
     for row in rows:
-        if row["stop_reason"] != "stalled" and not row["stop_reason"].startswith("budget_exhausted:"):
+        reason = StopReason.parse(row["stop_reason"])
+        if reason.kind is not StopKind.STALLED and reason.budget is None:
             continue
         name = row["capability_name"] or "(the planner)"
         entry = by_capability.setdefault(name, {"capability": name, "stalls": 0, "budget_stops": 0, "budgets": {}})
-        if row["stop_reason"] == "stalled":
+        if reason.kind is StopKind.STALLED:
             entry["stalls"] += row["runs"]
         else:
             entry["budget_stops"] += row["runs"]
-            budget = row["stop_reason"].split(":", 1)[1]
+            budget = reason.budget.value
             entry["budgets"][budget] = entry["budgets"].get(budget, 0) + row["runs"]
     finished_from = local_param(start)
     for entry in by_capability.values():
         # "(none)": the run stopped without an attempt to blame (e.g. while planning).
         capability = NO_CAPABILITY if entry["capability"] == "(the planner)" else entry["capability"]
-        entry["stalls_url"] = runs_url(stop_reason="stalled", stop_capability=capability, finished_from=finished_from)
-        entry["budget_url"] = runs_url(stop_kind="budget_exhausted", stop_capability=capability,
+        entry["stalls_url"] = runs_url(stop_reason=StopKind.STALLED.value, stop_capability=capability, finished_from=finished_from)
+        entry["budget_url"] = runs_url(stop_kind=StopKind.BUDGET_EXHAUSTED.value, stop_capability=capability,
                                        finished_from=finished_from)
         entry["budget_list"] = sorted(entry["budgets"].items(), key=lambda item: (-item[1], item[0]))
     return sorted(by_capability.values(), key=lambda e: (-(e["stalls"] + e["budget_stops"]), e["capability"]))
@@ -161,8 +163,8 @@ def drill_down_links(*, start: datetime, end: datetime) -> dict[str, str]:
     return {
         "runs_created": runs_url(**created),
         "finished_total": runs_url(status="finished", **finished),
-        "stall_rate": runs_url(stop_reason="stalled", **finished),
-        "budget_stop_rate": runs_url(stop_kind="budget_exhausted", **finished),
+        "stall_rate": runs_url(stop_reason=StopKind.STALLED.value, **finished),
+        "budget_stop_rate": runs_url(stop_kind=StopKind.BUDGET_EXHAUSTED.value, **finished),
         "repeated_rate": runs_url(repeated="on", **created),
         "active": runs_url(status="active"),
     }

@@ -19,9 +19,9 @@ from runs.adapters import DjangoRegistry, build_controller
 from runs.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release
 from runs.models import Run
 from runs.persistence import PassWriter
-from runs.runtime.controller import Transition
-from runs.runtime.intents import LeaseLost
-from runs.runtime.state import RunState
+from runtime.controller import Transition
+from runtime.intents import LeaseLost
+from runtime.state import RunState
 
 log = logging.getLogger(__name__)
 

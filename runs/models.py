@@ -26,6 +26,7 @@ from core.choices import (
     StopReason,
     values_of,
 )
+from runtime.stop import StopKind
 
 
 class Planner(models.TextChoices):
@@ -56,7 +57,7 @@ class Run(models.Model):
     stop_attempt = models.ForeignKey("Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # A call running for more than a second, while it runs (runs.calls_in_flight): shown on the trace.
     call_in_flight = models.JSONField(null=True, blank=True)
-    # Only with stop_reason "stalled": repeated_without_progress or planner_exhausted.
+    # Only with a stalled stop reason: repeated_without_progress or planner_exhausted.
     stall_kind = models.CharField(max_length=30, choices=StallKind.choices, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # Usage counters, updated with every step so dashboards never scan attempts.
@@ -72,7 +73,7 @@ class Run(models.Model):
     # {key: value}, set at start (runs.labels); RunLabel rows index them for filters.
     labels = models.JSONField(default=dict, blank=True)
     trace_id = models.CharField(max_length=32, unique=True)
-    # The runtime's checkpoint (runs.runtime.state.RunState.to_dict()).
+    # The runtime's checkpoint (runtime.state.RunState.to_dict()).
     state = models.JSONField(default=dict, blank=True)
     # Which worker advances the run, until when: only one worker at a time.
     lease_owner = models.CharField(max_length=100, blank=True)
@@ -132,7 +133,7 @@ class Run(models.Model):
             ),
             models.CheckConstraint(condition=Q(cost__gte=0), name="run_cost_nonnegative"),
             models.CheckConstraint(
-                condition=Q(stall_kind="") | (Q(stall_kind__in=values_of(StallKind)) & Q(stop_reason="stalled")),
+                condition=Q(stall_kind="") | (Q(stall_kind__in=values_of(StallKind)) & Q(stop_reason=StopKind.STALLED.value)),
                 name="run_stall_kind_only_when_stalled",
             ),
         ]

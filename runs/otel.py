@@ -37,7 +37,8 @@ from django.db import transaction
 
 from capabilities.executors.base import traceparent
 from runs.models import Decision, Run
-from runs.runtime import events as ev
+from runtime import events as ev
+from runtime.stop import StopKind
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +287,7 @@ def _export_plan(run: dict[str, Any], event, stopped=None) -> None:
     if capture_content():  # the steps and the planner's free-text reason are content (personal data)
         attributes["gen_ai.output.messages"] = _content(list(event.steps))
         attributes["agentops.plan.reason"] = event.reason[:500] or None
-    events = [("plan_rejected", {"agentops.plan.errors": _content([e.to_dict() for e in event.validation_errors])},
+    events = [(StopKind.PLAN_REJECTED.value, {"agentops.plan.errors": _content([e.to_dict() for e in event.validation_errors])},
                end)] if not event.accepted else []
     marks, stop_events = _stop_marks(stopped, end)
     attributes.update(marks)
@@ -294,7 +295,7 @@ def _export_plan(run: dict[str, Any], event, stopped=None) -> None:
     _emit(name=f"{operation} {run['model']}", trace_id=trace_id,
           span_id=planner_span_id(trace_id, event.revision), parent_span_id=run_span_id(trace_id),
           start=event.started_at or end, end=end, attributes=attributes, events=events,
-          error=None if event.accepted else "plan_rejected")
+          error=None if event.accepted else StopKind.PLAN_REJECTED.value)
 
 
 def _export_attempt(run: dict[str, Any], event, decision, stopped=None) -> None:
@@ -342,7 +343,7 @@ def _export_run(run_id: int) -> None:
         return
     start = (run.started_at or run.created_at).timestamp()
     end = run.finished_at.timestamp()
-    failed = run.stop_reason not in ("completed", "cancelled")
+    failed = run.stop_reason not in (StopKind.COMPLETED, StopKind.CANCELLED)
     attributes = {
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "agentops", "gen_ai.agent.id": str(run.pk),
         "gen_ai.request.model": _model_of(run), "agentops.run.id": run.pk,

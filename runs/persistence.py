@@ -25,14 +25,14 @@ from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
 from runs.leases import Lease, can_return_from_update, fenced_update, fenced_update_sql, registry_version_sql
 from runs.models import Approval, Attempt, Decision, PlanRevision, PlanSubmission, Run, Step
 from runs.planner_intents import PlannerCallIntents
-from runs.runtime import events as ev
-from runs.runtime.controller import Transition
-from runs.runtime.intents import CallIntent, LeaseLost
-from runs.runtime.signatures import arguments_hash
-from runs.runtime.state import RunState
-from runs.runtime.stop import status_for_stop, stop_kind
 from runs.services import run_close_open_records
 from runs.sql import execute, insert_from, insert_rows
+from runtime import events as ev
+from runtime.controller import Transition
+from runtime.intents import CallIntent, LeaseLost
+from runtime.signatures import arguments_hash
+from runtime.state import RunState
+from runtime.stop import StopKind, status_for_stop, stop_kind
 
 
 def _at(epoch: float) -> datetime:
@@ -79,7 +79,7 @@ class PassWriter(PlannerCallIntents):
         self.released = False      # a stop was written, which let go of the lease in the same UPDATE
         self.version_of = version_of
 
-    # -- the intent log (runs.runtime.intents.IntentLog) -------------------------------
+    # -- the intent log (runtime.intents.IntentLog) -------------------------------
 
     def begin(self, intent: CallIntent) -> None:
         """Commit the in-flight attempt row before the call, in its own small transaction.
@@ -304,7 +304,7 @@ class PassWriter(PlannerCallIntents):
         if stopped is not None:
             values.update(status=status_for_stop(stop_kind(stopped.stop_reason)).value,
                           stop_reason=stopped.stop_reason, stop_detail=stopped.detail, finished_at=now,
-                          stall_kind=(stopped.stall_kind or "") if stopped.stop_reason == "stalled" else "",
+                          stall_kind=(stopped.stall_kind or "") if stopped.stop_reason == StopKind.STALLED else "",
                           lease_owner="", lease_expires_at=None, next_action_at=None)
         elif self.lease is not None:
             values["lease_expires_at"] = now + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)

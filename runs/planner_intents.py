@@ -1,10 +1,10 @@
-"""The planner-call half of the intent log (runs.runtime.intents.IntentLog), as PlannerCall rows.
+"""The planner-call half of the intent log (runtime.intents.IntentLog), as PlannerCall rows.
 
 PassWriter takes these methods in: a planner call is committed (fenced by the run's
 lease) before it is made, its answer's figures are recorded the moment they arrive,
 and the pass that counts it closes the row in the pass's own transaction, so a call
 is counted exactly once: by that pass, or by the next worker's first pass when the
-worker making it was lost (runs/runtime/planner_calls.py).
+worker making it was lost (runtime/planner_calls.py).
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from django.utils import timezone
 
 from runs.leases import fenced_update
 from runs.models import PlannerCall, Run
-from runs.runtime import events as ev
-from runs.runtime.budgets import Usage
-from runs.runtime.intents import LeaseLost, PlannerCallIntent
+from runtime import events as ev
+from runtime.budgets import Usage
+from runtime.intents import LeaseLost, PlannerCallIntent
 
 
 def _at(epoch: float) -> datetime:

@@ -7,8 +7,8 @@ from runs.adapters import DjangoRegistry, OwnerAuthorizer
 from runs.models import PlanSubmission, Run
 from runs.planners.external import awaited_revision
 from runs.planners.llm import observation_for_planner
-from runs.runtime.history import HistoryEntry
-from runs.runtime.stop import ReplanReason
+from runtime.history import HistoryEntry
+from runtime.stop import ReplanReason
 
 
 def planning_needs(run: Run) -> dict[str, Any]:

@@ -19,8 +19,10 @@ from core.models import AuditAction
 from core.permissions import allowed, require
 from runs.models import Reconciliation, Run
 from runs.services import can_manage_run, require_manage
+from runtime.observation import ErrorCode
+from runtime.stop import StopKind, stop_reason
 
-OUTCOME_UNKNOWN = "terminal_failure:outcome_unknown"
+OUTCOME_UNKNOWN = stop_reason(StopKind.TERMINAL_FAILURE, ErrorCode.OUTCOME_UNKNOWN)
 RECONCILE_RUN = "runs.reconcile_run"
 MAX_EVIDENCE = 5000
 # What a person may do after recording: said on the page and in the API (no fork of a run yet).

@@ -1,6 +1,6 @@
 """Export a recorded run as a scenario file, and replay it with one response changed.
 
-The records are read here and handed to the pure runs.runtime.replay, which writes
+The records are read here and handed to the pure runtime.replay, which writes
 the scenario. `scenario_what_if` runs an edited copy in-process: scenario runs use
 the simulated clock and simulated capabilities, so nothing outside is touched.
 """
@@ -16,14 +16,15 @@ from capabilities.models import Capability, CapabilityVersion
 from core import jsonlimits
 from core.errors import InvalidInput
 from runs.models import Approval, Attempt, PlanRevision, Run
-from runs.runtime import events as ev
-from runs.runtime.replay import (
+from runtime import events as ev
+from runtime.replay import (
     RecordedApproval,
     RecordedAttempt,
     RecordedPlan,
     scenario_from_record,
 )
-from runs.runtime.sim.scenario import ScenarioError, load_scenario, run_scenario
+from runtime.sim.scenario import ScenarioError, load_scenario, run_scenario
+from runtime.stop import StopKind
 
 _HTTP_STATUS = re.compile(r"^HTTP (\d{3})\b")
 EXPECTED_COUNTS = ("tool_calls", "revisions", "retries", "approvals_requested", "tokens", "side_effects_committed")
@@ -73,7 +74,7 @@ def _attempts(run: Run):
 def _approvals(run: Run) -> list[RecordedApproval]:
     decided = []
     for approval in Approval.objects.filter(run=run).order_by("requested_at", "id"):
-        if approval.state == "expired" and run.stop_reason == "approval_expired":
+        if approval.state == "expired" and run.stop_reason == StopKind.APPROVAL_EXPIRED:
             decided.append(RecordedApproval(False, expired=True))
         if approval.state not in ("approved", "rejected"):
             break  # undecided: the scenario's run waits there

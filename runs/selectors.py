@@ -30,8 +30,9 @@ from runs.budget_usage import run_budget_usage
 from runs.models import Approval, Attempt, Decision, PlannerCall, PlanRevision, Run, Step
 from runs.pagination import Ordering
 from runs.querytools import narrowed, one_of
-from runs.runtime.plan import step_changes
 from runs.trace_review import with_review_fields
+from runtime.plan import step_changes
+from runtime.stop import StopReason
 
 RUNS_PER_PAGE = 50
 # A filter matching at most this many runs is resolved to their ids first (see _used_capability).
@@ -247,7 +248,7 @@ def budget_gauges(*, run: Run, capability_calls: dict[str, int] | None = None) -
     The rows come from runs.budget_usage, which the API reports too: the page only
     labels them. (capability_calls is accepted for callers that still pass it.)
     """
-    stopped_by = run.stop_reason.split(":", 1)[1] if run.stop_reason.startswith("budget_exhausted:") else None
+    stopped_by = (reason := StopReason.of(run.stop_reason)) and reason.budget
     gauges = []
     for row in run_budget_usage(run):
         if row["limit"] is None and not row["exhausted"]:

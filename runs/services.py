@@ -20,13 +20,14 @@ from core.roles import MANAGE_ALL_RUNS
 from runs import otel, queue, rollup
 from runs.labels import labels_errors
 from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
-from runs.planners import validate_planner_config
 from runs.planner_intents import count_planner_calls_left_in_flight
+from runs.planners import validate_planner_config
 from runs.planners.external import awaited_revision, next_plan_revision
-from runs.runtime.budgets import Budgets
-from runs.runtime.completion import completion_errors
-from runs.runtime.ids import random_hex
-from runs.runtime.state import RunState
+from runtime.budgets import Budgets
+from runtime.completion import completion_errors
+from runtime.ids import random_hex
+from runtime.state import RunState
+from runtime.stop import StopKind
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def run_cancel(*, run_id: int, user) -> Run:
         run.save(update_fields=["cancel_requested_at", "updated_at"])
         _enqueue_advance(run.pk)
     else:
-        run_finish(run=run, status=RunStatus.CANCELLED, stop_reason="cancelled", detail=detail, now=now)
+        run_finish(run=run, status=RunStatus.CANCELLED, stop_reason=StopKind.CANCELLED.value, detail=detail, now=now)
     audit(actor=user, action=AuditAction.RUN_CANCELLED, target=run, summary=f"Run {run.pk} cancelled",
           details={"while": "running" if held else run.status})
     return run
@@ -86,7 +87,7 @@ def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None
     run.status = status
     run.stop_reason = stop_reason
     run.stop_detail = detail
-    run.stall_kind = stall_kind if stop_reason == "stalled" else ""
+    run.stall_kind = stall_kind if stop_reason == StopKind.STALLED else ""
     run.stop_attempt = attempt
     run.finished_at = now
     run.lease_owner = ""

@@ -20,6 +20,8 @@ from runs import queue
 from runs.models import Approval, PlanSubmission, Run
 from runs.planners.external import AGENT_PLANNERS, awaited_revision
 from runs.services import run_finish
+from runtime.budgets import BudgetName
+from runtime.stop import StopKind, stop_reason
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,7 @@ def sweep_expired_approvals(now=None) -> int:
             if run.is_finished or approval.state != ApprovalState.PENDING or (
                     run.lease_expires_at and run.lease_expires_at > now):
                 continue
-            run_finish(run=run, status=RunStatus.STOPPED, stop_reason="approval_expired",
+            run_finish(run=run, status=RunStatus.STOPPED, stop_reason=StopKind.APPROVAL_EXPIRED.value,
                        detail=expired_detail(approval, run), now=now)
             stopped += 1
     return stopped
@@ -66,7 +68,7 @@ def sweep_overdue_runs(now=None) -> int:
             if run.is_finished or (run.lease_expires_at and run.lease_expires_at > now):
                 continue
             waited = _waiting_for(run)
-            run_finish(run=run, status=RunStatus.STOPPED, stop_reason="budget_exhausted:deadline",
+            run_finish(run=run, status=RunStatus.STOPPED, stop_reason=stop_reason(StopKind.BUDGET_EXHAUSTED, BudgetName.DEADLINE),
                        detail=f"The deadline ({run.budgets.get('deadline_s')} s) passed {waited}.", now=now)
             stopped += 1
     _wake_runs_with_submitted_plans(now)

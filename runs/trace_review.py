@@ -11,6 +11,8 @@ from django.db.models import Case, OuterRef, Q, QuerySet, Subquery, When
 
 from runs.models import Approval, Attempt, PlanRevision, Run
 from runs.querytools import narrowed
+from runtime.budgets import BudgetName
+from runtime.stop import StopKind, StopReason, stop_reason
 
 # Decisions that end a run, or ask for a plan the run then could not get.
 _STOPPING_DECISIONS = {"complete", "stop_budget", "stop_terminal_failure", "stop_stalled", "replan"}
@@ -92,12 +94,12 @@ def stop_trigger(*, run: Run, approvals: list[Approval], revisions: list[PlanRev
     attempt = run.stop_attempt
     label = attempt_label(attempt.step.revision.number, attempt.step.key, attempt.number) if attempt else ""
     decision = _decision_of(attempt)
-    if reason == "completed":
+    if reason == StopKind.COMPLETED:
         if attempt is None:
             return StopTrigger("completion", "the completion criteria were met")
         return StopTrigger("completion", f"{label} met the completion criteria", attempt.uid, label,
                            f"attempt-{attempt.uid}")
-    if reason == "approval_rejected":
+    if reason == StopKind.APPROVAL_REJECTED:
         rejected = [a for a in approvals if a.state == "rejected"]
         if rejected:
             ap = rejected[-1]
@@ -105,7 +107,7 @@ def stop_trigger(*, run: Run, approvals: list[Approval], revisions: list[PlanRev
             who = ap.decided_by.get_username() if ap.decided_by else "an operator"
             return StopTrigger("approval", f"{who} rejected the approval of {what}", anchor=f"approval-{ap.pk}")
         return StopTrigger("approval", "an operator rejected an approval request")
-    if reason == "approval_expired":
+    if reason == StopKind.APPROVAL_EXPIRED:
         expired = [a for a in approvals if a.state == "expired"]
         if expired:
             ap = expired[-1]
@@ -113,19 +115,19 @@ def stop_trigger(*, run: Run, approvals: list[Approval], revisions: list[PlanRev
             return StopTrigger("approval", f"the approval request for {what} expired undecided",
                                anchor=f"approval-{ap.pk}")
         return StopTrigger("approval", "an approval request expired undecided")
-    if reason == "plan_rejected":
+    if reason == StopKind.PLAN_REJECTED:
         bad = [r for r in revisions if not r.accepted]
         if bad:
             return StopTrigger("revision", f"plan revision {bad[-1].number} failed validation",
                                anchor=f"revision-{bad[-1].number}")
-    if reason == "cancelled":
+    if reason == StopKind.CANCELLED:
         return StopTrigger("operator", run.stop_detail or "an operator cancelled the run")
-    if reason == "internal_error":
+    if reason == StopKind.INTERNAL_ERROR:
         return StopTrigger("internal", "an internal error in AgentOps")
-    if attempt is not None and (decision in _STOPPING_DECISIONS or reason.startswith("terminal_failure:")):
+    if attempt is not None and (decision in _STOPPING_DECISIONS or StopReason.parse(reason).kind is StopKind.TERMINAL_FAILURE):
         return StopTrigger("attempt", f"{label} ({attempt.status}{' ' + attempt.error_code if attempt.error_code else ''})",
                            attempt.uid, label, f"attempt-{attempt.uid}")
-    if reason == "budget_exhausted:deadline":
+    if reason == stop_reason(StopKind.BUDGET_EXHAUSTED, BudgetName.DEADLINE):
         return StopTrigger("deadline", "the deadline passed (no attempt caused it)")
     return StopTrigger("internal", run.stop_detail or reason)
 
@@ -142,7 +144,7 @@ def _decision_of(attempt: Attempt | None) -> str:
 def stall_kind(run: Run) -> str:
     """The kind of stall (runtime StallKind values): the Run's own field, else read from the
     stop detail of a run recorded before the field existed."""
-    if run.stop_reason != "stalled":
+    if run.stop_reason != StopKind.STALLED:
         return ""
     kind = getattr(run, "stall_kind", "") or ""
     if kind:

@@ -41,7 +41,7 @@ def registry_read_afresh(request):
     egress.forget_registry_secret_names()
 
 
-# What a recording cannot reproduce (runs.runtime.replay): real time, a cancel or an MCP session's
+# What a recording cannot reproduce (runtime.replay): real time, a cancel or an MCP session's
 # end from outside, and a permission revoked during the run (the export holds today's permissions).
 _NOT_REPLAYABLE = ("budget_exhausted:deadline", "cancelled", "internal_error", "terminal_failure:permission_denied",
                    "session_ended")

@@ -21,10 +21,10 @@ from typing import Any, Protocol
 from capabilities.executors.fence import Fence
 from capabilities.executors.open_calls import OPEN_CALLS
 from capabilities.executors.secrets import Redactor, redactor_for, secret_env_names
-from runs.runtime.capability import CapabilitySpec
-from runs.runtime.ids import random_hex
-from runs.runtime.observation import ErrorCode, Observation, OutputRef, SideEffectStatus
-from runs.runtime.validation import argument_errors
+from runtime.capability import CapabilitySpec
+from runtime.ids import random_hex
+from runtime.observation import ErrorCode, Observation, OutputRef, SideEffectStatus
+from runtime.validation import argument_errors
 
 PREVIEW_CHARS = 500
 

@@ -11,9 +11,9 @@ from capabilities.kinds.http.executor import HttpExecutor
 from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy
 from capabilities.kinds.python.executor import PythonExecutor
 from capabilities.netguard import NetGuard
-from runs.runtime.capability import CapabilitySpec, Kind
-from runs.runtime.observation import ErrorCode, Observation
-from runs.runtime.ports import Executor
+from runtime.capability import CapabilitySpec, Kind
+from runtime.observation import ErrorCode, Observation
+from runtime.ports import Executor
 
 
 class CapabilityExecutor:

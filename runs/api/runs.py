@@ -76,7 +76,7 @@ class AttemptOutputRefOutput(serializers.ModelSerializer):
 
 
 class AttemptObservationOutput(serializers.ModelSerializer):
-    """The runtime's normalized observation (runs/runtime/observation.py), as stored."""
+    """The runtime's normalized observation (runtime/observation.py), as stored."""
 
     output = serializers.JSONField(allow_null=True, help_text="The output, or a preview of one stored by reference.")
     output_ref = AttemptOutputRefOutput(allow_null=True)

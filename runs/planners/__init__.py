@@ -8,7 +8,7 @@ from runs.planners.external import ExternalPlanner
 from runs.planners.gateway import GatewayPlanner
 from runs.planners.llm import LLMConfig, LLMPlanner, UnavailablePlanner
 from runs.planners.rules import RulesPlanner
-from runs.runtime.sim.planners import ScriptedPlanner
+from runtime.sim.planners import ScriptedPlanner
 
 PLANNER_HELP = {
     "scripted": "A fixed list of plans (planner_config: {\"plans\": [...]}) — tests and scenarios.",

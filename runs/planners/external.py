@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runs.models import PlanSubmission, Run
-from runs.runtime.planning import PlanningRequest, PlanNotReady, PlanProposal
+from runtime.planning import PlanningRequest, PlanNotReady, PlanProposal
 
 
 # Planners whose plans come from an agent outside (the API, the MCP gateway): their runs wait

@@ -10,7 +10,7 @@ so the run stops `session_ended` instead of `stalled`.
 from __future__ import annotations
 
 from runs.planners.external import ExternalPlanner
-from runs.runtime.planning import PlanningRequest, PlanNotReady, PlanProposal, SessionEnded
+from runtime.planning import PlanningRequest, PlanNotReady, PlanProposal, SessionEnded
 
 
 class GatewayPlanner(ExternalPlanner):

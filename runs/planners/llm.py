@@ -41,12 +41,12 @@ import httpx
 from capabilities.executors.secrets import Redactor
 from capabilities.kinds.http.executor import retry_after_seconds
 from capabilities.netguard import GuardedTransport, NetGuard, URLRefused
-from runs.runtime.observation import RETRYABLE_CODES, error_code_for_http_status
-from runs.runtime.plan import PlanError
-from runs.runtime.planning import PlannerCallCeiling, PlanningRequest, PlanProposal
-from runs.runtime.records import declared_numbers
-from runs.runtime.retry import jittered_backoff_s
-from runs.runtime.stop import ReplanReason
+from runtime.observation import RETRYABLE_CODES, error_code_for_http_status
+from runtime.plan import PlanError
+from runtime.planning import PlannerCallCeiling, PlanningRequest, PlanProposal
+from runtime.records import declared_numbers
+from runtime.retry import jittered_backoff_s
+from runtime.stop import ReplanReason
 
 # How much of one observation's output the model sees: enough to plan on, bounded.
 OUTPUT_CHARS = 2_000

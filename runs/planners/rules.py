@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from runs.runtime.planning import PlanningRequest, PlanProposal
+from runtime.planning import PlanningRequest, PlanProposal
 
 _STOPWORDS = {
     "a", "an", "and", "the", "of", "for", "to", "in", "on", "with", "about", "our", "my", "me", "what", "is", "it",

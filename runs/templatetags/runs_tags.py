@@ -12,6 +12,7 @@ from django import template
 from django.utils.html import format_html, format_html_join
 
 from core.choices import STOP_REASON_VALUES
+from runtime.stop import StopKind, stop_reason
 
 register = template.Library()
 
@@ -39,18 +40,18 @@ _FAILURE_WORDS = {
     "tool_error": "a capability reported a failure it did not explain",
 }
 STOP_REASON_TEXT = {
-    "completed": "Completed: the completion criteria were met",
-    "stalled": "Stopped: the run made no progress (the same action gave the same result, or the planner had "
+    StopKind.COMPLETED: "Completed: the completion criteria were met",
+    StopKind.STALLED: "Stopped: the run made no progress (the same action gave the same result, or the planner had "
                "nothing more to try)",
-    "plan_rejected": "Stopped: the planner's plan failed validation and was not corrected",
-    "approval_rejected": "Stopped: an operator rejected an approval request",
-    "approval_expired": "Stopped: an approval request expired before anyone decided it",
-    "cancelled": "Cancelled by an operator",
-    "internal_error": "Stopped: an internal error in AgentOps",
-    "session_ended": "Stopped: the agent's MCP session ended (closed by the client, or idle) while the run "
+    StopKind.PLAN_REJECTED: "Stopped: the planner's plan failed validation and was not corrected",
+    StopKind.APPROVAL_REJECTED: "Stopped: an operator rejected an approval request",
+    StopKind.APPROVAL_EXPIRED: "Stopped: an approval request expired before anyone decided it",
+    StopKind.CANCELLED: "Cancelled by an operator",
+    StopKind.INTERNAL_ERROR: "Stopped: an internal error in AgentOps",
+    StopKind.SESSION_ENDED: "Stopped: the agent's MCP session ended (closed by the client, or idle) while the run "
                      "waited for its next call",
-    **{f"budget_exhausted:{name}": f"Stopped: {text}" for name, text in _BUDGET_WORDS.items()},
-    **{f"terminal_failure:{code}": f"Stopped: {text}" for code, text in _FAILURE_WORDS.items()},
+    **{stop_reason(StopKind.BUDGET_EXHAUSTED, name): f"Stopped: {text}" for name, text in _BUDGET_WORDS.items()},
+    **{stop_reason(StopKind.TERMINAL_FAILURE, code): f"Stopped: {text}" for code, text in _FAILURE_WORDS.items()},
 }
 assert set(STOP_REASON_VALUES) <= set(STOP_REASON_TEXT), "every stop reason needs plain words"
 
@@ -69,7 +70,7 @@ def stall_kind_text(value: str) -> str:
 @register.filter
 def run_stop_text(run) -> str:
     """The headline for a finished run: a stalled run says which way it stalled."""
-    if run.stop_reason == "stalled" and getattr(run, "stall_kind", ""):
+    if run.stop_reason == StopKind.STALLED and getattr(run, "stall_kind", ""):
         return f"Stopped: the run made no progress ({stall_kind_text(run.stall_kind)})"
     return stop_reason_text(run.stop_reason)
 

@@ -9,7 +9,7 @@ from django import forms
 from core import jsonlimits
 from runs.labels import LabelsField
 from runs.models import Planner
-from runs.runtime.budgets import Budgets
+from runtime.budgets import Budgets
 from runs.services import budget_errors
 
 _DEFAULTS = Budgets()

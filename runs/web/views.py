@@ -27,14 +27,15 @@ from core.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, bad_request, forbidden, permission_needed
+from runs import calls_in_flight, reconciliation, search, selectors, services, timeline, trace_json, trace_review
 from runs import dashboard as dashboard_data
 from runs import dashboard_active as active
-from runs import calls_in_flight, reconciliation, search, selectors, services, timeline, trace_json, trace_review
 from runs.labels import TOO_MANY_FILTERS, label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
 from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
 from runs.trace_review import TraceFilters
 from runs.web.forms import RunStartForm, initial_from_run
+from runtime.stop import StopKind, stop_reason
 
 APPROVALS_CHANGED_EVENT = "approvals-changed"
 
@@ -80,7 +81,8 @@ class RunFilterForm(forms.Form):
         ("hide", "hidden"), ("show", "shown"), ("only", "only these")])
     # Reached from the dashboard's links; shown only while set.
     stop_kind = forms.ChoiceField(label="Stop kind", required=False, choices=[
-        ("", "any"), ("budget_exhausted", "a budget ran out"), ("terminal_failure", "a terminal failure")])
+        ("", "any"), (StopKind.BUDGET_EXHAUSTED.value, "a budget ran out"),
+        (StopKind.TERMINAL_FAILURE.value, "a terminal failure")])
     stop_capability = forms.CharField(label="Stopped at capability", required=False, max_length=80)
     finished_from = forms.DateTimeField(label="Finished from", required=False,
                                         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
@@ -270,7 +272,7 @@ def run_detail(request, run_id: int):
     for step in steps:
         # A step a stopped run never reached is not "pending": nothing will run it.
         step.never_ran = run.is_finished and step.status in ("pending", "running") and not step.attempt_count
-    last_failure = trace_review.last_failure(run=run) if run.is_finished and run.stop_reason != "completed" else None
+    last_failure = trace_review.last_failure(run=run) if run.is_finished and run.stop_reason != StopKind.COMPLETED else None
     if last_failure is not None:
         last_failure.label = trace_review.attempt_label(last_failure.step.revision.number, last_failure.step.key,
                                                         last_failure.number)
@@ -504,7 +506,7 @@ def run_dashboard(request):
         links=finished_links) if data["stop_reasons"] else None
     data["budget_chart"] = charts.bars(
         title="Runs stopped per exhausted budget", items=data["budget_stops"], x_label="runs stopped",
-        links=[active.runs_url(stop_reason=f"budget_exhausted:{name}", finished_from=active.local_param(data["start"]))
+        links=[active.runs_url(stop_reason=stop_reason(StopKind.BUDGET_EXHAUSTED, name), finished_from=active.local_param(data["start"]))
                for name, _ in data["budget_stops"]]) if data["budget_stops"] else None
     for row in data["capabilities"]:
         row["runs_url"] = active.runs_url(capability=row["capability_name"],

@@ -22,7 +22,7 @@ FUNCTION_LEVEL_IMPORTS = {
 
 
 def test_the_import_contracts_hold():
-    """runs.runtime imports no Django, Celery or app code; each layer imports only the layers below it."""
+    """runtime imports no Django, Celery or app code; each layer imports only the layers below it."""
     lint = Path(sys.executable).with_name("lint-imports")
     result = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]

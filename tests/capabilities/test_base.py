@@ -5,8 +5,8 @@ import pytest
 
 from capabilities.executors.base import FileOutputStore, canonical_json, traceparent
 from capabilities.executors.dispatch import CapabilityExecutor
-from runs.runtime.capability import CapabilitySpec, Kind
-from runs.runtime.observation import ErrorCode, Observation
+from runtime.capability import CapabilitySpec, Kind
+from runtime.observation import ErrorCode, Observation
 
 
 def test_the_file_store_is_content_addressed(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from capabilities.demo import functions
 from capabilities.kinds.python.executor import PythonExecutor
 from capabilities.kinds.python.registry import CallContext
-from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
+from runtime.observation import ErrorCode, SideEffectStatus, Status
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

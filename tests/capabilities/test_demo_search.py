@@ -9,7 +9,7 @@ from capabilities.demo import search
 from capabilities.demo.functions import get_document as get_document_capability
 from capabilities.demo.functions import search_documents as search_capability
 from capabilities.kinds.python.executor import PythonExecutor
-from runs.runtime.observation import ErrorCode
+from runtime.observation import ErrorCode
 
 
 def test_the_corpus_has_fifty_distinct_documents():

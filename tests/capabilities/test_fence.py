@@ -13,8 +13,8 @@ from capabilities.kinds.http.executor import HttpExecutor
 from capabilities.kinds.python.executor import PythonExecutor
 from capabilities.kinds.python.registry import CallContext, capability, commit_fenced
 from capabilities.netguard import NetGuard
-from runs.runtime.capability import CapabilitySpec, Kind, SideEffect
-from runs.runtime.observation import ErrorCode, SideEffectStatus
+from runtime.capability import CapabilitySpec, Kind, SideEffect
+from runtime.observation import ErrorCode, SideEffectStatus
 
 SEEN: list[CallContext] = []
 RELEASE = threading.Event()

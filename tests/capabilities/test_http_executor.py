@@ -10,8 +10,8 @@ import pytest
 from capabilities.executors.base import FileOutputStore
 from capabilities.kinds.http.executor import HttpExecutor, retry_after_seconds
 from capabilities.netguard import NetGuard
-from runs.runtime.capability import CapabilitySpec, Kind, SideEffect
-from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
+from runtime.capability import CapabilitySpec, Kind, SideEffect
+from runtime.observation import ErrorCode, SideEffectStatus, Status
 
 SECRET = "s3cr3t-value-never-logged"
 

@@ -18,8 +18,8 @@ import trustme
 from capabilities.executors.base import FileOutputStore
 from capabilities.kinds.http.executor import HttpExecutor
 from capabilities.netguard import NetGuard
-from runs.runtime.capability import CapabilitySpec, Kind, SideEffect
-from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
+from runtime.capability import CapabilitySpec, Kind, SideEffect
+from runtime.observation import ErrorCode, SideEffectStatus, Status
 
 from .conftest import Handler
 

@@ -10,8 +10,8 @@ from capabilities.executors.base import FileOutputStore
 from capabilities.kinds.http import executor as http_executor
 from capabilities.kinds.http.executor import HttpExecutor
 from capabilities.netguard import NetGuard
-from runs.runtime.capability import CapabilitySpec, Kind, SideEffect
-from runs.runtime.observation import ErrorCode, Status
+from runtime.capability import CapabilitySpec, Kind, SideEffect
+from runtime.observation import ErrorCode, Status
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from capabilities.kinds.mcp.executor import (
     list_tools,
     suggested_policy,
 )
-from runs.runtime.capability import CapabilitySpec, Kind, SideEffect
-from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
+from runtime.capability import CapabilitySpec, Kind, SideEffect
+from runtime.observation import ErrorCode, SideEffectStatus, Status
 
 SERVER = str(Path(__file__).with_name("mcp_demo_server.py"))
 STDIO = {"transport": "stdio", "command": sys.executable, "args": [SERVER]}

@@ -17,8 +17,8 @@ from capabilities.kinds.python.registry import (
     resolve,
     schema_from_signature,
 )
-from runs.runtime.capability import Kind, SideEffect
-from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
+from runtime.capability import Kind, SideEffect
+from runtime.observation import ErrorCode, SideEffectStatus, Status
 
 SEEN_CONTEXTS: list[CallContext] = []
 COMMITTED: dict[str, dict] = {}

@@ -7,8 +7,8 @@ from django.db import connection
 from capabilities.models import RateLimitWindow
 from capabilities.ratelimit import RateLimitedExecutor, admit, as_observation
 from runs.models import Run
-from runs.runtime.capability import CapabilitySpec, RateLimit
-from runs.runtime.observation import AdmissionRefused, Observation
+from runtime.capability import CapabilitySpec, RateLimit
+from runtime.observation import AdmissionRefused, Observation
 
 SPEC = CapabilitySpec(name="limited", rate_limit=RateLimit(2, 60.0))
 

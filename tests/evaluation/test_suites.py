@@ -13,7 +13,7 @@ from evaluation.suites import (
     scenario_dict,
     task_problems,
 )
-from runs.runtime.sim.scenario import load_scenario
+from runtime.sim.scenario import load_scenario
 
 STANDARD = json.loads((SUITES_DIR / "standard.json").read_text())
 

@@ -11,8 +11,8 @@ from capabilities.models import Capability, CapabilityVersion, Ticket
 from runs import adapters, engine, leases, services, sweeps
 from runs.models import Approval, Attempt, Run
 from runs.persistence import PassWriter
-from runs.runtime.intents import LeaseLost
-from runs.runtime.state import RunState
+from runtime.intents import LeaseLost
+from runtime.state import RunState
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,11 +11,11 @@ import pytest
 
 from runs.planners import validate_planner_config
 from runs.planners.llm import LLMConfig, LLMPlanner
-from runs.runtime.controller import Controller
-from runs.runtime.events import PlanProposed
-from runs.runtime.planning import PlanningRequest
-from runs.runtime.sim.scenario import prepare_scenario
-from runs.runtime.stop import RunStatus
+from runtime.controller import Controller
+from runtime.events import PlanProposed
+from runtime.planning import PlanningRequest
+from runtime.sim.scenario import prepare_scenario
+from runtime.stop import RunStatus
 
 SEARCH = {"name": "search", "timeout_s": 2, "retry": {"max_attempts": 1},
           "schema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},

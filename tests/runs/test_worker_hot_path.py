@@ -136,7 +136,7 @@ def test_the_registry_s_secret_names_are_read_once_per_version(demo_capabilities
 def _first_pass(run, lease):
     """The run's first pass (its plan), as a worker's slice makes it, and the writer it goes through."""
     from runs.adapters import build_controller
-    from runs.runtime.state import RunState
+    from runtime.state import RunState
 
     run = Run.objects.select_related("owner").get(pk=run.pk)
     registry = DjangoRegistry()
@@ -202,7 +202,7 @@ class TestTheFirstPlanInOneStatement:
             "succeeded", "skipped"]
 
     def test_a_lost_lease_writes_no_revision_and_no_step(self, operator, demo_capabilities):
-        from runs.runtime.intents import LeaseLost
+        from runtime.intents import LeaseLost
 
         run = self.two_step_run(operator)
         lease = leases.claim(run.pk, "w1")

@@ -1,6 +1,6 @@
 """The runtime's tests need no Django: run them with `pytest -p no:django tests/runtime`.
 
-Only makes the repository root importable, so `runs.runtime` resolves however
+Only makes the repository root importable, so `runtime` resolves however
 pytest was started.
 """
 import sys

@@ -1,8 +1,8 @@
 """A registry-wide rate limit that refuses a call: the runtime waits, and counts nothing."""
-from runs.runtime.events import AttemptFinished, RunStopped
-from runs.runtime.ids import SequentialIds
-from runs.runtime.observation import AdmissionRefused
-from runs.runtime.sim.scenario import prepare_scenario
+from runtime.events import AttemptFinished, RunStopped
+from runtime.ids import SequentialIds
+from runtime.observation import AdmissionRefused
+from runtime.sim.scenario import prepare_scenario
 
 SEARCH = {"name": "search", "responses": [{"return": {"documents": [{"id": "POL-7"}]}}]}
 FOUND = {"capability": "search", "path": "documents.0.id", "equals": "POL-7"}

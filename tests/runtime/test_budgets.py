@@ -1,7 +1,7 @@
 import pytest
 
-from runs.runtime import budgets as B
-from runs.runtime.budgets import BudgetName, Budgets, Usage
+from runtime import budgets as B
+from runtime.budgets import BudgetName, Budgets, Usage
 
 
 def call_check(budgets, usage, *, capability="search", side_effecting=False, retry=False, now=0.0):

@@ -1,9 +1,9 @@
 """The checkpoint stays bounded whatever the capabilities return."""
 import json
 
-from runs.runtime.checkpoint import HISTORY_OUTPUT_BYTES, bounded_for_history
-from runs.runtime.observation import Observation
-from runs.runtime.sim.scenario import prepare_scenario
+from runtime.checkpoint import HISTORY_OUTPUT_BYTES, bounded_for_history
+from runtime.observation import Observation
+from runtime.sim.scenario import prepare_scenario
 
 
 def polling_run(output):

@@ -1,6 +1,6 @@
 import pytest
 
-from runs.runtime.completion import (
+from runtime.completion import (
     CompletionCriteria,
     completion_errors,
     completion_met,
@@ -76,7 +76,7 @@ def test_builtin_check_names_cannot_be_overridden():
 
 
 def test_a_dict_of_empty_collections_and_zero_counts_is_empty():
-    from runs.runtime.completion import is_empty
+    from runtime.completion import is_empty
 
     assert is_empty({"documents": [], "total": 0})
     assert not is_empty({"documents": [{"id": "POL-1"}], "total": 1})

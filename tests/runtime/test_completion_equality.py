@@ -1,7 +1,7 @@
 """Completion and `until` checks use JSON semantics (design.md "Corners, decided")."""
 import pytest
 
-from runs.runtime.completion import CompletionCriteria, condition_errors, json_equal, until_condition
+from runtime.completion import CompletionCriteria, condition_errors, json_equal, until_condition
 
 
 def check(expected_form, output):

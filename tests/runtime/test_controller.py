@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from runs.runtime.approvals import ApprovalDecision
-from runs.runtime.controller import Controller
-from runs.runtime.events import (
+from runtime.approvals import ApprovalDecision
+from runtime.controller import Controller
+from runtime.events import (
     ApprovalRequested,
     AttemptFinished,
     DecisionMade,
@@ -15,11 +15,11 @@ from runs.runtime.events import (
     RunStopped,
     StatusChanged,
 )
-from runs.runtime.observation import Observation, SideEffectStatus
-from runs.runtime.planning import PlanProposal
-from runs.runtime.sim.scenario import prepare_scenario, run_scenario
-from runs.runtime.state import RunState
-from runs.runtime.stop import RunStatus
+from runtime.observation import Observation, SideEffectStatus
+from runtime.planning import PlanProposal
+from runtime.sim.scenario import prepare_scenario, run_scenario
+from runtime.state import RunState
+from runtime.stop import RunStatus
 
 SEARCH = {"name": "search", "timeout_s": 2, "retry": {"max_attempts": 1},
           "schema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
@@ -405,7 +405,7 @@ def test_an_executor_failure_that_raises_becomes_an_internal_error():
 
 
 def test_a_controller_accepts_any_objects_matching_the_ports():
-    from runs.runtime import ports
+    from runtime import ports
     rig = prepare_scenario(scenario())
     c: Controller = rig.controller
     assert isinstance(c.registry, ports.CapabilityRegistry) and isinstance(c.executor, ports.Executor)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from runs.runtime.sim.scenario import let_expire, prepare_scenario, run_scenario, scenario_result
-from runs.runtime.state import RunState
+from runtime.sim.scenario import let_expire, prepare_scenario, run_scenario, scenario_result
+from runtime.state import RunState
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.json"))
 

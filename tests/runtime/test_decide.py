@@ -1,9 +1,9 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runs.runtime.decide import Decision, decide
-from runs.runtime.observation import ErrorCode, Observation, Status
-from runs.runtime.stop import ReplanReason
+from runtime.decide import Decision, decide
+from runtime.observation import ErrorCode, Observation, Status
+from runtime.stop import ReplanReason
 
 OK = Observation.success({"documents": [{"id": 1}]})
 EMPTY = Observation.success({"documents": []})

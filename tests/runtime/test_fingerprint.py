@@ -1,7 +1,7 @@
 """The outcome fingerprint (design.md "Corners, decided"): ok outputs without their
 volatile paths, failures without their bodies."""
-from runs.runtime.observation import Observation, OutputRef
-from runs.runtime.signatures import outcome_fingerprint, without_paths
+from runtime.observation import Observation, OutputRef
+from runtime.signatures import outcome_fingerprint, without_paths
 
 
 def failure_503(body):

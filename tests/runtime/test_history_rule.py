@@ -1,6 +1,6 @@
-from runs.runtime.history import HistoryEntry, appended, repeated_without_progress
-from runs.runtime.observation import ErrorCode, Observation
-from runs.runtime.signatures import action_signature, outcome_fingerprint, signature_text
+from runtime.history import HistoryEntry, appended, repeated_without_progress
+from runtime.observation import ErrorCode, Observation
+from runtime.signatures import action_signature, outcome_fingerprint, signature_text
 
 SIG = signature_text(action_signature("search", {"q": "travel"}))
 OTHER = signature_text(action_signature("search", {"q": "policy"}))

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from runs.runtime.ids import RandomIds, SequentialIds, random_hex
+from runtime.ids import RandomIds, SequentialIds, random_hex
 
 
 def test_random_ids_are_32_hex_characters_and_do_not_repeat():

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs.runtime.intents import CallIntent, LeaseLost, NoIntentLog
-from runs.runtime.sim.scenario import prepare_scenario
+from runtime.intents import CallIntent, LeaseLost, NoIntentLog
+from runtime.sim.scenario import prepare_scenario
 
 
 class Crash(Exception):

@@ -1,6 +1,6 @@
 """One plan diff: the runtime's record of a revision and the trace page's fallback both use step_changes."""
-from runs.runtime.plan import Step, step_changes
-from runs.runtime.plan_intake import plan_changes
+from runtime.plan import Step, step_changes
+from runtime.plan_intake import plan_changes
 
 
 def test_it_names_added_removed_and_changed_steps_in_the_order_of_the_plans():

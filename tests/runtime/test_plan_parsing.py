@@ -1,4 +1,4 @@
-from runs.runtime.plan import Plan, Step, parse_plan
+from runtime.plan import Plan, Step, parse_plan
 
 
 def test_it_parses_a_list_of_steps_with_default_ids():

@@ -1,8 +1,8 @@
-from runs.runtime.budgets import Budgets
-from runs.runtime.capability import CapabilitySpec, SideEffect
-from runs.runtime.plan import parse_plan
-from runs.runtime.sim.simulation import StaticAuthorizer, StaticRegistry
-from runs.runtime.validation import find_cycles, plan_depth, validate_plan
+from runtime.budgets import Budgets
+from runtime.capability import CapabilitySpec, SideEffect
+from runtime.plan import parse_plan
+from runtime.sim.simulation import StaticAuthorizer, StaticRegistry
+from runtime.validation import find_cycles, plan_depth, validate_plan
 
 SEARCH = CapabilitySpec(name="search", schema={"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
                                                "required": ["q"], "additionalProperties": False},

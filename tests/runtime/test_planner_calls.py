@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from runs.runtime.events import PlannerCallEnded
-from runs.runtime.intents import LeaseLost, NoIntentLog, PlannerCallIntent
-from runs.runtime.planning import PlannerCallCeiling, PlanProposal
-from runs.runtime.records import replace
-from runs.runtime.sim.scenario import prepare_scenario
+from runtime.events import PlannerCallEnded
+from runtime.intents import LeaseLost, NoIntentLog, PlannerCallIntent
+from runtime.planning import PlannerCallCeiling, PlanProposal
+from runtime.records import replace
+from runtime.sim.scenario import prepare_scenario
 
 PLAN = [{"id": "s1", "capability": "search", "arguments": {"q": "travel"}, "expected_outcome": "the policy"}]
 CEILING = PlannerCallCeiling(tokens=2_500, cost=0.05)

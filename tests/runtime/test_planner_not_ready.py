@@ -1,12 +1,12 @@
 """A planner that has no answer yet, and the other planner signals the controller honours."""
 from dataclasses import replace
 
-from runs.runtime.controller import Controller
-from runs.runtime.events import PlanProposed, RunStopped, StatusChanged
-from runs.runtime.plan import PlanError
-from runs.runtime.planning import PlanNotReady, PlanProposal
-from runs.runtime.sim.scenario import prepare_scenario
-from runs.runtime.stop import RunStatus
+from runtime.controller import Controller
+from runtime.events import PlanProposed, RunStopped, StatusChanged
+from runtime.plan import PlanError
+from runtime.planning import PlanNotReady, PlanProposal
+from runtime.sim.scenario import prepare_scenario
+from runtime.stop import RunStatus
 
 SEARCH = {"name": "search", "timeout_s": 2, "retry": {"max_attempts": 1},
           "schema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},

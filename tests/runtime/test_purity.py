@@ -1,9 +1,9 @@
-"""runs/runtime imports only the standard library, jsonschema and itself."""
+"""runtime imports only the standard library, jsonschema and itself."""
 import ast
 import sys
 from pathlib import Path
 
-RUNTIME = Path(__file__).resolve().parents[2] / "runs" / "runtime"
+RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 ALLOWED_THIRD_PARTY = {"jsonschema", "referencing", "regex"}
 
 
@@ -14,13 +14,13 @@ def imported_roots(path):
             for alias in node.names:
                 yield alias.name
         elif isinstance(node, ast.ImportFrom):
-            if node.level:          # relative: inside runs.runtime
+            if node.level:          # relative: inside runtime
                 continue
             yield node.module
 
 
-def test_runtime_modules_import_only_the_standard_library_jsonschema_and_runs_runtime():
-    modules = sorted(RUNTIME.glob("*.py"))
+def test_runtime_modules_import_only_the_standard_library_jsonschema_and_the_runtime():
+    modules = sorted(RUNTIME.rglob("*.py"))   # the simulation too
     assert len(modules) > 10
     offenders = []
     for path in modules:
@@ -28,7 +28,7 @@ def test_runtime_modules_import_only_the_standard_library_jsonschema_and_runs_ru
             root = name.split(".")[0]
             if root in sys.stdlib_module_names or root in ALLOWED_THIRD_PARTY:
                 continue
-            if name == "runs.runtime" or name.startswith("runs.runtime."):
+            if name == "runtime" or name.startswith("runtime."):
                 continue
             offenders.append(f"{path.name}: {name}")
     assert offenders == []

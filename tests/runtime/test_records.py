@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from runs.runtime.plan import Step
-from runs.runtime.records import replace
-from runs.runtime.state import StepProgress
+from runtime.plan import Step
+from runtime.records import replace
+from runtime.state import StepProgress
 
 
 def progress() -> StepProgress:

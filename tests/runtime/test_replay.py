@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from runs.runtime import events as ev
-from runs.runtime.replay import record_from_events, scenario_from_record
-from runs.runtime.sim.scenario import load_scenario, run_scenario
+from runtime import events as ev
+from runtime.replay import record_from_events, scenario_from_record
+from runtime.sim.scenario import load_scenario, run_scenario
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.json"))
 COUNTS = ("status", "stop_reason", "tool_calls", "revisions", "retries", "approvals_requested", "tokens",
@@ -62,8 +62,8 @@ def test_a_changed_response_changes_the_decision():
 def test_every_call_has_its_response_a_deduplicated_one_too():
     # Issue 35: three calls of an idempotent write with one key, the callee answering
     # state_changed each time; the export held one response for the three.
-    from runs.runtime.capability import CapabilitySpec, SideEffect
-    from runs.runtime.replay import RecordedAttempt, responses_from_attempts
+    from runtime.capability import CapabilitySpec, SideEffect
+    from runtime.replay import RecordedAttempt, responses_from_attempts
 
     spec = CapabilitySpec(name="open_ticket", side_effect=SideEffect.WRITE, idempotent=True)
     answer = RecordedAttempt("open_ticket", "call", "key-1", "ok", output={"ticket": "T-1"}, state_changed=True,

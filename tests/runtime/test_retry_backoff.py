@@ -1,8 +1,8 @@
 import random
 
-from runs.runtime.capability import RetryPolicy
-from runs.runtime.observation import ErrorCode, Observation
-from runs.runtime.retry import backoff_s, retry_allowed, retry_delay_s
+from runtime.capability import RetryPolicy
+from runtime.observation import ErrorCode, Observation
+from runtime.retry import backoff_s, retry_allowed, retry_delay_s
 
 POLICY = RetryPolicy(max_attempts=3, backoff_base_s=1.0, backoff_cap_s=4.0)
 

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from runs.runtime.capability import CapabilitySpec, RetryPolicy, SideEffect
-from runs.runtime.sim.scenario import ScenarioError, load_scenario, run_scenario
+from runtime.capability import CapabilitySpec, RetryPolicy, SideEffect
+from runtime.sim.scenario import ScenarioError, load_scenario, run_scenario
 
 MINIMAL = {"name": "minimal", "capabilities": [{"name": "search", "responses": [{"return": {"ok": 1}}]}],
            "planner": {"plans": [[{"capability": "search"}]]}}

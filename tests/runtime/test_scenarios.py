@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.runtime.sim.scenario import EXPECT_FIELDS, load_scenario, run_scenario
+from runtime.sim.scenario import EXPECT_FIELDS, load_scenario, run_scenario
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.json"))
 

@@ -1,7 +1,7 @@
 """A lookup waits for a call still in flight; a cancel during a call stops the run at its decision."""
 from __future__ import annotations
 
-from runs.runtime.sim.scenario import prepare_scenario
+from runtime.sim.scenario import prepare_scenario
 
 
 def late_send(**capability):

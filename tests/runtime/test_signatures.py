@@ -1,5 +1,5 @@
-from runs.runtime.observation import Observation, OutputRef
-from runs.runtime.signatures import (
+from runtime.observation import Observation, OutputRef
+from runtime.signatures import (
     action_signature,
     arguments_hash,
     canonical_json,

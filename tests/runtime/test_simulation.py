@@ -1,9 +1,9 @@
-from runs.runtime.approvals import ApprovalDecision, ApprovalRequest
-from runs.runtime.capability import CapabilitySpec, SideEffect
-from runs.runtime.observation import ErrorCode, SideEffectStatus, Status
-from runs.runtime.planning import PlanningRequest
-from runs.runtime.sim.planners import DirectPlanner, ScriptedPlanner
-from runs.runtime.sim.simulation import ScriptedApprovals, SimulatedCapabilities, SimulatedClock, StaticAuthorizer
+from runtime.approvals import ApprovalDecision, ApprovalRequest
+from runtime.capability import CapabilitySpec, SideEffect
+from runtime.observation import ErrorCode, SideEffectStatus, Status
+from runtime.planning import PlanningRequest
+from runtime.sim.planners import DirectPlanner, ScriptedPlanner
+from runtime.sim.simulation import ScriptedApprovals, SimulatedCapabilities, SimulatedClock, StaticAuthorizer
 
 READ = CapabilitySpec(name="read", timeout_s=2)
 WRITE = CapabilitySpec(name="write", side_effect=SideEffect.WRITE, timeout_s=2)

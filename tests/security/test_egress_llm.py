@@ -56,7 +56,7 @@ def test_a_deeply_nested_model_answer_is_a_rejected_plan_not_a_crash():
 def test_deeply_nested_arguments_are_refused_by_the_executor(tmp_path):
     from capabilities.executors.base import FileOutputStore
     from capabilities.kinds.python.executor import PythonExecutor
-    from runs.runtime.capability import CapabilitySpec, Kind
+    from runtime.capability import CapabilitySpec, Kind
 
     arguments = current = {}
     for _ in range(5_000):

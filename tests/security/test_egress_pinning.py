@@ -9,9 +9,9 @@ from capabilities.executors.base import FileOutputStore
 from capabilities.kinds.mcp.executor import McpExecutor
 from capabilities.netguard import NetGuard
 from runs.planners.llm import LLMConfig, LLMPlanner
-from runs.runtime.capability import CapabilitySpec, Kind
-from runs.runtime.observation import ErrorCode, Status
-from runs.runtime.planning import PlanningRequest
+from runtime.capability import CapabilitySpec, Kind
+from runtime.observation import ErrorCode, Status
+from runtime.planning import PlanningRequest
 
 from .conftest import chat_completion
 

@@ -13,10 +13,10 @@ from capabilities.kinds.http.executor import HttpExecutor
 from capabilities.kinds.mcp.executor import McpExecutor
 from capabilities.netguard import NetGuard, URLRefused
 from runs.planners.llm import LLMConfig, LLMPlanner
-from runs.runtime import schemas
-from runs.runtime.capability import CapabilitySpec, Kind
-from runs.runtime.observation import ErrorCode
-from runs.runtime.planning import PlanningRequest
+from runtime import schemas
+from runtime.capability import CapabilitySpec, Kind
+from runtime.observation import ErrorCode
+from runtime.planning import PlanningRequest
 
 CORPUS = [
     "http://169.254.169.254/latest/meta-data/iam/security-credentials/",

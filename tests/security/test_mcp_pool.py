@@ -12,8 +12,8 @@ import pytest
 from capabilities.executors.base import FileOutputStore
 from capabilities.kinds.mcp import pool as mcp_pool
 from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy
-from runs.runtime.capability import CapabilitySpec, Kind
-from runs.runtime.observation import Status
+from runtime.capability import CapabilitySpec, Kind
+from runtime.observation import Status
 
 pytestmark = pytest.mark.slow
 
@@ -75,7 +75,7 @@ def test_calls_reuse_one_server_and_a_dead_one_is_restarted(executor):
 
 
 def test_a_side_effecting_call_on_a_dead_server_is_not_resent(executor):
-    from runs.runtime.capability import SideEffect
+    from runtime.capability import SideEffect
 
     assert call(executor).output == {"result": 3}
     os.kill(_servers()[0], signal.SIGKILL)

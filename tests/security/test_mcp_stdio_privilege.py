@@ -14,8 +14,8 @@ from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy, list_tools
 from capabilities.models import McpServer
 from core.models import AuditEvent
 from core.roles import REGISTRY_ADMIN, ROLE_PERMISSIONS, STDIO_MCP_ADMIN
-from runs.runtime.capability import CapabilitySpec, Kind
-from runs.runtime.observation import ErrorCode
+from runtime.capability import CapabilitySpec, Kind
+from runtime.observation import ErrorCode
 
 DEMO_SERVER = str(Path(__file__).resolve().parents[1] / "capabilities" / "mcp_demo_server.py")
 STDIO_BODY = {"name": "shell", "transport": "stdio", "command": "sh", "args": ["-c", "env > /tmp/leak"]}

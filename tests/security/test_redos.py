@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from runs.runtime import schemas
-from runs.runtime.budgets import Budgets
-from runs.runtime.capability import CapabilitySpec, Kind
-from runs.runtime.plan import parse_plan
-from runs.runtime.validation import validate_plan
+from runtime import schemas
+from runtime.budgets import Budgets
+from runtime.capability import CapabilitySpec, Kind
+from runtime.plan import parse_plan
+from runtime.validation import validate_plan
 
 EVIL = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}},
         "patternProperties": {"^(b+)+$": {"type": "string"}}, "additionalProperties": {"type": "string"}}

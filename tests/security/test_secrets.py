@@ -10,8 +10,8 @@ from capabilities.executors.base import FileOutputStore
 from capabilities.executors.secrets import REDACTED, Redactor, is_credential_header
 from capabilities.kinds.http.executor import HttpExecutor
 from capabilities.netguard import NetGuard
-from runs.runtime.capability import CapabilitySpec, Kind
-from runs.runtime.observation import ErrorCode
+from runtime.capability import CapabilitySpec, Kind
+from runtime.observation import ErrorCode
 
 from .conftest import chat_completion
 

@@ -64,8 +64,8 @@ from capabilities.executors.base import BaseExecutor, CapabilityError, tracepare
 from capabilities.executors.fence import FENCE_HEADER, IDEMPOTENCY_HEADER, Fence
 from capabilities.executors.secrets import has_line_break, is_credential_header
 from capabilities.netguard import NetGuard, Resolution, URLRefused
-from runs.runtime.capability import CapabilitySpec
-from runs.runtime.observation import ErrorCode, Observation, SideEffectStatus, error_code_for_http_status
+from runtime.capability import CapabilitySpec
+from runtime.observation import ErrorCode, Observation, SideEffectStatus, error_code_for_http_status
 
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 MAX_REDIRECTS = 5

@@ -51,8 +51,8 @@ from capabilities.executors.fence import FENCE_META, IDEMPOTENCY_META, Fence
 from capabilities.executors.secrets import has_line_break
 from capabilities.kinds.mcp import pool as mcp_pool
 from capabilities.netguard import NetGuard, URLRefused, guarded_async_transport
-from runs.runtime.capability import CapabilitySpec
-from runs.runtime.observation import ErrorCode, Observation, SideEffectStatus
+from runtime.capability import CapabilitySpec
+from runtime.observation import ErrorCode, Observation, SideEffectStatus
 
 # A protocol-level "invalid params" error: the arguments, not the connection.
 JSONRPC_INVALID_PARAMS = -32602

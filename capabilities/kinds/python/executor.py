@@ -29,8 +29,8 @@ from capabilities.executors.base import BaseExecutor, CapabilityError
 from capabilities.executors.fence import Fence
 from capabilities.executors.open_calls import OPEN_CALLS
 from capabilities.kinds.python.registry import CallContext, accepts_context, definition_for, resolve
-from runs.runtime.capability import CapabilitySpec
-from runs.runtime.observation import ErrorCode, Observation
+from runtime.capability import CapabilitySpec
+from runtime.observation import ErrorCode, Observation
 
 
 class CallTimedOut(Exception):

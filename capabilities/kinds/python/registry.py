@@ -26,8 +26,8 @@ from django.db import DatabaseError, transaction
 
 from capabilities.executors.base import CapabilityError
 from capabilities.executors.fence import Fence
-from runs.runtime.capability import CapabilitySpec, Kind, PollingPolicy, RetryPolicy, SideEffect
-from runs.runtime.observation import ErrorCode, SideEffectStatus
+from runtime.capability import CapabilitySpec, Kind, PollingPolicy, RetryPolicy, SideEffect
+from runtime.observation import ErrorCode, SideEffectStatus
 
 CONTEXT_PARAMETER = "context"
 

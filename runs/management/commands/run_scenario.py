@@ -4,7 +4,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.runtime.sim.scenario import EXPECT_FIELDS, ScenarioError, load_scenario, run_scenario
+from runtime.sim.scenario import EXPECT_FIELDS, ScenarioError, load_scenario, run_scenario
 
 # The scenario contract's fields, stall_kind (null unless stalled) included.
 FIELDS = EXPECT_FIELDS

@@ -2,12 +2,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
+
+
+class ApprovalKind(StrEnum):
+    STEP = "step"   # a side-effecting step, bound to its exact arguments
+    PLAN = "plan"   # a plan revision, bound to its steps
+
 
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    kind: str                 # "step" (a side-effecting step) or "plan" (a plan revision)
+    kind: str                 # an ApprovalKind
     run_id: str
     revision: int
     step_id: str | None = None

@@ -7,6 +7,7 @@ the counters. Full traces live in the events the adapter records.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from .approvals import ApprovalRequest
@@ -18,10 +19,16 @@ from .records import memo_dict, replace
 from .stop import RunStatus
 
 
-class StepStatus:
+class StepStatus(StrEnum):
+    """A plan step's status. The pure runtime moves a step from pending to succeeded or failed;
+    the stored step row also shows it running, awaiting approval, or skipped by a new revision."""
+
     PENDING = "pending"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    SKIPPED = "skipped"
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,7 @@ class RunState:
     status: RunStatus = RunStatus.QUEUED
     stop_reason: str | None = None
     stop_detail: str = ""
-    stall_kind: str | None = None              # set with stop_reason "stalled"
+    stall_kind: str | None = None              # set when the run stopped StopKind.STALLED
     usage: Usage = Usage()
     revision: int = 0                          # the accepted plan's revision number; 0 before any
     steps: tuple[StepProgress, ...] = ()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .approvals import ApprovalRequest
+from .approvals import ApprovalKind, ApprovalRequest
 from .events import ApprovalDecided, ApprovalRequested
 from .pass_context import Pass
 from .records import replace
@@ -29,7 +29,7 @@ def take_approval(p: Pass) -> bool:
         by = f" by {decision.decided_by}" if decision.decided_by else ""
         p.stop(StopKind.APPROVAL_REJECTED, None, decision.comment or f"{request.kind} approval rejected{by}")
         return False
-    if request.kind == "plan":
+    if request.kind == ApprovalKind.PLAN:
         waiting = p.state.plan_awaiting_approval
         p.state = replace(p.state, plan_awaiting_approval=None)
         p.install_plan(waiting.revision, waiting.steps)
@@ -55,6 +55,6 @@ def request_approval(p: Pass, request: ApprovalRequest, **display: Any) -> None:
 
 
 def expired_detail(request: ApprovalRequest) -> str:
-    what = f"step {request.step_id} ({request.capability})" if request.kind == "step" else \
+    what = f"step {request.step_id} ({request.capability})" if request.kind == ApprovalKind.STEP else \
         f"plan revision {request.revision}"
     return f"the approval request for {what} expired undecided"

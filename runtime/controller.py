@@ -19,7 +19,7 @@ from typing import Any
 
 from . import budgets as B
 from .approval_gate import request_approval, take_approval
-from .approvals import ApprovalRequest
+from .approvals import ApprovalKind, ApprovalRequest
 from .calls import Action, call, record_attempt, wait_for_admission
 from .conclusion import conclude
 from .decide import Decision
@@ -188,7 +188,7 @@ class Controller:
                                  interrupted)
         args_hash = arguments_hash(step.arguments)
         if spec.requires_approval and progress.approved_arguments_hash != args_hash:
-            request = ApprovalRequest(kind="step", run_id=s.run_id, revision=s.revision, step_id=step.id,
+            request = ApprovalRequest(kind=ApprovalKind.STEP, run_id=s.run_id, revision=s.revision, step_id=step.id,
                                       capability=spec.name, arguments_hash=args_hash)
             return request_approval(p, request, arguments=step.arguments)
         # Side-effecting calls carry a key that is stable across retries and revisions.

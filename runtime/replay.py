@@ -27,7 +27,7 @@ from typing import Any, Iterable
 from . import events as ev
 from .capability import CapabilitySpec
 from .observation import ErrorCode, error_code_for_http_status
-from .stop import ReplanReason
+from .stop import ReplanReason, StopKind
 
 # One HTTP status per error code that has one, so a failure's body is replayed with it.
 HTTP_STATUS_FOR = {"timeout": 504, "rate_limited": 429, "server_error": 500, "permission_denied": 403,
@@ -89,7 +89,7 @@ def record_from_events(events: Iterable[Any]) -> tuple[list[RecordedPlan], list[
             approvals.append(RecordedApproval(event.decision.approved, event.decision.comment))
         elif isinstance(event, ev.RunStopped):
             stop_reason = event.stop_reason
-    if stop_reason == "approval_expired":
+    if stop_reason == StopKind.APPROVAL_EXPIRED:
         approvals.append(RecordedApproval(False, expired=True))
     return plans, attempts, approvals
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from .observation import Observation
@@ -10,16 +11,12 @@ from .records import memo_dict
 DEFAULT_WINDOW = 20
 
 
-class AttemptKind:
+class AttemptKind(StrEnum):
     CALL = "call"        # a step's first execution (also a re-proposed step in a new revision)
     RETRY = "retry"      # a retry the capability's retry policy allowed
     POLL = "poll"        # a re-run the polling policy allowed
     RESOLVE = "resolve"  # idempotent re-send (a retry) of an unknown outcome
     LOOKUP = "lookup"    # status lookup of an unknown outcome: a tool call, not a retry
-
-    ALL = (CALL, RETRY, POLL, RESOLVE, LOOKUP)
-    # Only the runtime creates these kinds, and only within policy: they are legitimate repeats.
-    EXEMPT = (RETRY, POLL, RESOLVE, LOOKUP)
 
 
 @dataclass(frozen=True)

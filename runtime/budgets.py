@@ -141,26 +141,56 @@ def deadline_passed(budgets: Budgets, started_at: float, now: float) -> bool:
     return now > budgets.deadline_at(started_at)
 
 
+# "Several budgets at once" (design.md): the first of these that refuses is the one reported,
+# on every path that wants an action.
+ORDER = (BudgetName.DEADLINE, BudgetName.ITERATIONS, BudgetName.REVISIONS, BudgetName.TOOL_CALLS,
+         BudgetName.CAPABILITY_CALLS, BudgetName.RETRIES, BudgetName.TOKENS, BudgetName.COST,
+         BudgetName.SIDE_EFFECT_RATE)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What the next action would spend: which counters it advances."""
+
+    iteration: bool = True             # a call or a planner call (a status lookup is not one)
+    revision: bool = False             # a planner call for a plan after the first
+    tool_call: bool = True             # a call, a lookup, or a plan (only worth it if a step could run)
+    capability: str | None = None      # a call of this capability (its own limit)
+    retry: bool = False                # a retry or an idempotent re-send
+    planner_call: bool = False         # spends tokens and cost: with none left it would exceed
+    side_effecting: bool = False       # counts against the side-effect rate
+    wait_s: float = 0.0                # sleeps this long first (a backoff or a poll interval)
+
+
+def refusing_budget(budgets: Budgets, usage: Usage, wanted: Wanted, *, started_at: float,
+                    now: float) -> BudgetName | None:
+    """THE budget the next action is refused by, or None: the first in ORDER that refuses.
+    A wait that would cross the deadline is refused by the deadline, whatever else is spent."""
+    deadline_at = budgets.deadline_at(started_at)
+    refuses = {
+        BudgetName.DEADLINE: now >= deadline_at or now + wanted.wait_s > deadline_at,
+        BudgetName.ITERATIONS: wanted.iteration and usage.iterations + 1 > budgets.max_iterations,
+        BudgetName.REVISIONS: wanted.revision and usage.revisions + 1 > budgets.max_revisions,
+        BudgetName.TOOL_CALLS: wanted.tool_call and usage.tool_calls + 1 > budgets.max_tool_calls,
+        BudgetName.CAPABILITY_CALLS: wanted.capability is not None
+        and _capability_calls_spent(budgets, usage, wanted.capability),
+        BudgetName.RETRIES: wanted.retry and usage.retries + 1 > budgets.max_retries,
+        BudgetName.TOKENS: wanted.planner_call and usage.tokens >= budgets.max_tokens,
+        BudgetName.COST: wanted.planner_call and usage.cost >= budgets.max_cost,
+        BudgetName.SIDE_EFFECT_RATE: wanted.side_effecting
+        and len(_recent(usage.side_effect_times, now)) + 1 > budgets.max_side_effects_per_minute,
+    }
+    return next((name for name in ORDER if refuses[name]), None)
+
+
 def exhausted_before_planning(budgets: Budgets, usage: Usage, *, started_at: float, now: float,
                               revision: bool) -> BudgetName | None:
-    if deadline_reached(budgets, started_at, now):
-        return BudgetName.DEADLINE
-    if usage.iterations + 1 > budgets.max_iterations:
-        return BudgetName.ITERATIONS
-    if revision and usage.revisions + 1 > budgets.max_revisions:
-        return BudgetName.REVISIONS
-    # A plan is only worth asking for if one of its steps could still be called.
-    if usage.tool_calls + 1 > budgets.max_tool_calls:
-        return BudgetName.TOOL_CALLS
-    # A planner call always spends something: with nothing left it would exceed.
-    if usage.tokens >= budgets.max_tokens:
-        return BudgetName.TOKENS
-    if usage.cost >= budgets.max_cost:
-        return BudgetName.COST
-    return None
+    return refusing_budget(budgets, usage, Wanted(revision=revision, planner_call=True),
+                           started_at=started_at, now=now)
 
 
 def exceeded_after_planning(budgets: Budgets, usage: Usage) -> BudgetName | None:
+    """A planner's answer spent past tokens or cost (the only budgets an answer spends)."""
     if usage.tokens > budgets.max_tokens:
         return BudgetName.TOKENS
     if usage.cost > budgets.max_cost:
@@ -175,32 +205,16 @@ def _capability_calls_spent(budgets: Budgets, usage: Usage, capability: str) -> 
 
 
 def exhausted_before_call(budgets: Budgets, usage: Usage, *, capability: str, side_effecting: bool,
-                          retry: bool, started_at: float, now: float) -> BudgetName | None:
-    if deadline_reached(budgets, started_at, now):
-        return BudgetName.DEADLINE
-    if usage.iterations + 1 > budgets.max_iterations:
-        return BudgetName.ITERATIONS
-    if usage.tool_calls + 1 > budgets.max_tool_calls:
-        return BudgetName.TOOL_CALLS
-    if _capability_calls_spent(budgets, usage, capability):
-        return BudgetName.CAPABILITY_CALLS
-    if retry and usage.retries + 1 > budgets.max_retries:
-        return BudgetName.RETRIES
-    if side_effecting and len(_recent(usage.side_effect_times, now)) + 1 > budgets.max_side_effects_per_minute:
-        return BudgetName.SIDE_EFFECT_RATE
-    return None
+                          retry: bool, started_at: float, now: float, wait_s: float = 0.0) -> BudgetName | None:
+    return refusing_budget(budgets, usage, Wanted(capability=capability, retry=retry, side_effecting=side_effecting,
+                                                  wait_s=wait_s), started_at=started_at, now=now)
 
 
 def exhausted_before_lookup(budgets: Budgets, usage: Usage, *, capability: str, started_at: float,
                             now: float) -> BudgetName | None:
     """A status lookup is a tool call and a call of its capability (not an iteration)."""
-    if deadline_reached(budgets, started_at, now):
-        return BudgetName.DEADLINE
-    if usage.tool_calls + 1 > budgets.max_tool_calls:
-        return BudgetName.TOOL_CALLS
-    if _capability_calls_spent(budgets, usage, capability):
-        return BudgetName.CAPABILITY_CALLS
-    return None
+    return refusing_budget(budgets, usage, Wanted(iteration=False, capability=capability),
+                           started_at=started_at, now=now)
 
 
 def retry_budget_left(budgets: Budgets, usage: Usage) -> bool:

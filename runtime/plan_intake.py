@@ -7,7 +7,7 @@ from typing import Any
 
 from . import budgets as B
 from .approval_gate import request_approval
-from .approvals import ApprovalRequest
+from .approvals import ApprovalKind, ApprovalRequest
 from .capability import CapabilitySpec
 from .events import PlanProposed
 from .pass_context import Pass
@@ -122,7 +122,7 @@ def _receive_plan(p: Pass, asked: _Asked, proposal: PlanProposal) -> None:
     p.state = replace(p.state, consecutive_rejections=0, planning=None)
     if needs_approval:
         p.state = replace(p.state, plan_awaiting_approval=PlanAwaitingApproval(revision, steps, reason_code))
-        request = ApprovalRequest(kind="plan", run_id=s.run_id, revision=revision,
+        request = ApprovalRequest(kind=ApprovalKind.PLAN, run_id=s.run_id, revision=revision,
                                   plan_hash=plan_hash(list(step_dicts)))
         return request_approval(p, request, steps=step_dicts)
     p.install_plan(revision, steps)
