@@ -148,7 +148,7 @@ def measure(args, workdir: Path) -> dict:
     from django.contrib.auth.models import User
     from django.db.models import Max, Min
 
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
     from runs.models import Attempt, Run
 
     python_capabilities_sync()

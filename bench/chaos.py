@@ -399,7 +399,7 @@ def experiment(args) -> dict:
     django.setup()
     from django.contrib.auth.models import User
 
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
     from runs.models import Approval, Run
 
     python_capabilities_sync(modules=("chaos_ledger",))

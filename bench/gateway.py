@@ -95,7 +95,7 @@ def prepare_agent() -> str:
     from django.contrib.auth.models import User
 
     from agentops.celery import app
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
     from gateway import services
 
     python_capabilities_sync(modules=tuple(MODULES.split(",")))

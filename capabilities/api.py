@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from capabilities import policy, selectors, try_it
 from capabilities.kinds.mcp import servers
+from capabilities.kinds.table import BROWSER_KINDS
 from capabilities.models import Capability, CapabilityVersion, Kind, McpServer
 from core.api import page_response, validated
 from core.permissions import MethodPermission
@@ -128,7 +129,7 @@ class CapabilityListCreateApi(RegistryApi):
 
     InputSerializer = _serializer("CapabilityCreateInput", {
         "name": serializers.CharField(max_length=80),
-        "kind": serializers.ChoiceField(choices=[Kind.HTTP.value, Kind.MCP.value],
+        "kind": serializers.ChoiceField(choices=list(BROWSER_KINDS),
                                         help_text="python capabilities come from code (sync), not the API"),
         "mcp_server": serializers.IntegerField(required=False, allow_null=True, help_text="MCP server id (mcp kind)"),
         "config": serializers.JSONField(required=False, help_text='http: {"url", "method", "headers", '

@@ -21,7 +21,7 @@ def sync_python_capabilities(sender, using="default", plan=None, **kwargs):
         return
     from django.conf import settings
 
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     # Only the configured modules: a test session has imported test-only @capability functions too.
     modules = tuple(settings.AGENTOPS_CAPABILITY_MODULES)

@@ -7,16 +7,15 @@ the right input.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
 from django.urls import reverse
 
 from capabilities.models import CapabilityVersion, Kind, McpServer
-from capabilities.kinds.http import config as http_config
+from capabilities.form_fields import JSONTextField, LinesField
+from capabilities.kinds.table import BROWSER_KINDS, KINDS
 from capabilities.policy import ERROR_CODES, SIDE_EFFECTS
-from core import jsonlimits
 
 LABELS_AND_HELP: dict[str, tuple[str, str]] = {
     "description": ("Description", "What the capability does, as the planner will read it."),
@@ -58,44 +57,6 @@ LABELS_AND_HELP: dict[str, tuple[str, str]] = {
 }
 
 
-class LinesField(forms.CharField):
-    """A textarea of one value per line; cleans to a list of the non-blank lines."""
-
-    def prepare_value(self, value):
-        return "\n".join(value) if isinstance(value, (list, tuple)) else value
-
-    def clean(self, value):
-        return [line.strip() for line in (super().clean(value) or "").splitlines() if line.strip()]
-
-# Service error keys that name a config entry map onto these form fields.
-CONFIG_FIELDS = {"config.url": "url", "config.method": "method", "config.headers": "headers",
-                 "config.secret_headers": "secret_headers", "config.status_url": "status_url",
-                 "config.tool": "tool"}
-
-
-class JSONTextField(forms.CharField):
-    """A textarea holding JSON; cleans to the parsed value (or `empty` when blank)."""
-
-    def __init__(self, *, empty: Any = None, **kw):
-        self.empty = empty
-        kw.setdefault("widget", forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}))
-        super().__init__(**kw)
-
-    def prepare_value(self, value):
-        if isinstance(value, (dict, list)):
-            return json.dumps(value, indent=2)
-        return value
-
-    def clean(self, value):
-        value = super().clean(value)
-        if not (value or "").strip():
-            return self.empty
-        try:
-            return jsonlimits.loads(value)
-        except jsonlimits.JSONLimitError as exc:
-            raise forms.ValidationError(str(exc)) from None
-
-
 def _labelled(name: str, field: forms.Field) -> forms.Field:
     label, help_text = LABELS_AND_HELP[name]
     field.label, field.help_text = label, help_text
@@ -106,26 +67,10 @@ class CapabilityForm(forms.Form):
     """Create (http or mcp) or edit (any kind) a capability: every policy field."""
 
     name = forms.CharField(max_length=80, help_text="Lowercase letters, digits and underscores; the planner uses it.")
-    kind = forms.ChoiceField(choices=[(Kind.HTTP, "HTTP webhook"), (Kind.MCP, "MCP server tool")],
-                             widget=forms.RadioSelect, initial=Kind.HTTP)
-    mcp_server = forms.ModelChoiceField(queryset=McpServer.objects.order_by("name"), required=False,
-                                        label="MCP server", help_text="For MCP tools: the server that provides it.")
-    tool = forms.CharField(required=False, label="MCP tool name", help_text="The tool's name on the server.")
-    url = forms.CharField(required=False, label="URL", help_text="Must be on the outbound allowlist "
-                          "(AGENTOPS_HTTP_ALLOWED_HOSTS). {idempotency_key} is replaced per call.")
-    method = forms.ChoiceField(choices=[(m, m) for m in http_config.METHODS], required=False, initial="GET",
-                               label="HTTP method", help_text="GET sends arguments as query parameters, "
-                               "others as a JSON body.")
-    headers = JSONTextField(required=False, empty={}, label="Headers",
-                            help_text='Plain headers as a JSON object, e.g. {"Accept": "application/json"}. '
-                                      "Never credentials.",
-                            widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}))
-    secret_headers = JSONTextField(required=False, empty={}, label="Secret headers",
-                                   help_text='Header → environment variable NAME, e.g. {"Authorization": '
-                                             '"TICKETS_API_TOKEN"}. The value is read at call time, never stored.',
-                                   widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}))
-    status_url = forms.CharField(required=False, label="Status URL",
-                                 help_text="Optional: answers whether the call with {idempotency_key} committed.")
+    kind = forms.ChoiceField(choices=[(kind, Kind(kind).label) for kind in BROWSER_KINDS],
+                             widget=forms.RadioSelect, initial=BROWSER_KINDS[0])
+    # Each kind's config fields are added from capabilities.kinds.table (all of them when
+    # registering; the capability's own kind's when editing).
 
     description = _labelled("description", forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2})))
     schema = _labelled("schema", JSONTextField(empty={"type": "object"}, required=False,
@@ -161,8 +106,7 @@ class CapabilityForm(forms.Form):
 
     GROUPS = (
         ("Identity", ("name", "kind", "description")),
-        ("HTTP endpoint", ("url", "method", "headers", "secret_headers", "status_url")),
-        ("MCP tool", ("mcp_server", "tool")),
+        *((entry.legend, entry.config_field_names) for entry in KINDS.values() if entry.registered_in_browser),
         ("Arguments", ("schema", "max_argument_bytes", "max_output_bytes")),
         ("Side effects and approval", ("side_effect", "requires_approval", "idempotent", "distinct_calls",
                                        "status_lookup", "permission")),
@@ -183,16 +127,16 @@ class CapabilityForm(forms.Form):
             defaults["schema"] = {"type": "object", "properties": {}, "additionalProperties": False}
             kw["initial"] = defaults
         super().__init__(*args, **kw)
-        kind = capability.kind if capability is not None else None
-        if capability is not None:
-            # Identity is fixed once created; the kind decides which config fields apply.
-            for name in ("name", "kind", "mcp_server"):
+        if capability is None:
+            for entry in KINDS.values():
+                if entry.registered_in_browser:
+                    self.fields.update(entry.form_fields())
+        else:
+            # Identity (the name, the kind, an MCP tool's server) is fixed once created.
+            for name in ("name", "kind"):
                 del self.fields[name]
-            drop = {Kind.PYTHON: ("url", "method", "headers", "secret_headers", "status_url", "tool"),
-                    Kind.MCP: ("url", "method", "headers", "secret_headers", "status_url"),
-                    Kind.HTTP: ("tool",)}[kind]
-            for name in drop:
-                del self.fields[name]
+            self.fields.update({name: field for name, field in KINDS[capability.kind].form_fields().items()
+                                if name != "mcp_server"})
         self.fields["schema"].widget.attrs.update({
             "hx-post": reverse("capabilities:validate_schema"),
             "hx-trigger": "keyup changed delay:400ms",
@@ -206,12 +150,7 @@ class CapabilityForm(forms.Form):
         version = capability.current_version
         initial = version.policy()
         config = initial.pop("config") or {}
-        if capability.kind == Kind.HTTP:
-            initial.update({k: config.get(k) for k in ("url", "method", "headers", "secret_headers", "status_url")})
-            initial["headers"] = config.get("headers") or {}
-            initial["secret_headers"] = config.get("secret_headers") or {}
-        elif capability.kind == Kind.MCP:
-            initial["tool"] = config.get("tool", "")
+        initial.update(KINDS[capability.kind].initial(config))
         initial["expected_version"] = version.number
         return initial
 
@@ -232,28 +171,14 @@ class CapabilityForm(forms.Form):
 
     def config(self, kind: str) -> dict[str, Any] | None:
         """The kind's config from the form, over the current config (keeps keys the form does not show)."""
-        data = self.cleaned_data
         current = dict(self.capability.current_version.config) if self.capability is not None else {}
-        if kind == Kind.PYTHON:
-            return None
-        if kind == Kind.MCP:
-            return {**current, "tool": (data.get("tool") or "").strip()}
-        config = {**current, "url": (data.get("url") or "").strip(), "method": data.get("method") or "GET"}
-        for key in ("headers", "secret_headers"):
-            if data.get(key):
-                config[key] = data[key]
-            else:
-                config.pop(key, None)
-        if (data.get("status_url") or "").strip():
-            config["status_url"] = data["status_url"].strip()
-        else:
-            config.pop("status_url", None)
-        return config
+        return KINDS[kind].config_from(self.cleaned_data, current)
 
     def add_service_errors(self, fields: dict[str, list[str]]) -> None:
         """Put a service's field-keyed errors on the matching inputs (others at the top)."""
         for key, messages in fields.items():
-            target = CONFIG_FIELDS.get(key, key)
+            # "config.url" is the url field (each kind's config fields are named for their key).
+            target = key.removeprefix("config.") if key.removeprefix("config.") in self.fields else key
             for message in messages if isinstance(messages, list) else [messages]:
                 if target in self.fields:
                     self.add_error(target, message)

@@ -173,7 +173,7 @@ class CapabilityVersion(models.Model):
                             backoff_cap_s=self.retry_backoff_cap_s,
                             **({"retry_on": retry_on} if retry_on is not None else {}))
         config = dict(self.config)
-        if capability.kind == Kind.MCP and capability.mcp_server_id:
+        if capability.mcp_server_id:   # an MCP tool: its server's client config
             config = {**capability.mcp_server.client_config(), **config}
         return CapabilitySpec(
             name=capability.name,

@@ -16,13 +16,10 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from capabilities.kinds.http import config as http_config
-from capabilities.kinds.mcp import config as mcp_config
-from capabilities.kinds.python import config as python_config
+from capabilities.kinds.table import BROWSER_KINDS, kind_entry
 from capabilities.models import (
     Capability,
     CapabilityVersion,
-    Kind,
     McpServer,
     capability_name_validator,
 )
@@ -163,17 +160,15 @@ def config_errors(*, kind: str, config: Any, policy: dict[str, Any], mcp_server:
     if not isinstance(config, dict):
         errors.add("config", "Must be a JSON object.")
         return dict(errors)
-    if kind == Kind.HTTP:
-        http_config.config_errors(errors, config, policy)
-    elif kind == Kind.MCP:
-        mcp_config.config_errors(errors, config, policy, mcp_server)
-    elif kind == Kind.PYTHON:
-        python_config.config_errors(errors, config, policy)
+    entry = kind_entry(kind)
+    if entry is not None:
+        entry.config_errors(errors, config, policy, mcp_server)
     return dict(errors)
 
 
 def _normalized_config(kind: str, config: dict) -> dict:
-    return http_config.normalized(config) if kind == Kind.HTTP else config
+    entry = kind_entry(kind)
+    return entry.normalized(config) if entry is not None else config
 
 
 def name_errors(name: Any, *, exclude_pk: int | None = None) -> list[str]:
@@ -246,13 +241,14 @@ def capability_create(*, user, name: str, kind: str, policy: dict | None = None,
     errors = FieldErrors()
     for message in name_errors(name):
         errors.add("name", message)
-    if kind not in (Kind.HTTP, Kind.MCP):
-        errors.add("kind", "Choose http or mcp: python capabilities are registered in code and synced.")
+    entry = kind_entry(kind)
+    if entry is None or not entry.registered_in_browser:
+        errors.add("kind", f"Choose {' or '.join(BROWSER_KINDS)}: the other kinds are registered in code and synced.")
     if isinstance(mcp_server, int):
         mcp_server = McpServer.objects.filter(pk=mcp_server).first()
         if mcp_server is None:
             errors.add("mcp_server", "No such MCP server.")
-    if kind != Kind.MCP and mcp_server is not None:
+    if not (entry and entry.names_a_server) and mcp_server is not None:
         errors.add("mcp_server", "Only MCP capabilities name a server.")
     full = complete_policy(policy, default_policy())
     config = _normalized_config(kind, config or {})
@@ -291,8 +287,9 @@ def capability_update(*, user, capability_id: int, policy: dict | None = None, c
     full = complete_policy(policy, current.policy())
     new_config = current.config if config is None else _normalized_config(capability.kind, config)
     errors = {}
-    if capability.kind == Kind.PYTHON and new_config != current.config:
-        errors["config"] = ["A python capability's function is set by its code (and synced), not here."]
+    entry = kind_entry(capability.kind)
+    if not (entry and entry.registered_in_browser) and new_config != current.config:
+        errors["config"] = [f"A {capability.kind} capability's config is set by its code (and synced), not here."]
     errors.update(version_errors(kind=capability.kind, policy=full, config=new_config,
                                  mcp_server=capability.mcp_server))
     if errors:

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from capabilities import policy, selectors, try_it, usage
 from capabilities.forms import CapabilityForm, McpServerForm, TryForm, import_choices
 from capabilities.kinds.mcp import servers
+from capabilities.kinds.table import KINDS
 from capabilities.models import Capability, Kind, McpServer
 from core import jsonlimits
 from core.errors import NotAllowed, ServiceError
@@ -54,6 +55,7 @@ def _detail_context(request, capability: Capability, *, try_form=None, observati
         "try_form": try_form or TryForm(),
         "observation": observation,
         "try_error": try_error,
+        "first_call_note": KINDS[capability.kind].first_call_note,
         "changes_state": version is not None and version.side_effect in policy.CHANGES_STATE,
         "can_change": allowed(request.user, "capabilities.change_capability"),
     }

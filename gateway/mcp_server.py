@@ -179,14 +179,6 @@ async def _await_outcome(ctx, run_id: int, revision: int):
         delay = min(delay * 1.5, POLL_MAX_S)
 
 
-def _registry_stamp():
-    from django.db.models import Max
-
-    from capabilities.models import Capability
-
-    return (Capability.objects.aggregate(m=Max("updated_at"))["m"], Agent.objects.aggregate(m=Max("updated_at"))["m"])
-
-
 @contextlib.asynccontextmanager
 async def _lifespan(server):
     task = asyncio.get_running_loop().create_task(_announce_list_changes())
@@ -201,7 +193,7 @@ async def _announce_list_changes() -> None:
     stamp = None
     while True:
         try:
-            latest = await db(_registry_stamp)()
+            latest = await db(selectors.registry_stamp)()
             if stamp is not None and latest != stamp:
                 for conn in list(OPEN_CONNECTIONS):
                     with contextlib.suppress(Exception):   # a session without a GET stream cannot be told

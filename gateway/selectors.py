@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from capabilities.models import Capability
@@ -12,6 +12,11 @@ from gateway.models import Agent, AgentToken, GatewaySession
 from runs.adapters import DjangoRegistry, OwnerAuthorizer
 from runs.models import Approval, Attempt, PlanRevision, Run
 from runtime.capability import CapabilitySpec
+
+
+def registry_stamp() -> tuple:
+    """Changes whenever a capability or an agent does: when to tell sessions their tool list changed."""
+    return (Capability.objects.aggregate(m=Max("updated_at"))["m"], Agent.objects.aggregate(m=Max("updated_at"))["m"])
 
 
 def agents_list():

@@ -7,11 +7,11 @@ from capabilities.executors.base import OutputStore, default_output_store
 from capabilities.executors.fence import Fence
 from capabilities.executors.open_calls import OPEN_CALLS
 from capabilities.executors.secrets import Redactor
-from capabilities.kinds.http.executor import HttpExecutor
-from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy
-from capabilities.kinds.python.executor import PythonExecutor
+from capabilities.kinds.base import ExecutorParts
+from capabilities.kinds.mcp.executor import StdioPolicy
+from capabilities.kinds.table import KINDS
 from capabilities.netguard import NetGuard
-from runtime.capability import CapabilitySpec, Kind
+from runtime.capability import CapabilitySpec
 from runtime.observation import ErrorCode, Observation
 from runtime.ports import Executor
 
@@ -19,23 +19,20 @@ from runtime.ports import Executor
 class CapabilityExecutor:
     """Implements the runtime's Executor port by `spec.kind`.
 
-    This is where each kind's executor is built, all with one output store and
-    one redactor; the http and mcp ones get the one guard (without one, no host
-    at all is allowed: fail closed), the mcp one the stdio policy (without one,
-    no command runs). An executor given for a kind replaces the built one;
-    `others` plugs in more kinds (e.g. "simulated").
+    This is where each kind's executor is built (capabilities.kinds.table), all with one
+    output store and one redactor; the http and mcp ones get the one guard (without one, no
+    host at all is allowed: fail closed), the mcp one the stdio policy (without one, no
+    command runs). `others` replaces a kind's executor or plugs in more kinds (e.g.
+    "simulated").
     """
 
     def __init__(self, *, guard: NetGuard | None = None, stdio: StdioPolicy | None = None,
                  output_store: OutputStore | None = None, redactor: Redactor | None = None,
-                 python: Executor | None = None, http: Executor | None = None, mcp: Executor | None = None,
                  others: Mapping[str, Executor] | None = None) -> None:
-        store = output_store or default_output_store()
-        guard = guard or NetGuard([])
+        parts = ExecutorParts(guard=guard or NetGuard([]), output_store=output_store or default_output_store(),
+                              redactor=redactor, stdio=stdio)
         self.executors: dict[str, Executor] = {
-            Kind.PYTHON.value: python or PythonExecutor(output_store=store, redactor=redactor),
-            Kind.HTTP.value: http or HttpExecutor(guard=guard, output_store=store, redactor=redactor),
-            Kind.MCP.value: mcp or McpExecutor(guard=guard, stdio=stdio, output_store=store, redactor=redactor),
+            **{str(kind): entry.make_executor(parts) for kind, entry in KINDS.items()},
             **{str(kind): executor for kind, executor in (others or {}).items()},
         }
 

@@ -1,5 +1,6 @@
 """The layout's rules: the runtime core stays pure, data flows one way, no import cycle."""
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -7,13 +8,13 @@ from pathlib import Path
 import grimp
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("agentops", "core", "capabilities", "runs", "notifications", "evaluation")
+PACKAGES = ("runtime", "agentops", "core", "capabilities", "runs", "notifications", "evaluation", "gateway")
 
 # Every import of our own modules placed inside a function, with its reason (README, "Architecture").
 # Django's AppConfig.ready() is where an app hooks into others once every app's models are loaded.
 FUNCTION_LEVEL_IMPORTS = {
     # apps.py signal handlers: after migrate, sync the @capability registry; at worker exit, stop the stdio MCP pool
-    ("capabilities/apps.py", "capabilities.sync"),
+    ("capabilities/apps.py", "capabilities.kinds.python.sync"),
     ("capabilities/apps.py", "capabilities.kinds.mcp"),
     ("core/apps.py", "core"),  # ready(): connect the token-revoking signal handlers
     ("runs/apps.py", "capabilities"),  # ready(): plug the runs' usage reader into the registry pages
@@ -72,3 +73,21 @@ def test_every_model_change_has_its_migration(tmp_path):
     result = subprocess.run([sys.executable, "manage.py", "makemigrations", "--check", "--dry-run"], cwd=ROOT,
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_nothing_outside_the_kinds_table_branches_on_a_capability_kind():
+    """A kind is a folder in capabilities/kinds/ and a line in its table (CONTRIBUTING: adding a kind):
+    code elsewhere asks the table, never `kind == "http"`."""
+    branch = re.compile(r"""kind\s*(?:==|!=|in)\s*\(?\s*(?:Kind\.(?:PYTHON|HTTP|MCP)|["'](?:python|http|mcp)["'])""")
+    offenders = []
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            relative = path.relative_to(ROOT).as_posix()
+            if relative.startswith("capabilities/kinds/") or "/migrations/" in relative:
+                continue
+            offenders += [f"{relative}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1)
+                          if branch.search(line)]
+    for path in (ROOT / "templates").rglob("*.html"):
+        offenders += [f"{path.relative_to(ROOT)}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1)
+                      if re.search(r"""kind\s*==\s*["'](?:python|http|mcp)["']""", line)]
+    assert offenders == []

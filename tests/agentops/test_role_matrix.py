@@ -29,7 +29,7 @@ def _patterns(resolver=None, prefix=""):
 
 @pytest.fixture
 def world(db, operator, second_operator):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     run = services.run_start(owner=operator, goal="Needs approval", planner="scripted",

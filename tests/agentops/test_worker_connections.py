@@ -76,7 +76,7 @@ def test_a_real_worker_advances_its_next_run_on_the_session_it_already_has(opera
     import sys
     from pathlib import Path
 
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
     from runs import services
     from runs.models import Run
 

@@ -62,7 +62,7 @@ def registry(transactional_db):
     from django.utils import timezone
 
     from capabilities.models import Capability, CapabilityVersion
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     CapabilityVersion.objects.filter(capability__name="get_ticket_status").update(polling_interval_s=0.2)

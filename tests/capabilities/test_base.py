@@ -46,7 +46,7 @@ class Recorder:
 
 def test_dispatch_picks_the_executor_for_the_kind():
     python, http = Recorder(), Recorder()
-    executor = CapabilityExecutor(python=python, http=http, mcp=Recorder())
+    executor = CapabilityExecutor(others={"python": python, "http": http, "mcp": Recorder()})
     executor.execute(CapabilitySpec(name="p", kind=Kind.PYTHON), {}, idempotency_key="k", timeout_s=1,
                      trace_id="t", span_id="s")
     executor.execute(CapabilitySpec(name="h", kind=Kind.HTTP), {"a": 1}, idempotency_key=None, timeout_s=2,

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def demo_suite(db):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()  # one task runs against the registered demo capabilities
     return next(s for s in evaluation_suites_sync() if s.name == "demo-capabilities")

@@ -85,7 +85,7 @@ def gateway_stack(django_db_setup, django_db_blocker, wait_until):
 
 @pytest.fixture
 def gw_capabilities(transactional_db):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync(modules=("capabilities.demo.functions", "gw_capabilities"))
 

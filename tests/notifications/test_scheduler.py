@@ -16,7 +16,7 @@ def test_an_approval_request_reaches_the_inbox_through_beat_and_a_worker(
         celery_worker, worker_env, tmp_path, operator, inbox, wait_until):
     from django.conf import settings
 
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     mail = services.channel_save(user=operator, name="ops mail", url=inbox.url)

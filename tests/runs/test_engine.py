@@ -10,7 +10,7 @@ from runs.models import Approval, Attempt, Decision, PlanRevision, Run
 @pytest.fixture
 def demo_capabilities(db, manual_advance):
     """The bundled capabilities, as sync leaves them (a transactional test may have flushed them)."""
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     # Poll fast: the policy's 5 s interval is for people watching the demo.

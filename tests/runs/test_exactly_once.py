@@ -34,7 +34,7 @@ from chaos_ledger import effects_by_item, read_ledger  # noqa: E402
 
 @pytest.fixture
 def ledger(db, worker_env):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync(modules=("chaos_ledger",))
     assert Capability.objects.filter(name="ledger_late").exists()

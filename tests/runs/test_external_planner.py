@@ -22,7 +22,7 @@ SEARCH_STEP = {"id": "s1", "capability": "search_documents", "arguments": {"q": 
 
 @pytest.fixture
 def demo_capabilities(db):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
 

@@ -49,7 +49,7 @@ class TestStartingWithLabels:
         assert not Run.objects.exists()
 
     def test_the_start_form_takes_key_value_pairs(self, client_for, operator, manual_advance, db):
-        from capabilities.sync import python_capabilities_sync
+        from capabilities.kinds.python.sync import python_capabilities_sync
 
         python_capabilities_sync()
         response = client_for(operator).post("/runs/start/", {

@@ -191,7 +191,7 @@ class TestThroughTheEngine:
 
     @pytest.fixture
     def demo_capabilities(self, db, manual_advance):
-        from capabilities.sync import python_capabilities_sync
+        from capabilities.kinds.python.sync import python_capabilities_sync
 
         python_capabilities_sync()
 

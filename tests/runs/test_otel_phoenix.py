@@ -81,7 +81,7 @@ def phoenix_worker(phoenix, worker_env):
 
 def test_a_run_is_readable_in_phoenix_with_the_ids_of_our_trace_page(phoenix, phoenix_worker, operator,
                                                                       manual_advance, wait_until):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
     from runs.tasks import advance_run
 
     python_capabilities_sync()

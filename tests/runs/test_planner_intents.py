@@ -23,7 +23,7 @@ class Crash(BaseException):
 
 @pytest.fixture
 def llm_run(settings, operator, manual_advance, monkeypatch):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     settings.AGENTOPS_LLM_ENDPOINTS = {"fake": {"base_url": "http://127.0.0.1:9/v1"}}

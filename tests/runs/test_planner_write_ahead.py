@@ -79,7 +79,7 @@ def provider(settings):
 
 @pytest.fixture
 def demo_capabilities(db):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
 

@@ -131,7 +131,7 @@ def test_a_decision_is_counted_when_services_record_it(make_run, make_revision, 
 @pytest.mark.django_db(transaction=True)
 def test_a_run_the_engine_finishes_is_counted_once_with_its_attempts(operator, manual_advance):
     """The fenced pass that stops a run (runs.persistence) counts it, as run_finish does."""
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
     from runs import engine, services
 
     python_capabilities_sync()

@@ -14,7 +14,7 @@ COUNTS = ("tool_calls", "revisions", "retries", "approvals_requested", "tokens",
 
 @pytest.fixture
 def registry(db):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
 

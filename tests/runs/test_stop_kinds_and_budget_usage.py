@@ -15,7 +15,7 @@ FOUND = {"capability": "search_documents", "path": "documents.0.id", "exists": T
 
 @pytest.fixture
 def demo_capabilities(db, manual_advance):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
 

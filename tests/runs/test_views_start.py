@@ -6,7 +6,7 @@ from runs.models import Run
 
 @pytest.fixture
 def registry(db):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
 

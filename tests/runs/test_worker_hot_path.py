@@ -14,7 +14,7 @@ from runs.persistence import PassWriter
 
 @pytest.fixture
 def demo_capabilities(db, manual_advance):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
 

@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def registry(db):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     CapabilityVersion.objects.filter(capability__name="get_ticket_status").update(

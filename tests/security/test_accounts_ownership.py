@@ -23,7 +23,7 @@ def lead_operator(roles):
 
 @pytest.fixture
 def run(db, operator):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     return services.run_start(owner=operator, goal="Find the travel policy", completion=FOUND, planner="external",

@@ -53,7 +53,7 @@ def world(roles, keep_connection):
     """Something behind the ids: a run waiting for plan approval, its approval, the capabilities."""
     from django.contrib.auth.models import Group, User
 
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     owner = User.objects.create_user("owner", password="pw-owner-long")

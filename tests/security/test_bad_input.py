@@ -22,7 +22,7 @@ COMPLETION = {"capability": "search_documents", "path": "documents.0.id", "exist
 def admin(db):
     from django.contrib.auth.models import User
 
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     return User.objects.create_superuser("root", "root@example.com", "pw-root-long-enough")

@@ -20,7 +20,7 @@ OFF_SITE = re.compile(r"""(?:src|href)=["'](?:https?:)?//""", re.IGNORECASE)
 def pages(db, operator):
     """Every page of the product, with data behind it."""
     from capabilities.models import Capability
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     run = services.run_start(owner=operator, goal="CSP pages", planner="scripted",

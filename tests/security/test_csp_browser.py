@@ -40,7 +40,7 @@ def world(transactional_db):
     from django.contrib.auth.models import User
 
     from capabilities.models import Capability
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     admin = User.objects.create_superuser("root", "root@example.com", PASSWORD)

@@ -16,7 +16,7 @@ from runs.labels import MAX_LABEL_FILTERS
 class TestWhatIfLimits:
     @pytest.fixture
     def run(self, operator, manual_advance):
-        from capabilities.sync import python_capabilities_sync
+        from capabilities.kinds.python.sync import python_capabilities_sync
 
         python_capabilities_sync()
         run = services.run_start(owner=operator, goal="Find the travel policy", planner="scripted",

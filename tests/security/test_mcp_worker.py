@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from capabilities import policy, sync
+from capabilities import policy
+from capabilities.kinds.python import sync
 from capabilities.kinds.mcp import servers
 from core.models import AuditEvent
 from runs import services

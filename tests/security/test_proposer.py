@@ -24,7 +24,7 @@ def _user(username, *, group="lead operator", without=()):
 
 @pytest.fixture
 def external_run(db, operator):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     return services.run_start(owner=operator, goal="Open a ticket", completion=FOUND, planner="external",

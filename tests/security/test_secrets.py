@@ -124,7 +124,7 @@ def test_an_echoed_secret_is_redacted_from_the_attempt_and_from_the_next_prompt(
                                    '{"prompt_tokens": "12", "completion_tokens": [1], "total_tokens": {"a": 1}}',
                                    '{"prompt_tokens": 1e400}'])
 def test_absurd_usage_numbers_are_clamped_never_a_crash(settings, recorder, operator, manual_advance, usage):
-    from capabilities.sync import python_capabilities_sync
+    from capabilities.kinds.python.sync import python_capabilities_sync
     from runs import engine, services
     from runs.models import Run
 

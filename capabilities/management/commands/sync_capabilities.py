@@ -2,7 +2,7 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from capabilities.sync import python_capabilities_sync
+from capabilities.kinds.python.sync import python_capabilities_sync
 
 
 class Command(BaseCommand):

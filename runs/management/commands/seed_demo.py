@@ -13,7 +13,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand
 
-from capabilities.sync import python_capabilities_sync
+from capabilities.kinds.python.sync import python_capabilities_sync
 from core.roles import OPERATOR, REGISTRY_ADMIN, VIEWER, sync_role_groups
 from runs import engine, services
 from runs.models import Run
