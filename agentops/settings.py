@@ -420,7 +420,7 @@ AGENTOPS_RUN_LEASE_SECONDS = env_int("AGENTOPS_RUN_LEASE_SECONDS", 30, minimum=3
 # An unacknowledged task (its worker was killed) is redelivered by Redis after this, not the
 # default hour: a lease, a task's slice and a margin. Tasks wait at most 30 s in a countdown
 # (longer waits hop), so no waiting task is redelivered early. The orphan sweep sends a task
-# again only when nobody claimed its run this long after it was due (runs.queue).
+# again only when nobody claimed its run this long after it was due (runs.worker.queue).
 TASK_VISIBILITY_TIMEOUT_S = AGENTOPS_RUN_LEASE_SECONDS + 60
 if urlsplit(CELERY_BROKER_URL).scheme in ("redis", "rediss"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": TASK_VISIBILITY_TIMEOUT_S}

@@ -171,7 +171,7 @@ def measure(args, workdir: Path) -> dict:
     return {
         "runs": args.runs, "steps": args.steps, "workers": args.workers, "concurrency": args.concurrency,
         "lease_s": args.lease, "completed": runs.filter(status="completed").count(),
-        # Each re-send logs one line (runs.sweeps); a decided approval's wake-up would too (none here).
+        # Each re-send logs one line (runs.worker.sweeps); a decided approval's wake-up would too (none here).
         "resent_tasks": count_lines(logs, "queued again"),
         "max_queue_length": max(queue_length.samples, default=0),
         "scheduler_tasks_sent": count_lines([workdir / "beat.log"], "Sending due task"),

@@ -105,7 +105,7 @@ def build(runs: int, big_attempts: int, approvals: int, attempt_every: int) -> d
     from django.contrib.auth.models import User
     from django.db import connection, transaction
 
-    from runs import rollup
+    from runs.dashboard import rollup
     from runs.models import Approval, Attempt, PlanRevision, Run, Step
 
     user, _ = User.objects.get_or_create(username="bench", defaults={"is_superuser": True, "is_staff": True})

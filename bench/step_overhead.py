@@ -194,8 +194,9 @@ def _statements(plan: list, passes: int, user, *, by_table: bool = False) -> Cou
     from django.db import connection
 
     from capabilities import egress
-    from runs import engine, services
-    from runs.adapters import SharedSpecs
+    from runs import services
+    from runs.worker import engine
+    from runs.worker.adapters import SharedSpecs
 
     run = services.run_start(owner=user, goal="count statements", planner="scripted",
                              planner_config={"plans": [plan]},

@@ -3,7 +3,7 @@
 Each task runs twice, `direct` then `planning`, each in a fresh simulated world
 (prepare_scenario: the real Controller, simulated capabilities answering from the
 task's script, a simulated clock) under the task's budgets and deadline. Every
-pass is written with runs.persistence.record_transition in its own transaction,
+pass is written with runs.worker.persistence.record_transition in its own transaction,
 so each result links to a real trace at /runs/<id>/.
 """
 from __future__ import annotations
@@ -30,9 +30,9 @@ from core.choices import ApprovalState, RunStatus
 from evaluation.models import Evaluation, EvaluationResult
 from evaluation.suites import task_problems, task_scenario
 from evaluation.verdicts import Outcome, mode_aggregate, task_verdict, verdict_counts
-from runs.adapters import DjangoRegistry, OwnerAuthorizer, WallClock
+from runs.worker.adapters import DjangoRegistry, OwnerAuthorizer, WallClock
 from runs.models import Approval, Planner, Run, Step
-from runs.persistence import record_transition
+from runs.worker.persistence import record_transition
 from runs.planners import planner_from
 from runs.services import run_finish
 from runtime import events as ev

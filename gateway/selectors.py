@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from capabilities.models import Capability
 from gateway.models import Agent, AgentToken, GatewaySession
-from runs.adapters import DjangoRegistry, OwnerAuthorizer
+from runs.worker.adapters import DjangoRegistry, OwnerAuthorizer
 from runs.models import Approval, Attempt, PlanRevision, Run
 from runtime.capability import CapabilitySpec
 

@@ -15,7 +15,7 @@ from django.db.models import Count, Q
 
 from core.choices import StopReason
 from notifications.models import RuleEvent
-from runs.budget_usage import run_budget_usage
+from runs.dashboard.budget_usage import run_budget_usage
 from runs.labels import runs_with_labels
 from runs.models import Approval, Run
 from runs.selectors import LIVE_STATUSES

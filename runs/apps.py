@@ -8,9 +8,10 @@ class RunsConfig(AppConfig):
     def ready(self):
         # At ready(), not at import: app modules import models, which need the app registry.
         from capabilities import usage
-        from runs import capability_usage, otel
+        from runs import otel
 
         # The registry's pages show usage read from this app's attempts (capabilities.usage).
+        from runs.dashboard import capability_usage
         usage.use_reader(capability_usage)
 
         # Before the WSGI handler loads its middleware: request spans need theirs inserted.

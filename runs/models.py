@@ -1,6 +1,6 @@
 """Durable records of agent runs: what was planned, tried, observed and decided.
 
-Every row here is written by runs.services / runs.persistence as it happens, so
+Every row here is written by runs.services / runs.worker.persistence as it happens, so
 the trace of a run can be reviewed after an incident exactly as it unfolded.
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Run(models.Model):
     stop_reason = models.CharField(max_length=40, choices=StopReason.choices, blank=True)
     stop_detail = models.TextField(blank=True)
     stop_attempt = models.ForeignKey("Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    # A call running for more than a second, while it runs (runs.calls_in_flight): shown on the trace.
+    # A call running for more than a second, while it runs (runs.trace.calls_in_flight): shown on the trace.
     call_in_flight = models.JSONField(null=True, blank=True)
     # Only with a stalled stop reason: repeated_without_progress or planner_exhausted.
     stall_kind = models.CharField(max_length=30, choices=StallKind.choices, blank=True)
@@ -466,4 +466,4 @@ class Reconciliation(models.Model):
         return f"run {self.run_id}: {'committed' if self.committed else 'not committed'}"
 
 
-from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup  # noqa: E402,F401  (dashboard rollups, runs.rollup)
+from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup  # noqa: E402,F401  (dashboard rollups, runs.dashboard.rollup)

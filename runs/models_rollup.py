@@ -1,4 +1,4 @@
-"""Pre-aggregated counts for the dashboard (maintained by runs.rollup).
+"""Pre-aggregated counts for the dashboard (maintained by runs.dashboard.rollup).
 
 Hour grain: `hour` is whole hours since the Unix epoch (UTC), so any window
 aligned to an hour (24 h, 7 d, 30 d) reads at most (hours x categories) rows,
@@ -49,7 +49,7 @@ class StopRollup(models.Model):
 class AttemptRollup(models.Model):
     """Attempts of finished runs per (hour started, capability, latency bin).
 
-    The latency bin is floor(ln(latency_s) * runs.rollup.BINS_PER_E): percentiles
+    The latency bin is floor(ln(latency_s) * runs.dashboard.rollup.BINS_PER_E): percentiles
     are read from these bins (rank by rank, interpolated between the bin's own
     minimum and maximum), so they are exact when a bin holds one distinct value
     and within a bin's width (about 10 %) otherwise.

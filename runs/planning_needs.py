@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runs.adapters import DjangoRegistry, OwnerAuthorizer
+from runs.worker.adapters import DjangoRegistry, OwnerAuthorizer
 from runs.models import PlanSubmission, Run
 from runs.planners.external import awaited_revision
 from runs.planners.llm import observation_for_planner

@@ -26,11 +26,11 @@ from django.utils import timezone
 from capabilities.models import Capability
 from core.choices import ApprovalState
 from runs import search
-from runs.budget_usage import run_budget_usage
+from runs.dashboard.budget_usage import run_budget_usage
 from runs.models import Approval, Attempt, Decision, PlannerCall, PlanRevision, Run, Step
 from runs.pagination import Ordering
 from runs.querytools import narrowed, one_of
-from runs.trace_review import with_review_fields
+from runs.trace.review import with_review_fields
 from runtime.plan import step_changes
 from runtime.stop import StopReason
 
@@ -245,7 +245,7 @@ def _number(value: Any) -> float | None:
 def budget_gauges(*, run: Run, capability_calls: dict[str, int] | None = None) -> list[Gauge]:
     """One gauge per budget the run declares, the one that stopped it marked exhausted.
 
-    The rows come from runs.budget_usage, which the API reports too: the page only
+    The rows come from runs.dashboard.budget_usage, which the API reports too: the page only
     labels them. (capability_calls is accepted for callers that still pass it.)
     """
     stopped_by = (reason := StopReason.of(run.stop_reason)) and reason.budget

@@ -17,10 +17,12 @@ from core.errors import Conflict, InvalidInput, NotAllowed
 from core.models import AuditAction
 from core.permissions import require
 from core.roles import MANAGE_ALL_RUNS
-from runs import otel, queue, rollup
+from runs import otel
+from runs.worker import queue
+from runs.dashboard import rollup
 from runs.labels import labels_errors
 from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
-from runs.planner_intents import count_planner_calls_left_in_flight
+from runs.worker.planner_intents import count_planner_calls_left_in_flight
 from runs.planners import validate_planner_config
 from runs.planners.external import awaited_revision, next_plan_revision
 from runtime.budgets import Budgets

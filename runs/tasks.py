@@ -1,4 +1,4 @@
-"""Celery tasks: thin interfaces to runs.engine. They take ids and are safe to repeat."""
+"""Celery tasks: thin interfaces to runs.worker.engine. They take ids and are safe to repeat."""
 import logging
 import socket
 
@@ -6,8 +6,10 @@ from celery import shared_task
 from django.conf import settings
 
 from core.outages import outage_of
-from runs import engine, queue, sweeps
-from runs.leases import INFRASTRUCTURE_ERRORS
+from runs.worker import engine
+from runs.worker import queue
+from runs.worker import sweeps
+from runs.worker.leases import INFRASTRUCTURE_ERRORS
 from runs.retention import purge_by_setting
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ the recorded decisions. Running it drives the same controller, so it reproduces 
 run's decisions and stop reason, and a reviewer can change one response to see what
 the runtime would have decided instead.
 
-Pure: the Django side (runs.scenario_export) and scenario results (`record_from_events`)
+Pure: the Django side (runs.trace.scenario_export) and scenario results (`record_from_events`)
 turn what they hold into the plain records below.
 
 What a recording cannot carry, and how it is exported:

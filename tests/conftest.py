@@ -35,7 +35,7 @@ def registry_read_afresh(request):
     if not request.config.pluginmanager.hasplugin("django"):
         return
     from capabilities import egress
-    from runs.adapters import SharedSpecs
+    from runs.worker.adapters import SharedSpecs
 
     SharedSpecs.forget()
     egress.forget_registry_secret_names()
@@ -54,7 +54,7 @@ def live_runs_replay_identically(request):
     response; flag and decision are one fact)."""
     if not request.config.pluginmanager.hasplugin("django") or "tests/browser/" in str(request.fspath):
         return
-    from runs import engine
+    from runs.worker import engine
 
     advance = engine.run_advance
 
@@ -68,7 +68,7 @@ def live_runs_replay_identically(request):
 
 def assert_replays_identically(run_id: int) -> None:
     from runs.models import Decision, Run
-    from runs.scenario_export import run_scenario_export, scenario_replay
+    from runs.trace.scenario_export import run_scenario_export, scenario_replay
 
     run = Run.objects.filter(pk=run_id, finished_at__isnull=False).first()
     if run is None or run.stop_reason in _NOT_REPLAYABLE:

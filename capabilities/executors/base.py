@@ -153,7 +153,7 @@ class BaseExecutor(ABC):
     def execute(self, spec: CapabilitySpec, arguments: dict, *, idempotency_key: str | None = None,
                 timeout_s: float | None = None, trace_id: str = "", span_id: str = "",
                 attempt: int | None = None, fence: Fence | None = None) -> Observation:
-        """`fence`: the fencing token of a run's state-changing call (runs.adapters sets it from
+        """`fence`: the fencing token of a run's state-changing call (runs.worker.adapters sets it from
         the run's lease and `attempt`), carried to the callee by every kind."""
         started = time.monotonic()
         trace_id = trace_id or new_trace_id()

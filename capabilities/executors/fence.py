@@ -1,6 +1,6 @@
 """The fencing token a state-changing call carries to its callee.
 
-A run's lease token rises on every claim (runs/leases.py), so (lease token, attempt) orders
+A run's lease token rises on every claim (runs/worker/leases.py), so (lease token, attempt) orders
 every call ever made for a run. A worker paused past its lease (SIGSTOP, a long GC, a VM
 migration) can wake and finish a call after another worker took the run over; a callee that
 checks the fence makes that late call harmless:

@@ -12,14 +12,15 @@ from capabilities.models import StoredOutput
 from core.api import PAGE_PARAMETERS, Pagination, paginated, validated
 from core.choices import ErrorCategory, ErrorCode, RunStatus, SideEffectStatus, StopReason
 from core.permissions import require_perm
-from runs import reconciliation, search, selectors, services
+from runs import search, selectors, services
+from runs.trace import reconciliation
 from runs.labels import label_filters_parse
 from runs.models import Approval, Attempt, Decision, Planner, PlanRevision, Run
 from runs.selectors import RunFilters
-from runs.trace_json import approval_dict, attempt_values, revision_dict, run_dict
+from runs.trace.as_json import approval_dict, attempt_values, revision_dict, run_dict
 
 
-# The answers' shapes, for OpenAPI: runs.trace_json makes them (the trace download writes the
+# The answers' shapes, for OpenAPI: runs.trace.as_json makes them (the trace download writes the
 # same items), these only document them, as the model has a field where it can;
 # tests/runs/test_trace_json.py checks each against what trace_json makes.
 
@@ -214,7 +215,7 @@ class RunCancelApi(APIView):
 
 
 class RunReconcileApi(APIView):
-    """What a person found about the unknown side effect the run stopped on (runs.reconciliation)."""
+    """What a person found about the unknown side effect the run stopped on (runs.trace.reconciliation)."""
     permission_classes = [require_perm("runs.reconcile_run")]
 
     class ReconcileInput(serializers.Serializer):

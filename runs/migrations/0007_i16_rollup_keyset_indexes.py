@@ -7,7 +7,7 @@ from django.db import migrations, models
 def fill_rollup(apps, schema_editor):
     # Count the runs that finished before the rollup existed (nothing to do on a new install).
     if apps.get_model("runs", "Run").objects.exists():
-        from runs import rollup
+        from runs.dashboard import rollup
 
         rollup.rebuild()
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 def fill_stops(apps, schema_editor):
     # Count the runs that finished before these rows existed (nothing to do on a new install).
     if apps.get_model("runs", "Run").objects.exists():
-        from runs import rollup
+        from runs.dashboard import rollup
 
         rollup.rebuild_stops()
 

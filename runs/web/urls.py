@@ -27,7 +27,7 @@ urlpatterns += [
     path("views/<int:view_id>/delete/", views_search.saved_view_delete, name="saved_view_delete"),
 ]
 
-# A run as a scenario: download, and replay with one response changed (runs.scenario_export).
+# A run as a scenario: download, and replay with one response changed (runs.trace.scenario_export).
 from runs.web import views_scenario  # noqa: E402
 
 urlpatterns += [

@@ -1,6 +1,6 @@
 """Operator pages for runs: list, trace, approval inbox, dashboard.
 
-Views read through runs.selectors / runs.dashboard and change state only
+Views read through runs.selectors / runs.dashboard.periods and change state only
 through runs.services. htmx requests get the page's partial ("page.html#name").
 """
 from __future__ import annotations
@@ -27,13 +27,18 @@ from core.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, bad_request, forbidden, permission_needed
-from runs import calls_in_flight, reconciliation, search, selectors, services, timeline, trace_json, trace_review
-from runs import dashboard as dashboard_data
-from runs import dashboard_active as active
+from runs import search, selectors, services
+from runs.trace import calls_in_flight
+from runs.trace import reconciliation
+from runs.trace import timeline
+from runs.trace import as_json as trace_json
+from runs.trace import review as trace_review
+from runs.dashboard import periods as dashboard_data
+from runs.dashboard import active
 from runs.labels import TOO_MANY_FILTERS, label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
 from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
-from runs.trace_review import TraceFilters
+from runs.trace.review import TraceFilters
 from runs.web.forms import RunStartForm, initial_from_run
 from runtime.stop import StopKind, stop_reason
 

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from core.downloads import as_download
 from core.errors import ServiceError
 from core.permissions import permission_needed
-from runs import scenario_export
+from runs.trace import scenario_export
 from runs.models import Run
 
 

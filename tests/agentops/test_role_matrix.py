@@ -6,7 +6,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from capabilities.models import Capability
-from runs import engine, services
+from runs import services
+from runs.worker import engine
 from runs.models import Approval
 
 PUBLIC = {"login", "logout", "healthz", "favicon"}

@@ -19,7 +19,8 @@ NOT_CHECKED = ("region", "heading-order", "page-has-heading-one", "landmark-comp
 
 
 def _stalled(admin):
-    from runs import engine, services
+    from runs import services
+    from runs.worker import engine
 
     run = services.run_start(owner=admin, goal="Find the teleportation policy", planner="scripted",
                              planner_config=PLAN, completion=FOUND, labels={"team": "payments"})
@@ -28,7 +29,8 @@ def _stalled(admin):
 
 
 def _waiting(admin):
-    from runs import engine, services
+    from runs import services
+    from runs.worker import engine
 
     run = services.run_start(owner=admin, goal="Waits for plan approval", planner="scripted", planner_config=PLAN,
                              completion=FOUND, require_plan_approval=True)

@@ -28,7 +28,8 @@ def outside_requests(page):
 
 
 def stalled_run(owner):
-    from runs import engine, services
+    from runs import services
+    from runs.worker import engine
 
     run = services.run_start(owner=owner, goal="Find the teleportation policy", planner="scripted",
                              planner_config={"plans": [[SEARCH], [SEARCH], [SEARCH]]},
@@ -40,7 +41,8 @@ def stalled_run(owner):
 
 
 def run_awaiting_approval(owner, title="Broken badge reader", goal="Open a ticket for the broken badge reader"):
-    from runs import engine, services
+    from runs import services
+    from runs.worker import engine
 
     run = services.run_start(owner=owner, goal=goal, planner="scripted",
                              planner_config={"plans": [[{**SEARCH, "arguments": {"q": "badge reader"}},
@@ -99,7 +101,8 @@ def test_a_reviewer_finds_the_repeated_pair_and_the_trigger_from_the_timeline(
 
 def test_the_live_trace_keeps_an_open_section_the_scroll_and_focus(
         page, live_server, login, registry, manual_advance, operator, second_operator, shot, outside_requests):
-    from runs import engine, services
+    from runs import services
+    from runs.worker import engine
     from runs.models import Approval
 
     run = run_awaiting_approval(second_operator)

@@ -72,7 +72,8 @@ def test_a_rejection_stops_the_run_with_its_reason_shown(
 
 def test_a_viewer_sees_no_approve_button_and_a_forged_approval_is_refused(
         page, live_server, login, registry, manual_advance, operator, viewer, shot):
-    from runs import engine, services
+    from runs import services
+    from runs.worker import engine
     from runs.models import Approval
 
     run = services.run_start(owner=operator, goal="Needs approval", planner="scripted",
@@ -127,7 +128,8 @@ def test_a_registry_admin_registers_an_http_capability(page, live_server, login,
 
 def test_an_incident_reviewer_finds_the_repeated_attempts_and_the_stop_reason(
         page, live_server, login, registry, manual_advance, operator, viewer, shot):
-    from runs import engine, services
+    from runs import services
+    from runs.worker import engine
 
     step = {"capability": "search_documents", "arguments": {"q": "zzz-unknown-topic"}}
     run = services.run_start(owner=operator, goal="Find the teleportation policy", planner="scripted",
@@ -151,7 +153,8 @@ def test_an_incident_reviewer_finds_the_repeated_attempts_and_the_stop_reason(
 
 def test_the_dashboard_renders_its_charts_with_data(page, live_server, login, registry, manual_advance, operator, viewer,
                                                     shot):
-    from runs import engine, services
+    from runs import services
+    from runs.worker import engine
 
     for goal, query in (("Find the travel policy", "travel"), ("Find nothing", "zzz-none")):
         run = services.run_start(owner=operator, goal=goal, planner="scripted",

@@ -13,7 +13,8 @@ FOUND = {"capability": "search_documents", "path": "documents.0.id", "exists": T
 
 
 def _stalled(owner, goal, labels):
-    from runs import engine, services
+    from runs import services
+    from runs.worker import engine
 
     run = services.run_start(owner=owner, goal=goal, planner="scripted", planner_config={"plans": [[SEARCH]] * 3},
                              completion=FOUND, labels=labels)
@@ -78,7 +79,7 @@ def test_try_it_shows_that_the_call_is_running(page, live_server, login, registr
 
 
 def test_the_trace_shows_the_call_in_flight(page, live_server, login, registry, manual_advance, operator, shot):
-    # What the worker writes while a call runs (runs.calls_in_flight), on a live run.
+    # What the worker writes while a call runs (runs.trace.calls_in_flight), on a live run.
     from runs import services
     from runs.models import Run
 

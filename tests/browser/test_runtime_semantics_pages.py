@@ -4,7 +4,8 @@ import pytest
 from playwright.sync_api import expect
 
 from capabilities.models import Capability
-from runs import engine, services
+from runs import services
+from runs.worker import engine
 from runs.models import Approval
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]

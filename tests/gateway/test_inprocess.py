@@ -2,7 +2,7 @@
 filtering, result and isError mapping, argument validation, session binding, one call at a time.
 
 The ASGI app is served through httpx's in-process transport; where a call must conclude, an
-inline worker (a thread running the real engine, runs.engine.run_advance) stands in for Celery.
+inline worker (a thread running the real engine, runs.worker.engine.run_advance) stands in for Celery.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 @pytest.fixture
 def no_worker(monkeypatch):
     """Nothing advances runs: a call stays in flight until the call wait ends."""
-    from runs import queue
+    from runs.worker import queue
 
     monkeypatch.setattr(queue, "advance_later", lambda run_id, countdown=None: None)
 
@@ -41,7 +41,9 @@ def inline_worker(monkeypatch):
     """Every send of a run's task advances it in a thread of this process with the real engine."""
     from django.db import close_old_connections
 
-    from runs import engine, queue
+    from runs.worker import engine
+
+    from runs.worker import queue
 
     threads = []
 
@@ -266,7 +268,7 @@ class TestSessionEndedDuringAnApproval:
         from django.utils import timezone
 
         from runs.models import Approval
-        from runs.sweeps import sweep_expired_approvals
+        from runs.worker.sweeps import sweep_expired_approvals
 
         run, approval_id = self.ended_while_pending(agent_token, settings)
         Approval.objects.filter(pk=approval_id).update(expires_at=timezone.now() - timedelta(seconds=1))

@@ -52,7 +52,7 @@ def webhook(settings):
         server.server_close()
 
 
-# -- run records, written directly as runs.persistence would ---------------------------------------
+# -- run records, written directly as runs.worker.persistence would ---------------------------------------
 
 @pytest.fixture
 def make_run(db, operator):

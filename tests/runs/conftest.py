@@ -1,6 +1,6 @@
 """Factories for run records, as fixtures (tests import nothing from each other).
 
-They write rows directly, the way runs.persistence would, so page tests need no
+They write rows directly, the way runs.worker.persistence would, so page tests need no
 runtime and no worker.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ def make_capability(db):
 def make_run(db, operator):
     from django.utils import timezone
 
-    from runs import rollup
+    from runs.dashboard import rollup
     from runs.models import Run
 
     def make(*, owner=None, goal="Find the travel policy", status="running", stop_reason="", created_at=None,
@@ -89,7 +89,7 @@ def make_step(db):
 def make_attempt(db):
     from django.utils import timezone
 
-    from runs import rollup
+    from runs.dashboard import rollup
     from runs.models import Attempt, Decision
 
     def make(step, *, number=1, status="ok", error_code="", signature_hash=None, started_at=None, latency_s=0.2,

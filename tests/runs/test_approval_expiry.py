@@ -7,9 +7,10 @@ from django.utils import timezone
 
 from capabilities.models import Capability, CapabilityVersion, Ticket
 from core.errors import Conflict
-from runs import engine, services
+from runs import services
+from runs.worker import engine
 from runs.models import Approval, Run
-from runs.sweeps import sweep_expired_approvals
+from runs.worker.sweeps import sweep_expired_approvals
 
 TICKET_PLAN = [[{"capability": "create_ticket", "arguments": {"title": "Printer on fire"}}]]
 TICKET_DONE = {"capability": "create_ticket", "path": "ticket_id", "exists": True}

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runs.calls_in_flight import AnnouncedCalls
+from runs.trace.calls_in_flight import AnnouncedCalls
 from runs.models import Run
 
 

@@ -6,7 +6,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runs import dashboard, rollup
+from runs.dashboard import periods as dashboard
+
+from runs.dashboard import rollup
 from runs.models import Approval
 
 
@@ -158,7 +160,7 @@ class TestDashboardView:
 def test_a_run_lands_in_the_bucket_its_time_falls_in(make_run, window_key, ago):
     from django.utils import timezone
 
-    from runs.dashboard import WINDOWS, dashboard, window_bounds
+    from runs.dashboard.periods import WINDOWS, dashboard, window_bounds
 
     now = timezone.now()
     created = now - ago

@@ -3,7 +3,10 @@ import pytest
 from django.utils import timezone
 
 from capabilities.models import Capability, CapabilityVersion, Ticket
-from runs import engine, leases, services, sweeps
+from runs import services
+from runs.worker import engine
+from runs.worker import leases
+from runs.worker import sweeps
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run
 
 
@@ -250,7 +253,7 @@ class TestOwnerAuthorizer:
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
-        from runs.adapters import OwnerAuthorizer
+        from runs.worker.adapters import OwnerAuthorizer
 
         owner = type(operator).objects.get(pk=operator.pk)
         with CaptureQueriesContext(connection) as queries:
@@ -262,7 +265,7 @@ class TestOwnerAuthorizer:
         assert not [q for q in queries.captured_queries if q["sql"].startswith('SELECT "auth_user"."id"')]
 
     def test_an_inactive_owner_is_refused_and_a_changed_owner_is_read_again(self, operator):
-        from runs.adapters import OwnerAuthorizer
+        from runs.worker.adapters import OwnerAuthorizer
 
         operator.is_active = False
         assert not OwnerAuthorizer(operator.pk, owner=operator).permits("runs.start_run")

@@ -19,7 +19,8 @@ import pytest
 from django.utils import timezone
 
 from capabilities.models import Capability
-from runs import queue, services
+from runs import services
+from runs.worker import queue
 from runs.models import Attempt, Decision, Run
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

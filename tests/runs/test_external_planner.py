@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from core.models import AuditEvent
-from runs import engine, services, sweeps
+from runs import services
+from runs.worker import engine
+from runs.worker import sweeps
 from runs.models import PlanRevision, PlanSubmission, Run
 
 ROOT = Path(__file__).resolve().parents[2]

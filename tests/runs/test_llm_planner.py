@@ -219,7 +219,7 @@ class TestThroughTheEngine:
 
     def test_a_run_completes_and_its_revision_records_what_the_model_said(self, llm, demo_capabilities, starter,
                                                                           monkeypatch):
-        from runs import engine
+        from runs.worker import engine
         from runs.models import PlanRevision
 
         monkeypatch.setenv("TEST_LLM_API_KEY", "sk-from-env")
@@ -240,7 +240,7 @@ class TestThroughTheEngine:
 
     def test_an_operator_sees_the_side_effecting_capabilities_too(self, llm, demo_capabilities, operator,
                                                                    monkeypatch):
-        from runs import engine
+        from runs.worker import engine
 
         monkeypatch.setenv("TEST_LLM_API_KEY", "sk-from-env")
         llm.responses = [completion({"no_further_plan": True})]

@@ -111,7 +111,7 @@ class TestExportInProcess:
         otel._state.update(pid=None, tracer=None, provider=None)
 
     def _run(self, operator):
-        from runs import engine
+        from runs.worker import engine
 
         run = _start(operator, [[{"capability": "search_documents", "arguments": {"q": "travel"}}]],
                      {"capability": "search_documents", "path": "documents.0.id", "exists": True})
@@ -132,7 +132,7 @@ class TestExportInProcess:
 
     def test_spans_carry_their_kind_the_stopping_span_is_marked_and_the_project_is_configurable(
             self, otlp_receiver, otel_env, registry, operator, manual_advance, wait_until, settings):
-        from runs import engine
+        from runs.worker import engine
 
         settings.AGENTOPS_OTEL_PROJECT = "payments-agents"
         otel_env(otlp_receiver.url, OTEL_SERVICE_NAME="agentops-eu")

@@ -126,7 +126,7 @@ def workers(worker_env, provider, tmp_path, celery_worker):
 def test_a_planner_call_lost_with_its_worker_is_counted_once_as_an_estimate_and_asked_again(
         provider, workers, operator, demo_capabilities, wait_until):
     from runs import services
-    from runs.sweeps import requeue_orphaned_runs
+    from runs.worker.sweeps import requeue_orphaned_runs
 
     first = workers("first")
     run = services.run_start(owner=operator, goal="Find the travel policy", planner="llm",

@@ -6,7 +6,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runs import dashboard, dashboard_active, rollup
+from runs.dashboard import periods as dashboard
+
+from runs.dashboard import active as dashboard_active
+
+from runs.dashboard import rollup
 from runs.models import Attempt, AttemptRollup, Run, RunRollup, StopRollup
 
 
@@ -130,9 +134,10 @@ def test_a_decision_is_counted_when_services_record_it(make_run, make_revision, 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_run_the_engine_finishes_is_counted_once_with_its_attempts(operator, manual_advance):
-    """The fenced pass that stops a run (runs.persistence) counts it, as run_finish does."""
+    """The fenced pass that stops a run (runs.worker.persistence) counts it, as run_finish does."""
     from capabilities.kinds.python.sync import python_capabilities_sync
-    from runs import engine, services
+    from runs import services
+    from runs.worker import engine
 
     python_capabilities_sync()
     run = services.run_start(owner=operator, goal="Find the travel policy", budgets={"deadline_s": 60},

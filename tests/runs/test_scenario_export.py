@@ -5,9 +5,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runs import engine, services
+from runs import services
+
+from runs.worker import engine
 from runs.models import Approval, Decision, Run
-from runs.scenario_export import run_scenario_export
+from runs.trace.scenario_export import run_scenario_export
 
 COUNTS = ("tool_calls", "revisions", "retries", "approvals_requested", "tokens", "side_effects_committed")
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from runs import engine, services
-from runs.budget_usage import run_budget_usage
+from runs import services
+
+from runs.worker import engine
+from runs.dashboard.budget_usage import run_budget_usage
 from runs.models import Run
 from runs.selectors import budget_gauges
 

@@ -8,7 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runs import queue, sweeps
+from runs.worker import queue
+
+from runs.worker import sweeps
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db

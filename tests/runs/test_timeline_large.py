@@ -1,4 +1,4 @@
-"""The timeline of a run with more attempts than runs.timeline.AGGREGATE_ABOVE: the database merges
+"""The timeline of a run with more attempts than runs.trace.timeline.AGGREGATE_ABOVE: the database merges
 the columns, the notable attempts are still named and linked, and the page costs the same queries."""
 import re
 from datetime import timedelta
@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from runs import timeline
+from runs.trace import timeline
 from runs.models import Attempt, Decision, PlanRevision, Run
 
 N = 120

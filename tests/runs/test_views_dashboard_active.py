@@ -7,7 +7,9 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from django.utils import timezone
 
-from runs import dashboard_active, rollup
+from runs.dashboard import active as dashboard_active
+
+from runs.dashboard import rollup
 from runs.models import Run
 
 

@@ -6,10 +6,12 @@ from django.test.utils import CaptureQueriesContext
 from capabilities import egress
 from capabilities.models import Capability
 from capabilities.policy import capability_update
-from runs import engine, leases, services
-from runs.adapters import DjangoRegistry
+from runs import services
+from runs.worker import engine
+from runs.worker import leases
+from runs.worker.adapters import DjangoRegistry
 from runs.models import Attempt, Run, Step
-from runs.persistence import PassWriter
+from runs.worker.persistence import PassWriter
 
 
 @pytest.fixture
@@ -135,7 +137,7 @@ def test_the_registry_s_secret_names_are_read_once_per_version(demo_capabilities
 
 def _first_pass(run, lease):
     """The run's first pass (its plan), as a worker's slice makes it, and the writer it goes through."""
-    from runs.adapters import build_controller
+    from runs.worker.adapters import build_controller
     from runtime.state import RunState
 
     run = Run.objects.select_related("owner").get(pk=run.pk)
@@ -178,7 +180,7 @@ class TestTheFirstPlanInOneStatement:
         assert writer._steps == {(1, "a"): (steps[0].pk, version), (1, "b"): (steps[1].pk, version)}
 
     def test_a_plan_of_the_most_steps_written_so_is_one_statement_too(self, operator, demo_capabilities):
-        from runs.persistence import ONE_STATEMENT_PLAN_STEPS
+        from runs.worker.persistence import ONE_STATEMENT_PLAN_STEPS
 
         steps = [{"id": f"s{i}", "capability": "search_documents", "arguments": {"q": f"travel {i}"}}
                  for i in range(ONE_STATEMENT_PLAN_STEPS)]
@@ -217,7 +219,7 @@ class TestTheFirstPlanInOneStatement:
 def test_a_plan_of_more_steps_than_one_statement_may_bind_is_written_in_batches(operator, demo_capabilities):
     """On PostgreSQL 5,100 steps of 13 columns are 66,300 parameters, over the protocol's 65,535: the
     run was left retrying the plan's INSERT as if the database were down. SQLite binds 999."""
-    from runs.sql import Columns, max_params
+    from runs.worker.sql import Columns, max_params
 
     count = max_params() // len(Columns.of(Step).columns) + 60
     steps = [{"id": f"s{i}", "capability": "search_documents", "arguments": {"q": f"travel {i}"}} for i in range(count)]

@@ -5,7 +5,8 @@ import pytest
 
 from core.choices import RunStatus
 from core.errors import NotAllowed
-from runs import engine, services
+from runs import services
+from runs.worker import engine
 from runs.models import PlanSubmission
 
 FOUND = {"capability": "search_documents", "path": "documents.0.id", "exists": True}

@@ -17,7 +17,9 @@ from hypothesis import settings as hypothesis_settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from runs import engine, services
+from runs import services
+
+from runs.worker import engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 EXAMPLES = int(os.environ.get("AGENTOPS_FUZZ_EXAMPLES", "8"))

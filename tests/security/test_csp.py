@@ -9,7 +9,9 @@ import re
 
 import pytest
 
-from runs import engine, services
+from runs import services
+
+from runs.worker import engine
 
 INLINE_HANDLER = re.compile(r"<[^>]+\s(on[a-z]+|hx-on[:\w-]*)\s*=", re.IGNORECASE)
 INLINE_SCRIPT = re.compile(r"<script(?![^>]*\ssrc=)[^>]*>", re.IGNORECASE)

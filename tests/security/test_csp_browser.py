@@ -12,7 +12,8 @@ import pytest
 from playwright.sync_api import expect
 
 from core.choices import RunStatus
-from runs import engine, services
+from runs import services
+from runs.worker import engine
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [

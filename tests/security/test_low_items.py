@@ -8,7 +8,9 @@ from types import SimpleNamespace
 import pytest
 from django.utils import timezone
 
-from runs import engine, otel, services
+from runs import otel, services
+
+from runs.worker import engine
 from runs.labels import MAX_LABEL_FILTERS
 
 

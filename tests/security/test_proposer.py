@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from core.errors import NotAllowed
-from runs import engine, services
+from runs import services
+from runs.worker import engine
 from runs.models import Approval, PlanRevision, Run
 
 FOUND = {"capability": "create_ticket", "path": "ticket_id", "exists": True}
@@ -67,7 +68,7 @@ class TestTheProposersPermissions:
         assert revision.accepted and revision.proposed_by == operator
 
     def test_the_intersection_is_asked_again_at_the_point_of_action(self, external_run, operator):
-        from runs.adapters import OwnerAuthorizer
+        from runs.worker.adapters import OwnerAuthorizer
 
         lead = _user("lena", without=["create_ticket"])
         authorizer = OwnerAuthorizer(operator.pk, recheck_s=0)

@@ -76,7 +76,8 @@ def test_a_secret_with_a_line_break_is_refused_at_call_time_naming_only_the_vari
 def test_an_echoed_secret_is_redacted_from_the_attempt_and_from_the_next_prompt(
         settings, monkeypatch, recorder, operator, registry_admin, manual_advance):
     """A webhook answers 500 quoting our request headers; the LLM planner replans from that attempt."""
-    from runs import engine, services
+    from runs import services
+    from runs.worker import engine
     from runs.models import Attempt, Run
 
     from .conftest import Recorder
@@ -125,7 +126,8 @@ def test_an_echoed_secret_is_redacted_from_the_attempt_and_from_the_next_prompt(
                                    '{"prompt_tokens": 1e400}'])
 def test_absurd_usage_numbers_are_clamped_never_a_crash(settings, recorder, operator, manual_advance, usage):
     from capabilities.kinds.python.sync import python_capabilities_sync
-    from runs import engine, services
+    from runs import services
+    from runs.worker import engine
     from runs.models import Run
 
     python_capabilities_sync()

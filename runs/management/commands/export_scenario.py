@@ -4,7 +4,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.models import Run
-from runs.scenario_export import run_scenario_export
+from runs.trace.scenario_export import run_scenario_export
 
 
 class Command(BaseCommand):

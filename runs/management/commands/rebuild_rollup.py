@@ -1,7 +1,7 @@
 """Recount the dashboard rollup from the run and attempt tables (after a restore or a bulk load)."""
 from django.core.management.base import BaseCommand
 
-from runs import rollup
+from runs.dashboard import rollup
 from runs.models import AttemptRollup, RunRollup
 
 

@@ -6,7 +6,7 @@ its attempts; and once
 per approval decision, in the transaction that records it (runs.services.approval_decide). Nothing
 is added per pass, so the step loop pays nothing for the dashboard. Runs still live,
 and the current hour, are read from the run and attempt tables themselves
-(runs.dashboard), so the figures are exact at every moment.
+(runs.dashboard.periods), so the figures are exact at every moment.
 
 Both PostgreSQL and SQLite (3.24+) take `INSERT ... ON CONFLICT DO UPDATE`.
 """

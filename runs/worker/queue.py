@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core import queue
-from runs.leases import INFRASTRUCTURE_ERRORS
+from runs.worker.leases import INFRASTRUCTURE_ERRORS
 from runs.models import Run
 
 log = logging.getLogger(__name__)

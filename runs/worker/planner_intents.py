@@ -17,7 +17,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from runs.leases import fenced_update
+from runs.worker.leases import fenced_update
 from runs.models import PlannerCall, Run
 from runtime import events as ev
 from runtime.budgets import Usage

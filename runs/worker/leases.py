@@ -25,7 +25,7 @@ from capabilities.models import Capability
 from core.choices import FINISHED_STATUSES
 from core.outages import DATABASE_ERRORS
 from runs.models import Attempt, PlannerCall, Run
-from runs.sql import Columns, execute, from_row
+from runs.worker.sql import Columns, execute, from_row
 
 log = logging.getLogger(__name__)
 

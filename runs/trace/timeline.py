@@ -43,7 +43,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from runs.models import Approval, Attempt, PlanRevision, Run, Step
-from runs.trace_review import StopTrigger, attempt_label, kind_label
+from runs.trace.review import StopTrigger, attempt_label, kind_label
 
 WIDTH, LEFT, RIGHT, TOP, LANE_H, AXIS_H = 1000, 150, 16, 8, 26, 34
 MERGE_PX = 3  # merged columns are this wide: fewer, still readable, and the markup stays small

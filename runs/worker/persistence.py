@@ -22,11 +22,11 @@ from django.utils import timezone
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.outputs import store_json, stored_output_for
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
-from runs.leases import Lease, can_return_from_update, fenced_update, fenced_update_sql, registry_version_sql
+from runs.worker.leases import Lease, can_return_from_update, fenced_update, fenced_update_sql, registry_version_sql
 from runs.models import Approval, Attempt, Decision, PlanRevision, PlanSubmission, Run, Step
-from runs.planner_intents import PlannerCallIntents
+from runs.worker.planner_intents import PlannerCallIntents
 from runs.services import run_close_open_records
-from runs.sql import execute, insert_from, insert_rows
+from runs.worker.sql import execute, insert_from, insert_rows
 from runtime import events as ev
 from runtime.controller import Transition
 from runtime.intents import CallIntent, LeaseLost

@@ -1,6 +1,6 @@
 """The dashboard's actionable parts: runs burning budget now, stops per capability, trends, drill-down links.
 
-Kept apart from runs.dashboard (the window aggregations) so each can change
+Kept apart from runs.dashboard.periods (the window aggregations) so each can change
 alone. A fixed number of queries whatever the number of runs: the active list
 reads at most ACTIVE_SCAN live runs (live runs are few: they finish or hit a deadline).
 """
@@ -13,8 +13,8 @@ from urllib.parse import urlencode
 from django.urls import reverse
 from django.utils import timezone
 
-from runs import dashboard
-from runs.budget_usage import run_budget_usage
+from runs.dashboard import periods as dashboard
+from runs.dashboard.budget_usage import run_budget_usage
 from runs.models import Run
 from runtime.stop import StopKind, StopReason
 

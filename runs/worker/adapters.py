@@ -15,10 +15,10 @@ from capabilities.executors.fence import Fence
 from capabilities.models import Capability
 from capabilities.wiring import capability_executor
 from core.choices import ApprovalState
-from runs.calls_in_flight import AnnouncedCalls
-from runs.leases import INFRASTRUCTURE_ERRORS, Lease
+from runs.trace.calls_in_flight import AnnouncedCalls
+from runs.worker.leases import INFRASTRUCTURE_ERRORS, Lease
 from runs.models import Approval, PlanSubmission, Run
-from runs.persistence import PassWriter
+from runs.worker.persistence import PassWriter
 from runs.planners import planner_for
 from runtime.approvals import ApprovalDecision, ApprovalRequest
 from runtime.capability import CapabilitySpec

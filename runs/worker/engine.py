@@ -3,7 +3,7 @@
 The Celery task calls `run_advance`; so do tests and the evaluation runner. Only
 the worker holding a run's lease advances it, so a duplicate delivery or a second
 worker is harmless ("someone else has it" is a normal outcome). The lease is fenced
-(runs/leases.py): a worker that lost it writes nothing. Side-effecting calls are
+(runs/worker/leases.py): a worker that lost it writes nothing. Side-effecting calls are
 preceded by a committed intent (runs/persistence.PassWriter.begin), so a worker
 lost mid-call leaves an outcome the next one resolves instead of repeating.
 """
@@ -14,11 +14,12 @@ import time
 from dataclasses import replace
 
 from capabilities.executors.open_calls import OPEN_CALLS
-from runs import otel, queue
-from runs.adapters import DjangoRegistry, build_controller
-from runs.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release
+from runs import otel
+from runs.worker import queue
+from runs.worker.adapters import DjangoRegistry, build_controller
+from runs.worker.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release
 from runs.models import Run
-from runs.persistence import PassWriter
+from runs.worker.persistence import PassWriter
 from runtime.controller import Transition
 from runtime.intents import LeaseLost
 from runtime.state import RunState

@@ -1,4 +1,4 @@
-"""Aggregations for the dashboard: read from the hourly rollup (runs.rollup) and live rows.
+"""Aggregations for the dashboard: read from the hourly rollup (runs.dashboard.rollup) and live rows.
 
 Each function issues a fixed number of queries and returns at most
 (buckets x categories) or (capabilities x latency bins) rows, whatever the
@@ -27,7 +27,7 @@ from django.db.models import (
 from django.utils import timezone
 
 from core.choices import FINISHED_STATUSES, RunStatus
-from runs import rollup
+from runs.dashboard import rollup
 from runs.labels import runs_with_labels
 from runs.models import Approval, ApprovalRollup, Attempt, AttemptRollup, Run, RunRollup, StopRollup
 from runs.querytools import one_of

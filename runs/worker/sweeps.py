@@ -16,7 +16,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus
-from runs import queue
+from runs.worker import queue
 from runs.models import Approval, PlanSubmission, Run
 from runs.planners.external import AGENT_PLANNERS, awaited_revision
 from runs.services import run_finish
@@ -127,7 +127,7 @@ def requeue_orphaned_runs(now=None) -> int:
 
 
 def orphaned(now) -> Q:
-    """Which live runs without a live lease have no task on its way (runs.queue records each send)."""
+    """Which live runs without a live lease have no task on its way (runs.worker.queue records each send)."""
     # Its worker died after claiming it (the lease ran out) and nothing was sent since the claim.
     worker_died = Q(lease_expires_at__lt=now) & (Q(task_sent_at__isnull=True) |
                                                  Q(task_sent_at__lt=F("lease_expires_at")))

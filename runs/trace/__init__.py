@@ -1,0 +1,1 @@
+"""A run's trace: the timeline, the JSON download, what an incident reviewer reads, exports, reconciliation."""
