@@ -22,25 +22,23 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from capabilities.models import Capability
-from core import charts
 from core.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, bad_request, forbidden, permission_needed
 from runs import search, selectors, services
-from runs.trace import calls_in_flight
 from runs.trace import reconciliation
-from runs.trace import timeline
 from runs.trace import as_json as trace_json
 from runs.trace import review as trace_review
 from runs.dashboard import periods as dashboard_data
-from runs.dashboard import active
+from runs.dashboard.page import dashboard_page
 from runs.labels import TOO_MANY_FILTERS, label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
 from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
+from runs.trace.page import trace_page
 from runs.trace.review import TraceFilters
 from runs.web.forms import RunStartForm, initial_from_run
-from runtime.stop import StopKind, stop_reason
+from runtime.stop import StopKind
 
 APPROVALS_CHANGED_EVENT = "approvals-changed"
 
@@ -202,20 +200,6 @@ def _get_run(run_id: int) -> Run:
         raise Http404("No such run.") from None
 
 
-def _group_steps(revisions, steps, attempts):
-    """Revisions -> steps -> the attempts on this page, for the trace's nested tables."""
-    by_step: dict[int, list[Attempt]] = {}
-    for attempt in attempts:
-        by_step.setdefault(attempt.step_id, []).append(attempt)
-    steps_by_revision: dict[int, list] = {}
-    for step in steps:
-        step.page_attempts = by_step.get(step.pk, [])
-        steps_by_revision.setdefault(step.revision_id, []).append(step)
-    for revision in revisions:
-        revision.step_rows = steps_by_revision.get(revision.pk, [])
-    return revisions
-
-
 class TraceFilterForm(forms.Form):
     """Filters inside one trace; GET, so every filtered view is a link."""
 
@@ -246,64 +230,16 @@ def run_detail(request, run_id: int):
     filter_form = TraceFilterForm(request.GET if bound else None, capabilities=capability_calls.keys())
     # A filter value the trace does not know is a bad link: say so (400), show the whole trace.
     status = 400 if bound and not filter_form.is_valid() else 200
-    trace_filters = filter_form.filters()
-    # Paged by id on the (run, started_at, id) index, then the page's rows are read.
-    attempt_ids = trace_review.filter_attempts(selectors.run_attempt_ids(run=run), trace_filters)
-    page_number = _page_number(request, "attempts_page")
-    if request.GET.get("attempt"):
-        position = selectors.attempt_position(run=run, uid=request.GET["attempt"]) if not trace_filters.active \
-            else None
-        if position is not None:
-            page_number = position // selectors.ATTEMPTS_PER_PAGE + 1
-    attempts_page = Paginator(attempt_ids, selectors.ATTEMPTS_PER_PAGE).get_page(page_number)
-    # The page's ids stay a subquery: one query reads the page's rows by id.
-    attempts_page.object_list = selectors.attempts_in_order(run=run, ids=attempts_page.object_list)
-    revisions = selectors.run_revisions(run=run)
-    revision_numbers = {rev.pk: rev.number for rev in revisions}
-    for rev in revisions:
-        attempt = rev.triggering_attempt
-        if attempt is not None:
-            attempt.label = trace_review.attempt_label(revision_numbers.get(attempt.step.revision_id),
-                                                       attempt.step.key, attempt.number)
-    approvals = selectors.run_approvals(run=run)
-    trigger = trace_review.stop_trigger(run=run, approvals=approvals, revisions=revisions)
-    for approval in approvals:
-        approval.is_stop_trigger = bool(trigger and trigger.anchor == f"approval-{approval.pk}")
-    attempts = trace_review.mark_attempts(list(attempts_page.object_list), run=run,
-                                          revision_numbers=revision_numbers, trigger=trigger)
-    # When the stopping attempt is a repeat, the stop box names the attempt it repeats too.
-    trigger_repeats = next((a.repeats for a in attempts if a.is_stop_trigger and a.repeats), None)
-    steps = selectors.run_steps(run=run)
-    for step in steps:
-        # A step a stopped run never reached is not "pending": nothing will run it.
-        step.never_ran = run.is_finished and step.status in ("pending", "running") and not step.attempt_count
-    last_failure = trace_review.last_failure(run=run) if run.is_finished and run.stop_reason != StopKind.COMPLETED else None
-    if last_failure is not None:
-        last_failure.label = trace_review.attempt_label(last_failure.step.revision.number, last_failure.step.key,
-                                                        last_failure.number)
-    stall_kind = trace_review.stall_kind(run)
+    page = trace_page(run, capability_calls=capability_calls, trace_filters=filter_form.filters(),
+                      page_number=_page_number(request, "attempts_page"), attempt_uid=request.GET.get("attempt", ""))
     context = {
-        "run": run,
-        "revisions": _group_steps(revisions, steps, attempts),
-        "attempts_page": attempts_page,
-        "gauges": selectors.budget_gauges(run=run, capability_calls=capability_calls),
-        "approvals": approvals,
+        **page.context(),
+        "filter_form": filter_form,
         "can_cancel": (allowed(request.user, "runs.cancel_run") and not run.is_finished
                        and services.can_manage_run(request.user, run)),
         "can_start": allowed(request.user, "runs.start_run"),
-        "call_in_flight": calls_in_flight.call_shown(run),
-        "reconciliation": getattr(run, "reconciliation", None) if run.stop_reason == reconciliation.OUTCOME_UNKNOWN
-        else None,
         "can_reconcile": reconciliation.needs_reconciliation(run) and reconciliation.can_reconcile(request.user, run),
         "after_reconciling": reconciliation.AFTER_RECORDING,
-        "trigger": trigger,
-        "trigger_repeats": trigger_repeats,
-        "stall_kind": stall_kind,
-        "last_failure": last_failure,
-        "first_failure_uid": trace_review.first_failure_uid(run=run),
-        "filter_form": filter_form,
-        "trace_filters": trace_filters,
-        "timeline": timeline.run_timeline(run=run, revisions=revisions, approvals=approvals, trigger=trigger),
     }
     if request.htmx:
         html = render_to_string("runs/detail.html#trace", context, request=request)
@@ -485,46 +421,10 @@ def run_dashboard(request):
     if window_key not in dashboard_data.WINDOWS:
         choices = ", ".join(dashboard_data.WINDOWS)
         return bad_request(request, f"Unknown time window “{window_key}”: choose one of {choices}.")
-    now = timezone.now()
     label_text = request.GET.get("label", "")[:1000]
     wanted, label_problems = label_filters_parse(label_text)
-    data = dashboard_data.dashboard(window_key=window_key, now=now, labels=wanted if not label_problems else ())
-    data.update(label=label_text, label_problems=label_problems)
-    window = data["window"]
-    # The same figures one window earlier, for the trend beside each card.
-    previous = active.previous_figures(start=data["start"] - window.span, end=data["start"])
-    include_evaluations = evaluation_runs_preference(request) != "hide"
-    active_rows, active_total = active.active_runs_by_burn(include_evaluations=include_evaluations, now=now)
-    links = active.drill_down_links(start=data["start"], end=data["end"])
-    bucket_links = [active.runs_url(created_from=active.local_param(start),
-                                    created_to=active.local_param(min(start + window.bucket, now), upper=True))
-                    for start in data["bucket_starts"]] if "bucket_starts" in data else None
-    finished_links = [active.runs_url(status="finished", finished_from=active.local_param(start),
-                                      finished_to=active.local_param(min(start + window.bucket, now), upper=True))
-                      for start in data["bucket_starts"]] if "bucket_starts" in data else None
-    data["outcomes_chart"] = charts.stacked_bars(
-        title=f"Runs created per interval by outcome, {window.label}", labels=data["labels"],
-        series=data["outcomes"], y_label="runs", x_label="time", links=bucket_links) if data["outcomes"] else None
-    data["stop_chart"] = charts.stacked_bars(
-        title=f"Runs finished per interval by stop reason, {window.label}", labels=data["labels"],
-        series=data["stop_reasons"], y_label="runs", x_label="time",
-        links=finished_links) if data["stop_reasons"] else None
-    data["budget_chart"] = charts.bars(
-        title="Runs stopped per exhausted budget", items=data["budget_stops"], x_label="runs stopped",
-        links=[active.runs_url(stop_reason=stop_reason(StopKind.BUDGET_EXHAUSTED, name), finished_from=active.local_param(data["start"]))
-               for name, _ in data["budget_stops"]]) if data["budget_stops"] else None
-    for row in data["capabilities"]:
-        row["runs_url"] = active.runs_url(capability=row["capability_name"],
-                                          created_from=active.local_param(data["start"]))
-    capability_stops = active.stops_per_capability(start=data["start"], end=data["end"],
-                                                   include_evaluations=include_evaluations)
-    active.add_previous_stops(capability_stops, active.stops_per_capability(
-        start=data["start"] - window.span, end=data["start"], include_evaluations=include_evaluations))
-    data.update({
-        "active_runs": active_rows, "active_total": active_total, "links": links,
-        "trends": active.trends(data, previous),
-        "capability_stops": capability_stops,
-        "include_evaluations": include_evaluations,
-    })
+    page = dashboard_page(window_key=window_key, now=timezone.now(), label=label_text, labels=wanted,
+                          label_problems=label_problems,
+                          include_evaluations=evaluation_runs_preference(request) != "hide")
     template = "runs/dashboard.html#dashboard_body" if request.htmx else "runs/dashboard.html"
-    return render(request, template, data, status=400 if TOO_MANY_FILTERS in label_problems else 200)
+    return render(request, template, page.context(), status=400 if TOO_MANY_FILTERS in label_problems else 200)
