@@ -80,6 +80,14 @@ class ApprovalState(models.TextChoices):
     EXPIRED = "expired"
 
 
+class DecisionChannel(models.TextChoices):
+    """Where a person decided an approval request: every channel decides through runs.services.approval_decide."""
+    INBOX = "inbox"
+    API = "api", "API"
+    SLACK = "slack"
+    EMAIL = "email", "e-mail"
+
+
 class AttemptKind(models.TextChoices):
     CALL = "call"
     RETRY = "retry"

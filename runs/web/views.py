@@ -23,7 +23,7 @@ from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from capabilities.models import Capability
 from core import charts
-from core.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
+from core.choices import DecisionChannel, ErrorCode, ObservationStatus, RunStatus, StopReason
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, bad_request, forbidden, permission_needed
@@ -413,7 +413,7 @@ def approval_decide(request, approval_id: int):
     try:
         services.approval_decide(approval_id=approval_id, user=request.user, approve=decision == "approve",
                                  comment=request.POST.get("comment", ""),
-                                 expected_hash=request.POST.get("expected_hash") or None)
+                                 expected_hash=request.POST.get("expected_hash", ""), channel=DecisionChannel.INBOX)
     except NotAllowed as exc:
         if not request.htmx:
             return forbidden(request, exc.message)

@@ -5,6 +5,7 @@ from django.utils import timezone
 from capabilities.models import Capability, CapabilityVersion, Ticket
 from runs import engine, leases, services, sweeps
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run
+from tests.binding import bound_hash
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ class TestRunAdvance:
         assert approval.kind == "step" and approval.arguments == {"title": "Travel question"}
         assert not Ticket.objects.exists()
         services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True, comment="fine",
-                                 expected_hash=approval.arguments_hash)
+                                 expected_hash=approval.arguments_hash, channel="api")
         run = advance(run)
         assert run.status == "completed"
         assert Ticket.objects.count() == 1
@@ -67,7 +68,7 @@ class TestRunAdvance:
                     {"capability": "create_ticket", "path": "ticket_id", "exists": True})
         run = advance(run)
         approval = Approval.objects.get(run=run)
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="not now")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="not now", channel="api", expected_hash=bound_hash(approval.pk))
         run = advance(run)
         assert run.status == "stopped" and run.stop_reason == "approval_rejected"
         assert "not now" in run.stop_detail
@@ -114,7 +115,7 @@ class TestPlanApprovalAndPolicy:
         approval = Approval.objects.get(run=run, state="pending")
         assert approval.kind == "plan" and approval.plan_hash and approval.step is None
         services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
-                                 expected_hash=approval.plan_hash)
+                                 expected_hash=approval.plan_hash, channel="api")
         run = advance(run)
         assert run.status == "completed" and run.tool_calls == 1
 
@@ -124,7 +125,7 @@ class TestPlanApprovalAndPolicy:
                     require_plan_approval=True)
         run = advance(run)
         approval = Approval.objects.get(run=run, state="pending")
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="too broad")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="too broad", channel="api", expected_hash=bound_hash(approval.pk))
         run = advance(run)
         assert run.stop_reason == "approval_rejected" and run.tool_calls == 0
 
@@ -138,7 +139,7 @@ class TestPlanApprovalAndPolicy:
         # The owner loses the permission while the step waits for approval.
         operator.groups.clear()
         operator.user_permissions.add(Permission.objects.get(codename="start_run"))
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True, channel="api", expected_hash=bound_hash(approval.pk))
         run = advance(run)
         assert run.stop_reason == "terminal_failure:permission_denied"
         assert not Ticket.objects.exists()
@@ -165,13 +166,13 @@ class TestPlanApprovalAndPolicy:
         advance(run)
         approval = Approval.objects.get(run=run)
         with pytest.raises(NotAllowed):
-            services.approval_decide(approval_id=approval.pk, user=viewer, approve=True)
+            services.approval_decide(approval_id=approval.pk, user=viewer, approve=True, channel="api", expected_hash=bound_hash(approval.pk))
         with pytest.raises(Conflict):
             services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
-                                     expected_hash="not-what-was-shown")
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False)
+                                     expected_hash="not-what-was-shown", channel="api")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, channel="api", expected_hash=bound_hash(approval.pk))
         with pytest.raises(Conflict, match="Already rejected by olga"):
-            services.approval_decide(approval_id=approval.pk, user=operator, approve=True)
+            services.approval_decide(approval_id=approval.pk, user=operator, approve=True, channel="api", expected_hash=bound_hash(approval.pk))
 
     def test_four_eyes_forbids_approving_ones_own_run(self, operator, settings, demo_capabilities):
         from core.errors import NotAllowed
@@ -181,7 +182,7 @@ class TestPlanApprovalAndPolicy:
                     {"capability": "create_ticket", "path": "ticket_id", "exists": True})
         advance(run)
         with pytest.raises(NotAllowed, match="Four-eyes"):
-            services.approval_decide(approval_id=Approval.objects.get(run=run).pk, user=operator, approve=True)
+            services.approval_decide(approval_id=Approval.objects.get(run=run).pk, user=operator, approve=True, channel="api", expected_hash=bound_hash(Approval.objects.get(run=run).pk))
 
     def test_large_outputs_are_stored_by_reference(self, operator, demo_capabilities, settings):
         settings.AGENTOPS_INLINE_OUTPUT_BYTES = 256
