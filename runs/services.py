@@ -21,6 +21,7 @@ from runs import otel, queue, rollup
 from runs.labels import labels_errors
 from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
 from runs.planners import validate_planner_config
+from runs.selectors import approval_refusal
 from runs.planner_intents import count_planner_calls_left_in_flight
 from runs.planners.external import awaited_revision, next_plan_revision
 from runs.runtime.budgets import Budgets
@@ -127,17 +128,6 @@ def run_close_open_records(*, run_id: int, now, newly_finished: bool = True, app
     if newly_finished:
         # The dashboard's counts of this run and its attempts, in this same transaction.
         rollup.record_run_finished(run_id=run_id)
-
-
-def approval_refusal(*, approval: Approval, user) -> str | None:
-    """Why `user` may not decide `approval` (the four-eyes rule), or None: shown before the click, and enforced."""
-    if settings.AGENTOPS_FOUR_EYES:
-        # Two people: neither the run's owner nor whoever proposed the plan may decide on it.
-        if approval.run.owner_id == user.pk:
-            return "Four-eyes rule: you cannot approve or reject steps of your own run."
-        if approval.revision.proposed_by_id == user.pk:
-            return "Four-eyes rule: you cannot approve or reject steps you proposed."
-    return None
 
 
 @transaction.atomic

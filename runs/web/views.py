@@ -394,7 +394,7 @@ def run_cancel(request, run_id: int):
 @require_GET
 def approval_inbox(request):
     page = Paginator(selectors.pending_approvals(), selectors.APPROVALS_PER_PAGE).get_page(_page_number(request))
-    approvals = selectors.decorate_approvals(list(page.object_list))
+    approvals = selectors.decorate_approvals(list(page.object_list), user=request.user)
     context = {"page": page, "approvals": approvals, "can_decide": allowed(request.user, "runs.decide_approval")}
     template = "runs/approvals.html#approval_list" if request.htmx else "runs/approvals.html"
     return render(request, template, context)
@@ -432,7 +432,7 @@ def approval_decide(request, approval_id: int):
 def _card_response(request, approval_id: int, error: str | None, status: int = 200, *, confirm_reject=False,
                    comment: str = ""):
     try:
-        approval = selectors.approval_card(approval_id=approval_id)
+        approval = selectors.approval_card(approval_id=approval_id, user=request.user)
     except Approval.DoesNotExist:
         return forbidden(request, "This approval request does not exist.", status=404)
     context = {"approval": approval, "error": error, "can_decide": allowed(request.user, "runs.decide_approval"),
@@ -454,7 +454,7 @@ def approval_card(request, approval_id: int):
     if not request.htmx:
         return redirect(reverse("runs:approvals") + f"#approval-{approval_id}")
     try:
-        approval = selectors.approval_card(approval_id=approval_id)
+        approval = selectors.approval_card(approval_id=approval_id, user=request.user)
     except Approval.DoesNotExist:
         return forbidden(request, "This approval request does not exist.", status=404)
     return render(request, "runs/approvals.html#approval_card",
