@@ -44,8 +44,9 @@ class Rule(models.Model):
 
     name = models.CharField(max_length=120)
     event = models.CharField(max_length=30, choices=Event.choices)
-    # Per event: approval_expiring {within_s}; approval_undecided {after_minutes, capabilities}; run_stopped {stop_reasons}; budget_threshold
-    # {percent, budgets}; stall_rate {threshold, window_s, min_runs} (notifications.rules).
+    # Per event: approval_expiring {within_s}; approval_undecided {after_minutes, capabilities};
+    # run_stopped {stop_reasons}; budget_threshold {percent, budgets}; stall_rate {threshold,
+    # window_s, min_runs} (notifications.rules).
     params = models.JSONField(default=dict, blank=True)
     labels = models.JSONField(default=dict, blank=True, help_text="Only runs with these labels (none: every run).")
     channels = models.ManyToManyField(Channel, related_name="rules")

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db.models import (
     CharField,
-    Prefetch,
     Count,
     Exists,
     Func,
     OuterRef,
+    Prefetch,
     Q,
     QuerySet,
     Subquery,
@@ -23,14 +24,21 @@ from django.db.models import (
     prefetch_related_objects,
 )
 from django.db.models.functions import Cast, Coalesce
-from django.conf import settings
 from django.utils import timezone
 
 from capabilities.models import Capability
 from core.choices import ApprovalState
 from runs import search
 from runs.budget_usage import run_budget_usage
-from runs.models import Approval, Attempt, Decision, PlannerCall, PlanRevision, Run, Step
+from runs.models import (
+    Approval,
+    Attempt,
+    Decision,
+    PlannerCall,
+    PlanRevision,
+    Run,
+    Step,
+)
 from runs.pagination import Ordering
 from runs.querytools import narrowed, one_of
 from runs.runtime.plan import step_changes

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -20,14 +19,14 @@ from core.roles import MANAGE_ALL_RUNS
 from runs import otel, queue, rollup
 from runs.labels import labels_errors
 from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
-from runs.planners import validate_planner_config
-from runs.selectors import approval_refusal
 from runs.planner_intents import count_planner_calls_left_in_flight
+from runs.planners import validate_planner_config
 from runs.planners.external import awaited_revision, next_plan_revision
 from runs.runtime.budgets import Budgets
 from runs.runtime.completion import completion_errors
 from runs.runtime.ids import random_hex
 from runs.runtime.state import RunState
+from runs.selectors import approval_refusal
 
 log = logging.getLogger(__name__)
 

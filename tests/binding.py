@@ -1,4 +1,4 @@
-"""What a test that decides an approval directly must send: the hash the request binds to (runs.services.approval_decide)."""
+"""What a test deciding an approval directly must send: the hash the request binds to (approval_decide)."""
 from __future__ import annotations
 
 

@@ -10,8 +10,16 @@ import json
 from typing import Any
 
 from slack_sdk.models.blocks import (
-    ActionsBlock, ButtonElement, ConfirmObject, ContextBlock, HeaderBlock, InputBlock, MarkdownTextObject,
-    PlainTextInputElement, PlainTextObject, SectionBlock,
+    ActionsBlock,
+    ButtonElement,
+    ConfirmObject,
+    ContextBlock,
+    HeaderBlock,
+    InputBlock,
+    MarkdownTextObject,
+    PlainTextInputElement,
+    PlainTextObject,
+    SectionBlock,
 )
 
 APPROVE, REJECT = "agentops_approve", "agentops_reject"

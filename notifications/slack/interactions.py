@@ -91,8 +91,9 @@ def handle(payload: dict) -> str:
         return NOT_ALLOWED
     approval_id, bound_hash, revision = binding
     try:
-        run_services.approval_decide(approval_id=approval_id, user=link.user, approve=action["action_id"] == blocks.APPROVE,
-                                     comment=_comment(payload), expected_hash=bound_hash, expected_revision=revision,
+        run_services.approval_decide(approval_id=approval_id, user=link.user,
+                                     approve=action["action_id"] == blocks.APPROVE, comment=_comment(payload),
+                                     expected_hash=bound_hash, expected_revision=revision,
                                      channel=DecisionChannel.SLACK)
     except ServiceError as exc:
         ephemeral(channel=channel, user=user_id, text=f"Not decided: {exc.message}")

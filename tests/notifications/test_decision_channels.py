@@ -16,6 +16,7 @@ from notifications.slack import interactions
 from runs import services as run_services
 from runs.models import Approval, Run
 from tests.notifications.conftest import slack_click
+from tests.notifications.test_email_links import links_in
 
 DECISIONS = ["step.approved", "step.rejected", "plan.approved", "plan.rejected"]
 
@@ -118,7 +119,8 @@ class TestThroughARealWorker:
         run = run_services.run_start(
             owner=operator, goal="Open a ticket", planner="scripted",
             planner_config={"plans": [[{"capability": "create_ticket", "arguments": {"title": "Printer on fire"}}]]},
-            completion={"capability": "create_ticket", "path": "ticket_id", "exists": True}, budgets={"deadline_s": 120})
+            completion={"capability": "create_ticket", "path": "ticket_id", "exists": True},
+            budgets={"deadline_s": 120})
         wait_until(lambda: Run.objects.get(pk=run.pk).status == "awaiting_approval", message="the approval request")
         return run, Approval.objects.get(run=run, state="pending")
 
@@ -148,9 +150,8 @@ class TestThroughARealWorker:
         channel = services.channel_save(user=operator, name="mail",
                                         url=inbox.url.replace("to=ops@example.com", "to=olga@example.com"))
         services.rule_save(user=operator, name="ask", event="approval_requested", channel_ids=[channel.pk])
-        run, approval = self._paused_run(operator, wait_until)
+        run, _approval = self._paused_run(operator, wait_until)
         outbox.tick()
-        from tests.notifications.test_email_links import links_in
 
         link = links_in(inbox.messages[0]["content"])["approve"].removeprefix("http://testserver")
         assert client_for(second_operator).post(link, {"decision": "approve"}).status_code == 200

@@ -97,7 +97,8 @@ class TestApprovalExpiry:
         run, approval = paused(operator, deadline_s=600)
         Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timezone.timedelta(seconds=1))
         with pytest.raises(Conflict, match="expired"):
-            services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True, channel="api", expected_hash=bound_hash(approval.pk))
+            services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                     channel="api", expected_hash=bound_hash(approval.pk))
 
 
 class TestInbox:

@@ -68,7 +68,8 @@ class TestRunAdvance:
                     {"capability": "create_ticket", "path": "ticket_id", "exists": True})
         run = advance(run)
         approval = Approval.objects.get(run=run)
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="not now", channel="api", expected_hash=bound_hash(approval.pk))
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="not now",
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         run = advance(run)
         assert run.status == "stopped" and run.stop_reason == "approval_rejected"
         assert "not now" in run.stop_detail
@@ -125,7 +126,8 @@ class TestPlanApprovalAndPolicy:
                     require_plan_approval=True)
         run = advance(run)
         approval = Approval.objects.get(run=run, state="pending")
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="too broad", channel="api", expected_hash=bound_hash(approval.pk))
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="too broad",
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         run = advance(run)
         assert run.stop_reason == "approval_rejected" and run.tool_calls == 0
 
@@ -139,7 +141,8 @@ class TestPlanApprovalAndPolicy:
         # The owner loses the permission while the step waits for approval.
         operator.groups.clear()
         operator.user_permissions.add(Permission.objects.get(codename="start_run"))
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True, channel="api", expected_hash=bound_hash(approval.pk))
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         run = advance(run)
         assert run.stop_reason == "terminal_failure:permission_denied"
         assert not Ticket.objects.exists()
@@ -166,13 +169,16 @@ class TestPlanApprovalAndPolicy:
         advance(run)
         approval = Approval.objects.get(run=run)
         with pytest.raises(NotAllowed):
-            services.approval_decide(approval_id=approval.pk, user=viewer, approve=True, channel="api", expected_hash=bound_hash(approval.pk))
+            services.approval_decide(approval_id=approval.pk, user=viewer, approve=True,
+                                     channel="api", expected_hash=bound_hash(approval.pk))
         with pytest.raises(Conflict):
             services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
                                      expected_hash="not-what-was-shown", channel="api")
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, channel="api", expected_hash=bound_hash(approval.pk))
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False,
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         with pytest.raises(Conflict, match="Already rejected by olga"):
-            services.approval_decide(approval_id=approval.pk, user=operator, approve=True, channel="api", expected_hash=bound_hash(approval.pk))
+            services.approval_decide(approval_id=approval.pk, user=operator, approve=True,
+                                     channel="api", expected_hash=bound_hash(approval.pk))
 
     def test_four_eyes_forbids_approving_ones_own_run(self, operator, settings, demo_capabilities):
         from core.errors import NotAllowed
@@ -182,7 +188,8 @@ class TestPlanApprovalAndPolicy:
                     {"capability": "create_ticket", "path": "ticket_id", "exists": True})
         advance(run)
         with pytest.raises(NotAllowed, match="Four-eyes"):
-            services.approval_decide(approval_id=Approval.objects.get(run=run).pk, user=operator, approve=True, channel="api", expected_hash=bound_hash(Approval.objects.get(run=run).pk))
+            services.approval_decide(approval_id=Approval.objects.get(run=run).pk, user=operator, approve=True,
+                                     channel="api", expected_hash=bound_hash(Approval.objects.get(run=run).pk))
 
     def test_large_outputs_are_stored_by_reference(self, operator, demo_capabilities, settings):
         settings.AGENTOPS_INLINE_OUTPUT_BYTES = 256

@@ -91,7 +91,8 @@ class TestExportInProcess:
                         {"capability": "create_ticket", "path": "ticket_id", "exists": True})
         self._finish(run)
         approval = Approval.objects.get(run=run, state="pending")
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True, channel="api", expected_hash=bound_hash(approval.pk))
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         run = self._finish(run)
         assert run.stop_reason == "completed" and run.side_effects_committed == 1
         replayed, scenario = _replay(tmp_path, run)

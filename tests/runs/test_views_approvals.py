@@ -173,7 +173,8 @@ class TestApprovalDecide:
 
         third = registry_admin
         third.groups.add(Group.objects.get(name="operator"))
-        services.approval_decide(approval_id=pending_step.pk, user=third, approve=False, comment="no", channel="api", expected_hash=bound_hash(pending_step.pk))
+        services.approval_decide(approval_id=pending_step.pk, user=third, approve=False, comment="no",
+                                 channel="api", expected_hash=bound_hash(pending_step.pk))
         response = self.post(client_for(operator), pending_step)
         body = response.content.decode()
         assert response.status_code == 409

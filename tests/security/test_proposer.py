@@ -92,7 +92,8 @@ class TestFourEyesByProposer:
     def test_the_proposer_may_not_decide_through_the_service(self, waiting):
         lead, approval = waiting
         with pytest.raises(NotAllowed, match="you proposed"):
-            services.approval_decide(approval_id=approval.pk, user=lead, approve=True, channel="api", expected_hash=bound_hash(approval.pk))
+            services.approval_decide(approval_id=approval.pk, user=lead, approve=True,
+                                     channel="api", expected_hash=bound_hash(approval.pk))
 
     def test_the_proposer_and_the_owner_may_not_decide_through_the_api(self, waiting, api_for, operator):
         lead, approval = waiting
