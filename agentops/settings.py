@@ -499,6 +499,15 @@ AGENTOPS_NOTIFY_EXTRA_SCHEMES = [s.lower() for s in env_list("AGENTOPS_NOTIFY_EX
 AGENTOPS_NOTIFY_SECRET_BINDINGS = env_secret_bindings("AGENTOPS_NOTIFY_SECRET_BINDINGS")
 # Retention: finished runs older than this many days are purged daily (0: keep forever).
 AGENTOPS_RETENTION_DAYS = env_int("AGENTOPS_RETENTION_DAYS", 0, minimum=0)
+# Approvals from Slack and e-mail (README "Approvals from Slack and e-mail").
+# The Slack app's signing secret: interaction requests signed with anything else are refused.
+AGENTOPS_SLACK_SIGNING_SECRET = env_str("AGENTOPS_SLACK_SIGNING_SECRET")
+# The Slack app's bot token (xoxb-...): every Web API call (slackapp:// channels, replies, users.info).
+AGENTOPS_SLACK_BOT_TOKEN = env_str("AGENTOPS_SLACK_BOT_TOKEN")
+# Where the Slack Web API lives (a test points it at a local service); its host must pass the egress guard.
+AGENTOPS_SLACK_API_URL = env_str("AGENTOPS_SLACK_API_URL", "https://slack.com/api/").rstrip("/") + "/"
+# How long an e-mailed decision link works (never past the request's own expiry).
+AGENTOPS_EMAIL_LINK_TTL_S = env_int("AGENTOPS_EMAIL_LINK_TTL_S", 86_400, minimum=60)
 CELERY_BEAT_SCHEDULE["notifications-tick"] = {"task": "notifications.tick",
                                               "schedule": float(AGENTOPS_NOTIFY_INTERVAL_S)}
 CELERY_BEAT_SCHEDULE["purge-old-runs"] = {"task": "runs.purge_old_runs", "schedule": 86_400.0}

@@ -7,6 +7,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from core import accounts, views, views_roles
+from notifications.slack import views as slack_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -14,6 +15,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/tokens/", accounts.token_list, name="account-tokens"),
     path("account/tokens/<int:token_id>/revoke/", accounts.token_revoke, name="account-token-revoke"),
+    path("account/slack/", slack_views.account_slack, name="account-slack"),
     path("account/password/", accounts.PasswordChangeView.as_view(), name="account-password"),
     path("roles/", views_roles.role_list, name="roles"),
     path("healthz", views.healthz, name="healthz"),

@@ -346,7 +346,10 @@ def concurrent_approvals(user, approval_id: int, n: int = 100) -> dict:
 
     from core.errors import ServiceError
     from runs import services
+    from runs.models import Approval
 
+    found = Approval.objects.get(pk=approval_id)
+    bound_hash = found.arguments_hash or found.plan_hash
     barrier = threading.Barrier(n)
     outcomes: list[str] = []
     lock = threading.Lock()
@@ -354,7 +357,8 @@ def concurrent_approvals(user, approval_id: int, n: int = 100) -> dict:
     def decide():
         try:
             barrier.wait()
-            services.approval_decide(approval_id=approval_id, user=user, approve=True)
+            services.approval_decide(approval_id=approval_id, user=user, approve=True, expected_hash=bound_hash,
+                                     channel="api")
             result = "won"
         except ServiceError:
             result = "refused"

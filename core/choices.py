@@ -74,6 +74,14 @@ class ApprovalState(models.TextChoices):
     EXPIRED = "expired"
 
 
+class DecisionChannel(models.TextChoices):
+    """Where a person decided an approval request: every channel decides through runs.services.approval_decide."""
+    INBOX = "inbox"
+    API = "api", "API"
+    SLACK = "slack"
+    EMAIL = "email", "e-mail"
+
+
 AttemptKind = _choices("AttemptKind", [k.value for k in _AttemptKind], label=_worded,
                        labels={_AttemptKind.RESOLVE: "re-send", _AttemptKind.LOOKUP: "status lookup"})
 

@@ -32,6 +32,8 @@ class AuditAction(models.TextChoices):
     AGENT_SAVED = "agent.saved"
     AGENT_TOKEN_CREATED = "agent_token.created"
     AGENT_TOKEN_REVOKED = "agent_token.revoked"
+    SLACK_ACCOUNT_LINKED = "slack_account.linked"
+    SLACK_ACCOUNT_UNLINKED = "slack_account.unlinked"
 
 
 

@@ -14,25 +14,33 @@ from notifications import secrets, targets
 from notifications.errors import ChannelError
 from notifications.masking import masked
 from notifications.senders import sender_for
+from notifications.senders.base import ApprovalSender
 
 __all__ = ["ChannelError", "masked", "send", "url_problems"]
 
 
-def send(url: str, *, title: str, body: str, channel: str = "") -> None:
-    """Send or raise ChannelError (never with a secret's value in it)."""
+def send(url: str, *, title: str, body: str, channel: str = "", approval=None) -> None:
+    """Send or raise ChannelError (never with a secret's value in it).
+
+    `approval`: the notice asks for a decision on it; a sender that can take the decision itself
+    (Slack, e-mail) sends its own controls, bound to the request's arguments."""
     try:
         sender = sender_for(targets.scheme(url))
         expanded = secrets.expand(url)
         if targets.scheme(expanded) != targets.scheme(url):
             raise ChannelError("a channel's scheme may not come from a secret", permanent=True)
-        plugin = targets.read(expanded)
+        plugin = sender.read(expanded)
         where = sender.destination(plugin)
         # A vendor service Apprise reaches by itself (tgram) binds its secrets to "tgram:".
         host = where.host if where else f"{targets.scheme(url)}:"
         problems = secrets.binding_problems(url, channel=channel, host=host)
         if problems:
             raise ChannelError("; ".join(problems), permanent=True)
-        sender.send(plugin, title=title, body=body, guard=capability_guard(sender.vendor_hosts))
+        guard = capability_guard(sender.vendor_hosts)
+        if approval is not None and isinstance(sender, ApprovalSender):
+            sender.send_approval(plugin, approval=approval, title=title, body=body, guard=guard)
+        else:
+            sender.send(plugin, title=title, body=body, guard=guard)
     except ChannelError as exc:
         raise ChannelError(secrets.scrub(str(exc), url), permanent=exc.permanent) from None
 
@@ -43,8 +51,12 @@ def url_problems(url: str, *, channel: str = "") -> list[str]:
         return ["enter an Apprise URL, e.g. mailto://... or jsons://hooks.example.com/path"]
     trial = secrets.PLACEHOLDER.sub("placeholder", url)
     try:
-        plugin = targets.read(trial)
-        sender = sender_for(targets.scheme(url))
+        try:
+            sender = sender_for(targets.scheme(url))
+        except ChannelError:
+            targets.read(trial)  # Apprise's verdict first: whether the URL means anything at all
+            raise
+        plugin = sender.read(trial)
         where = sender.destination(plugin)
     except ChannelError as exc:
         return [*secrets.binding_problems(url, channel=channel, host=None), str(exc)]

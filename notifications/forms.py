@@ -10,11 +10,12 @@ from runs.labels import LabelsField
 EVENT_FIELDS = {
     RuleEvent.APPROVAL_REQUESTED: (),
     RuleEvent.APPROVAL_EXPIRING: ("within_s",),
+    RuleEvent.APPROVAL_UNDECIDED: ("after_minutes", "capabilities"),
     RuleEvent.RUN_STOPPED: ("stop_reasons",),
     RuleEvent.BUDGET_THRESHOLD: ("percent", "budgets"),
     RuleEvent.STALL_RATE: ("threshold", "window_s", "min_runs"),
 }
-_LISTS = {"stop_reasons", "budgets"}
+_LISTS = {"stop_reasons", "budgets", "capabilities"}
 
 
 class ChannelForm(forms.Form):
@@ -32,6 +33,10 @@ class RuleForm(forms.Form):
     labels = LabelsField(required=False, label="Only runs labelled", max_length=1000,
                          widget=forms.TextInput(attrs={"placeholder": "team=payments"}))
     within_s = forms.IntegerField(required=False, label="Expiring within (s)", min_value=1, initial=900)
+    after_minutes = forms.IntegerField(required=False, label="Undecided after (minutes)", min_value=1, initial=30,
+                                       help_text="escalation: the rule's channels (the next group) are asked then")
+    capabilities = forms.CharField(required=False, label="Capabilities", max_length=1000,
+                                   help_text="comma separated, e.g. create_ticket; empty: any request")
     stop_reasons = forms.CharField(required=False, label="Stop reasons", max_length=1000,
                                    help_text="comma separated, e.g. stalled, budget_exhausted; empty: any")
     percent = forms.FloatField(required=False, label="Budget used (%)", min_value=0, max_value=100, initial=80)

@@ -33,6 +33,7 @@ class Channel(models.Model):
 class RuleEvent(models.TextChoices):
     APPROVAL_REQUESTED = "approval_requested", "an approval is requested"
     APPROVAL_EXPIRING = "approval_expiring", "an approval is about to expire"
+    APPROVAL_UNDECIDED = "approval_undecided", "an approval is still undecided (escalation)"
     RUN_STOPPED = "run_stopped", "a run stopped"
     BUDGET_THRESHOLD = "budget_threshold", "an active run passed a share of a budget"
     STALL_RATE = "stall_rate", "the stall rate passed a threshold"
@@ -43,8 +44,9 @@ class Rule(models.Model):
 
     name = models.CharField(max_length=120)
     event = models.CharField(max_length=30, choices=Event.choices)
-    # Per event: approval_expiring {within_s}; run_stopped {stop_reasons}; budget_threshold
-    # {percent, budgets}; stall_rate {threshold, window_s, min_runs} (notifications.rules).
+    # Per event: approval_expiring {within_s}; approval_undecided {after_minutes, capabilities};
+    # run_stopped {stop_reasons}; budget_threshold {percent, budgets}; stall_rate {threshold,
+    # window_s, min_runs} (notifications.rules).
     params = models.JSONField(default=dict, blank=True)
     labels = models.JSONField(default=dict, blank=True, help_text="Only runs with these labels (none: every run).")
     channels = models.ManyToManyField(Channel, related_name="rules")
@@ -80,6 +82,9 @@ class Delivery(models.Model):
     channel_name = models.CharField(max_length=80)
     event_key = models.CharField(max_length=200, help_text="What happened, e.g. approval:12:requested.")
     run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The request it asks (or escalates) a decision on: the inbox shows who was asked and when.
+    approval = models.ForeignKey("runs.Approval", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="notifications")
     subject = models.CharField(max_length=300)
     body = models.TextField()
     link = models.CharField(max_length=500, blank=True)
@@ -103,3 +108,63 @@ class Delivery(models.Model):
 
     def __str__(self):
         return f"{self.event_key} → {self.channel_id} ({self.status})"
+
+
+# -- approvals decided where people are (Slack, e-mail) ---------------------------------------------
+
+class SlackLink(models.Model):
+    """An AgentOps user's Slack account: a click in Slack decides as this user, and only then."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="slack_link")
+    team_id = models.CharField(max_length=40)
+    slack_user_id = models.CharField(max_length=40)
+    slack_name = models.CharField(max_length=120, blank=True)
+    linked_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team_id", "slack_user_id"], name="slack_link_one_user")]
+
+
+class SlackLinkCode(models.Model):
+    """A one-time code from the profile page; `/agentops link CODE` in Slack links the account that sends it."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    code_hash = models.CharField(max_length=64, unique=True)  # only a hash: the code is shown once
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class SlackMessage(models.Model):
+    """An approval request posted to Slack: updated when it is decided or expires, wherever that happened."""
+
+    approval = models.ForeignKey("runs.Approval", on_delete=models.CASCADE, related_name="slack_messages")
+    slack_channel = models.CharField(max_length=40)
+    ts = models.CharField(max_length=40)
+    shown_state = models.CharField(max_length=20, default="pending")  # what the message says now
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["slack_channel", "ts"], name="slack_message_once")]
+        indexes = [models.Index(fields=["shown_state"], name="slack_message_shown_idx")]
+
+
+class SlackRequestSeen(models.Model):
+    """Signed Slack requests already taken: the same signed request sent again is a replay, refused."""
+
+    signature = models.CharField(max_length=80, unique=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+
+class EmailDecisionLink(models.Model):
+    """The decision links of one request mail to one approver: signed, single-use, expiring.
+
+    Approve and Reject in the mail share the row, so using one spends both."""
+
+    nonce = models.CharField(max_length=64, unique=True)
+    approval = models.ForeignKey("runs.Approval", on_delete=models.CASCADE, related_name="email_links")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)

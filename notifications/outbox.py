@@ -16,6 +16,8 @@ from django.utils import timezone
 
 from notifications import channels, rules
 from notifications.models import Delivery, Rule
+from notifications.slack import messages as slack_messages
+from notifications.slack import signing as slack_signing
 from runtime.retry import exponential_backoff_s
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,9 @@ def tick(now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     queued = enqueue_events(now)
     sent, failed = drain(now)
+    # Slack messages of requests decided elsewhere or expired lose their buttons.
+    slack_messages.refresh_all(now)
+    slack_signing.forget_old(now)
     return {"queued": queued, "sent": sent, "failed": failed}
 
 
@@ -43,7 +48,8 @@ def enqueue_events(now: datetime) -> int:
         except Exception:  # one broken rule must not stop the others
             log.exception("notification rule %s could not be evaluated", rule.pk)
             continue
-        rows = [Delivery(rule=rule, channel=channel, rule_name=rule.name, channel_name=channel.name, event_key=n.key[:200], run_id=n.run_id, subject=n.subject[:300],
+        rows = [Delivery(rule=rule, channel=channel, rule_name=rule.name, channel_name=channel.name,
+                         event_key=n.key[:200], run_id=n.run_id, approval_id=n.approval_id, subject=n.subject[:300],
                          body=n.body + (f"\n\n{n.link}" if n.link else ""), link=n.link[:500], next_attempt_at=now)
                 for n in notices for channel in targets]
         if rows:
@@ -83,12 +89,15 @@ def deliver(pk: int, now: datetime | None = None) -> str:
     `now` is the tick's time: the next try is scheduled from it.
     """
     now = now or timezone.now()
-    delivery = Delivery.objects.select_related("channel").get(pk=pk)
+    delivery = Delivery.objects.select_related("channel", "approval__run__owner", "approval__revision",
+                                               "approval__step").get(pk=pk)
     try:
         if delivery.channel is None:
             raise channels.ChannelError("the channel was deleted", permanent=True)
+        # A request still waiting is asked with decision controls where the channel has them.
+        asking = delivery.approval if delivery.approval and delivery.approval.state == "pending" else None
         channels.send(delivery.channel.url, title=delivery.subject, body=delivery.body,
-                      channel=delivery.channel.name)
+                      channel=delivery.channel.name, approval=asking)
     except Exception as exc:  # ChannelError, or a library bug: either way the row records it
         permanent = isinstance(exc, channels.ChannelError) and exc.permanent
         attempts = delivery.attempts + 1

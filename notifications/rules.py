@@ -21,8 +21,9 @@ from runs.models import Approval, Run
 from runs.selectors import LIVE_STATUSES
 from runtime.stop import StopKind
 
-# How far back a tick looks for approvals requested and runs stopped. Runs that stopped
-# before the rule existed are never notified (a new rule does not replay history).
+# How far back a tick looks for approvals requested and runs stopped. Nothing that happened
+# before the rule existed is ever notified (a new rule does not replay history): every finder
+# looks only after the rule's creation.
 LOOKBACK = timedelta(hours=6)
 MAX_EVENTS_PER_RULE = 500
 BUDGETS = ("iterations", "revisions", "tool_calls", "tokens", "cost", "retries", "deadline")
@@ -30,6 +31,8 @@ BUDGETS = ("iterations", "revisions", "tool_calls", "tokens", "cost", "retries",
 DEFAULTS = {
     RuleEvent.APPROVAL_REQUESTED: {},
     RuleEvent.APPROVAL_EXPIRING: {"within_s": 900},
+    # Escalation: still undecided this long after it was asked, the rule's channels (the next group) are asked.
+    RuleEvent.APPROVAL_UNDECIDED: {"after_minutes": 30, "capabilities": []},
     RuleEvent.RUN_STOPPED: {"stop_reasons": []},
     RuleEvent.BUDGET_THRESHOLD: {"percent": 80, "budgets": []},
     RuleEvent.STALL_RATE: {"threshold": 0.2, "window_s": 3600, "min_runs": 5},
@@ -43,6 +46,7 @@ class Notice:
     body: str
     link: str = ""
     run_id: int | None = None
+    approval_id: int | None = None  # set when the notice asks for a decision (Slack buttons, e-mail links)
 
 
 def _number(value: Any) -> bool:
@@ -60,6 +64,12 @@ def params_errors(event: str, params: Any) -> dict[str, str]:
     p = {**DEFAULTS[event], **params}
     if event == RuleEvent.APPROVAL_EXPIRING and not (_number(p["within_s"]) and 0 < p["within_s"] <= 7 * 86_400):
         errors["params.within_s"] = "seconds before expiry, more than 0 and at most 7 days"
+    if event == RuleEvent.APPROVAL_UNDECIDED:
+        if not (_number(p["after_minutes"]) and 1 <= p["after_minutes"] <= 7 * 1440):
+            errors["params.after_minutes"] = "minutes after the request, from 1 to 7 days"
+        names = p["capabilities"]
+        if not isinstance(names, list) or any(not isinstance(n, str) or not n for n in names) or len(names) > 100:
+            errors["params.capabilities"] = "a list of capability names (empty: any capability, and plans)"
     if event == RuleEvent.RUN_STOPPED:
         reasons = p["stop_reasons"]
         known = set(StopReason.values) | {k.value for k in StopKind}
@@ -89,6 +99,7 @@ def full_params(rule) -> dict[str, Any]:
 
 def find_events(rule, now: datetime) -> list[Notice]:
     finder = {RuleEvent.APPROVAL_REQUESTED: _approvals_requested, RuleEvent.APPROVAL_EXPIRING: _approvals_expiring,
+              RuleEvent.APPROVAL_UNDECIDED: _approvals_undecided,
               RuleEvent.RUN_STOPPED: _runs_stopped, RuleEvent.BUDGET_THRESHOLD: _budgets_passed,
               RuleEvent.STALL_RATE: _stall_rate}[rule.event]
     return finder(rule, full_params(rule), now)
@@ -118,19 +129,35 @@ def _pending_approvals(rule):
             .select_related("run", "step").order_by("requested_at", "id"))
 
 
+def _asking(approval, key: str, subject: str) -> Notice:
+    # The link opens the approval in the inbox, behind the login; the Slack and e-mail senders add
+    # their own decision controls (signed, bound to the arguments) from the approval.
+    return Notice(f"approval:{approval.pk}:{key}", f"{subject}: run #{approval.run_id}", _approval_text(approval),
+                  _link(f"/runs/approvals/#approval-{approval.pk}"), approval.run_id, approval.pk)
+
+
 def _approvals_requested(rule, p, now) -> list[Notice]:
-    # Still waiting, so still worth telling: even a request made before the rule existed.
-    approvals = _pending_approvals(rule).filter(requested_at__gte=now - LOOKBACK)[:MAX_EVENTS_PER_RULE]
-    # The link opens the approval in the inbox, behind the login: never an approve link.
-    return [Notice(f"approval:{a.pk}:requested", f"Approval needed: run #{a.run_id}", _approval_text(a),
-                   _link(f"/runs/approvals/#approval-{a.pk}"), a.run_id) for a in approvals]
+    approvals = _pending_approvals(rule).filter(requested_at__gte=_since(rule, now))[:MAX_EVENTS_PER_RULE]
+    return [_asking(a, "requested", "Approval needed") for a in approvals]
 
 
 def _approvals_expiring(rule, p, now) -> list[Notice]:
-    approvals = _pending_approvals(rule).filter(expires_at__gt=now,
-                                                expires_at__lte=now + timedelta(seconds=p["within_s"]))
-    return [Notice(f"approval:{a.pk}:expiring", f"Approval expires soon: run #{a.run_id}", _approval_text(a),
-                   _link(f"/runs/approvals/#approval-{a.pk}"), a.run_id) for a in approvals[:MAX_EVENTS_PER_RULE]]
+    # Coming within `within_s` of its expiry is the event: it must happen after the rule was made.
+    within = timedelta(seconds=p["within_s"])
+    approvals = _pending_approvals(rule).filter(expires_at__gt=now, expires_at__lte=now + within,
+                                                expires_at__gte=rule.created_at + within)
+    return [_asking(a, "expiring", "Approval expires soon") for a in approvals[:MAX_EVENTS_PER_RULE]]
+
+
+def _approvals_undecided(rule, p, now) -> list[Notice]:
+    """Escalation: a request still pending `after_minutes` after it was asked (and after the rule was made)."""
+    after = timedelta(minutes=p["after_minutes"])
+    approvals = _pending_approvals(rule).filter(expires_at__gt=now, requested_at__lte=now - after,
+                                                requested_at__gte=rule.created_at - after)
+    if p["capabilities"]:
+        approvals = approvals.filter(kind="step", capability_name__in=p["capabilities"])
+    return [_asking(a, f"undecided:{p['after_minutes']:g}m", f"Still undecided after {p['after_minutes']:g} min")
+            for a in approvals[:MAX_EVENTS_PER_RULE]]
 
 
 def _runs_stopped(rule, p, now) -> list[Notice]:
@@ -150,7 +177,9 @@ def _runs_stopped(rule, p, now) -> list[Notice]:
 def _budgets_passed(rule, p, now) -> list[Notice]:
     notices = []
     wanted = set(p["budgets"]) or set(BUDGETS)
-    runs = _runs(rule).filter(status__in=LIVE_STATUSES).defer("state").order_by("-updated_at")
+    # When a run passed its share is not recorded: only runs started after the rule was made count.
+    runs = (_runs(rule).filter(status__in=LIVE_STATUSES, created_at__gte=rule.created_at).defer("state")
+            .order_by("-updated_at"))
     for run in runs[:MAX_EVENTS_PER_RULE]:
         for row in run_budget_usage(run):
             if row["name"] not in wanted or not row["limit"]:
@@ -166,7 +195,8 @@ def _budgets_passed(rule, p, now) -> list[Notice]:
 
 def _stall_rate(rule, p, now) -> list[Notice]:
     window = timedelta(seconds=p["window_s"])
-    counts = _runs(rule).filter(finished_at__gt=now - window, finished_at__lte=now).aggregate(
+    # Only runs finished since the rule was made: a rule made after a bad hour does not report it.
+    counts = _runs(rule).filter(finished_at__gt=max(now - window, rule.created_at), finished_at__lte=now).aggregate(
         finished=Count("id"), stalled=Count("id", filter=Q(stop_reason=StopKind.STALLED.value)))
     finished, stalled = counts["finished"], counts["stalled"]
     if finished < p["min_runs"] or stalled / finished <= p["threshold"]:

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from notifications import views
+from notifications import email_views, views
+from notifications.slack import views as slack_views
 
 app_name = "notifications"
 urlpatterns = [
@@ -9,4 +10,7 @@ urlpatterns = [
     path("rules/<int:rule_id>/delete/", views.rule_delete, name="rule_delete"),
     path("channels/<int:channel_id>/delete/", views.channel_delete, name="channel_delete"),
     path("deliveries/", views.delivery_list, name="deliveries"),
+    path("decide/<str:token>/", email_views.email_decide, name="email_decide"),
+    path("slack/interactions/", slack_views.slack_interactions, name="slack_interactions"),
+    path("slack/commands/", slack_views.slack_commands, name="slack_commands"),
 ]

@@ -9,16 +9,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db.models import (
     CharField,
     Count,
     Exists,
     Func,
     OuterRef,
+    Prefetch,
     Q,
     QuerySet,
     Subquery,
     TextField,
+    prefetch_related_objects,
 )
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
@@ -27,7 +30,15 @@ from capabilities.models import Capability
 from core.choices import ApprovalState
 from runs import search
 from runs.dashboard.budget_usage import run_budget_usage
-from runs.models import Approval, Attempt, Decision, PlannerCall, PlanRevision, Run, Step
+from runs.models import (
+    Approval,
+    Attempt,
+    Decision,
+    PlannerCall,
+    PlanRevision,
+    Run,
+    Step,
+)
 from runs.pagination import Ordering
 from runs.querytools import narrowed, one_of
 from runs.trace.review import with_review_fields
@@ -329,14 +340,27 @@ def _approval_cards_queryset() -> QuerySet[Approval]:
     ).defer("run__state", "run__completion", "revision__planner_output")
 
 
-def approval_card(*, approval_id: int) -> Approval:
+def approval_card(*, approval_id: int, user=None) -> Approval:
     approval = _approval_cards_queryset().get(pk=approval_id)
-    decorate_approvals([approval])
+    decorate_approvals([approval], user=user)
     return approval
 
 
-def decorate_approvals(approvals: list[Approval]) -> list[Approval]:
-    """Attach what a card shows: steps before it, plan steps with side effects. Two queries."""
+def approval_refusal(*, approval: Approval, user) -> str | None:
+    """Why `user` may not decide `approval` (the four-eyes rule), or None: shown before the click, and enforced."""
+    if settings.AGENTOPS_FOUR_EYES:
+        # Two people: neither the run's owner nor whoever proposed the plan may decide on it.
+        if approval.run.owner_id == user.pk:
+            return "Four-eyes rule: you cannot approve or reject steps of your own run."
+        if approval.revision.proposed_by_id == user.pk:
+            return "Four-eyes rule: you cannot approve or reject steps you proposed."
+    return None
+
+
+def decorate_approvals(approvals: list[Approval], *, user=None) -> list[Approval]:
+    """Attach what a card shows: steps before it, plan steps with side effects, who was asked and
+    when, and (for `user`) the four-eyes refusal before any click. Three queries."""
+    _attach_asked(approvals)
     revision_ids = {a.revision_id for a in approvals if a.kind == "step"}
     siblings: dict[int, list[Step]] = {}
     if revision_ids:
@@ -380,7 +404,18 @@ def decorate_approvals(approvals: list[Approval]) -> list[Approval]:
         else:
             approval.effective_expires_at, approval.expiry_cause = approval.expires_at, "ttl"
         _decorate_expiry(approval)
+        approval.four_eyes_refusal = approval_refusal(approval=approval, user=user) if user is not None else None
     return approvals
+
+
+def _attach_asked(approvals: list[Approval]) -> None:
+    """The notifications sent about each request (newest first), through their reverse relation
+    (`notifications`, from the notifications app above this one, which runs does not import)."""
+    if not approvals:
+        return
+    field = Approval._meta.get_field("notifications")
+    sent = field.related_model.objects.filter(approval__in=approvals, status="sent").order_by("-sent_at", "-id")
+    prefetch_related_objects(approvals, Prefetch("notifications", queryset=sent, to_attr="asked"))
 
 
 def _decorate_expiry(approval: Approval) -> None:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from core.audit import audit
-from core.choices import ApprovalState, RunStatus
+from core.choices import ApprovalState, DecisionChannel, RunStatus
 from core.errors import Conflict, InvalidInput, NotAllowed
 from core.models import AuditAction
 from core.permissions import require
@@ -30,6 +29,7 @@ from runtime.completion import completion_errors
 from runtime.ids import random_hex
 from runtime.state import RunState
 from runtime.stop import StopKind
+from runs.selectors import approval_refusal
 
 log = logging.getLogger(__name__)
 
@@ -133,26 +133,31 @@ def run_close_open_records(*, run_id: int, now, newly_finished: bool = True, app
 
 
 @transaction.atomic
-def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
-                    expected_hash: str | None = None) -> Approval:
-    """Approve or reject one request. Of two concurrent decisions exactly one wins.
+def approval_decide(*, approval_id: int, user, approve: bool, expected_hash: str, channel: str,
+                    comment: str = "", expected_revision: int | None = None) -> Approval:
+    """Approve or reject one request, from any channel (DecisionChannel). Of two concurrent decisions
+    exactly one wins, whichever channels they came through.
 
-    expected_hash is the arguments (or plan) hash the operator saw; if the request
-    now binds to something else, the decision is refused.
+    expected_hash is the arguments (or plan) hash the person saw, and expected_revision the plan
+    revision they saw it in (the inbox and API know the request only by id, Slack and e-mail carry
+    both); if the request now binds to something else, the decision is refused.
     """
     require(user, "runs.decide_approval", "approve or reject steps")
+    if channel not in DecisionChannel.values:
+        raise InvalidInput(f"Unknown decision channel {channel!r}.")
+    if not isinstance(expected_hash, str) or not expected_hash:
+        raise InvalidInput("expected_hash is required: send the arguments (or plan) hash you reviewed.",
+                           fields={"expected_hash": "required"})
     try:
         approval = Approval.objects.select_related("run", "decided_by", "revision").get(pk=approval_id)
     except Approval.DoesNotExist:
         raise InvalidInput(f"Approval {approval_id} does not exist.") from None
-    if settings.AGENTOPS_FOUR_EYES:
-        # Two people: neither the run's owner nor whoever proposed the plan may decide on it.
-        if approval.run.owner_id == user.pk:
-            raise NotAllowed("Four-eyes rule: you cannot approve or reject steps of your own run.")
-        if approval.revision.proposed_by_id == user.pk:
-            raise NotAllowed("Four-eyes rule: you cannot approve or reject steps you proposed.")
+    refusal = approval_refusal(approval=approval, user=user)
+    if refusal:
+        raise NotAllowed(refusal)
     bound_hash = approval.arguments_hash or approval.plan_hash
-    if expected_hash is not None and expected_hash != bound_hash:
+    if expected_hash != bound_hash or (expected_revision is not None
+                                       and expected_revision != approval.revision.number):
         raise Conflict("The request changed since you opened it: review the new arguments and decide again.")
     now = timezone.now()
     new_state = ApprovalState.APPROVED if approve else ApprovalState.REJECTED
@@ -179,8 +184,9 @@ def approval_decide(*, approval_id: int, user, approve: bool, comment: str = "",
               ("plan", True): AuditAction.PLAN_APPROVED, ("plan", False): AuditAction.PLAN_REJECTED}[
         (approval.kind, approve)]
     audit(actor=user, action=action, target=approval,
-          summary=f"{approval.kind.title()} {verb} for run {approval.run_id}",
-          details={"comment": comment, "hash": bound_hash, "run": approval.run_id})
+          summary=f"{approval.kind.title()} {verb} for run {approval.run_id} (from {DecisionChannel(channel).label})",
+          details={"comment": comment, "hash": bound_hash, "run": approval.run_id,
+                   "revision": approval.revision.number, "channel": channel})
     _enqueue_advance(approval.run_id)
     return approval
 

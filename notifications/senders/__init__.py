@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from notifications.errors import ChannelError
-from notifications.senders import apprise_sender, chat, smtp, webhook
+from notifications.senders import apprise_sender, chat, slack_app, smtp, webhook
 from notifications.senders.base import Sender
 
 SENDERS: dict[str, Sender] = {
@@ -17,6 +17,7 @@ SENDERS: dict[str, Sender] = {
     "form": webhook.FORM, "forms": webhook.FORM,
     "mailto": smtp.SMTP, "mailtos": smtp.SMTP,
     "slack": chat.SLACK,
+    slack_app.SCHEME: slack_app.SLACK_APP,  # the Slack app: interactive approval requests
     "discord": chat.DISCORD,
     "workflow": chat.TEAMS, "workflows": chat.TEAMS,
 }

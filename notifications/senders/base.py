@@ -10,6 +10,7 @@ import httpx
 
 from capabilities.egress import guarded_client
 from capabilities.netguard import NetGuard, URLRefused
+from notifications import targets
 from notifications.errors import ChannelError
 
 TIMEOUT_S = 15.0
@@ -28,6 +29,10 @@ def refused(exc: URLRefused) -> ChannelError:
 class Sender(ABC):
     vendor_hosts: tuple[str, ...] = ()  # a fixed host the sender posts to, admitted besides the allowlist
 
+    def read(self, url: str) -> Any:
+        """The channel's settings from its URL: Apprise's own plugin, unless the scheme is our own."""
+        return targets.read(url)
+
     @abstractmethod
     def destination(self, plugin: Any) -> Destination | None:
         """The host and port this channel connects to (None: a vendor Apprise reaches by itself)."""
@@ -35,6 +40,14 @@ class Sender(ABC):
     @abstractmethod
     def send(self, plugin: Any, *, title: str, body: str, guard: NetGuard) -> None:
         """Deliver one message, or raise ChannelError."""
+
+
+class ApprovalSender(ABC):
+    """A sender that can ask for a decision itself (Slack buttons, e-mailed links), not only link to the inbox."""
+
+    @abstractmethod
+    def send_approval(self, plugin: Any, *, approval: Any, title: str, body: str, guard: NetGuard) -> None:
+        """Deliver the request for `approval` with its decision controls, or raise ChannelError."""
 
 
 @dataclass(frozen=True)

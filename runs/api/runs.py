@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from capabilities.models import StoredOutput
 from core.api import PAGE_PARAMETERS, Pagination, paginated, validated
-from core.choices import ErrorCategory, ErrorCode, RunStatus, SideEffectStatus, StopReason
+from core.choices import DecisionChannel, ErrorCategory, ErrorCode, RunStatus, SideEffectStatus, StopReason
 from core.permissions import require_perm
 from runs import search, selectors, services
 from runs.trace import reconciliation
@@ -288,8 +288,12 @@ class ApprovalDecideApi(APIView):
     class ApprovalDecideInput(serializers.Serializer):
         decision = serializers.ChoiceField(choices=["approve", "reject"])
         comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
-        expected_hash = serializers.CharField(required=False, allow_null=True, default=None,
-                                              help_text="The arguments (or plan) hash you reviewed.")
+        expected_hash = serializers.CharField(
+            max_length=64, help_text="Required: the hash you reviewed (the approval's `arguments_hash` for a step, "
+                                     "`plan_hash` for a plan); a request bound to anything else is refused with 409.")
+        expected_revision = serializers.IntegerField(
+            required=False, allow_null=True, default=None, min_value=1,
+            help_text="Optional: the plan revision number you reviewed it in; another revision is refused with 409.")
 
     @extend_schema(request=ApprovalDecideInput, responses=ApprovalOutput)
     def post(self, request, approval_id: int):
@@ -298,5 +302,6 @@ class ApprovalDecideApi(APIView):
         approval = services.approval_decide(approval_id=approval_id, user=request.user,
                                             approve=data["decision"] == "approve",
                                             comment=data["comment"],
-                                            expected_hash=data["expected_hash"])
+                                            expected_hash=data["expected_hash"],
+                                            expected_revision=data["expected_revision"], channel=DecisionChannel.API)
         return Response(approval_dict(approval))

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from capabilities.models import Capability
-from core.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
+from core.choices import DecisionChannel, ErrorCode, ObservationStatus, RunStatus, StopReason
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, bad_request, forbidden, permission_needed
@@ -337,7 +337,7 @@ def run_cancel(request, run_id: int):
 @require_GET
 def approval_inbox(request):
     page = Paginator(selectors.pending_approvals(), selectors.APPROVALS_PER_PAGE).get_page(_page_number(request))
-    approvals = selectors.decorate_approvals(list(page.object_list))
+    approvals = selectors.decorate_approvals(list(page.object_list), user=request.user)
     context = {"page": page, "approvals": approvals, "can_decide": allowed(request.user, "runs.decide_approval")}
     template = "runs/approvals.html#approval_list" if request.htmx else "runs/approvals.html"
     return render(request, template, context)
@@ -356,7 +356,7 @@ def approval_decide(request, approval_id: int):
     try:
         services.approval_decide(approval_id=approval_id, user=request.user, approve=decision == "approve",
                                  comment=request.POST.get("comment", ""),
-                                 expected_hash=request.POST.get("expected_hash") or None)
+                                 expected_hash=request.POST.get("expected_hash", ""), channel=DecisionChannel.INBOX)
     except NotAllowed as exc:
         if not request.htmx:
             return forbidden(request, exc.message)
@@ -375,7 +375,7 @@ def approval_decide(request, approval_id: int):
 def _card_response(request, approval_id: int, error: str | None, status: int = 200, *, confirm_reject=False,
                    comment: str = ""):
     try:
-        approval = selectors.approval_card(approval_id=approval_id)
+        approval = selectors.approval_card(approval_id=approval_id, user=request.user)
     except Approval.DoesNotExist:
         return forbidden(request, "This approval request does not exist.", status=404)
     context = {"approval": approval, "error": error, "can_decide": allowed(request.user, "runs.decide_approval"),
@@ -397,7 +397,7 @@ def approval_card(request, approval_id: int):
     if not request.htmx:
         return redirect(reverse("runs:approvals") + f"#approval-{approval_id}")
     try:
-        approval = selectors.approval_card(approval_id=approval_id)
+        approval = selectors.approval_card(approval_id=approval_id, user=request.user)
     except Approval.DoesNotExist:
         return forbidden(request, "This approval request does not exist.", status=404)
     return render(request, "runs/approvals.html#approval_card",

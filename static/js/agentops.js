@@ -100,9 +100,29 @@
       var cards = document.querySelectorAll("article.approval:not([data-decided=true])");
       next = cards.length ? cards[0] : null;
     }
+    // The next card's first action (its Approve); a card without one (four-eyes, read-only): its heading.
+    var action = next ? next.querySelector(".decide .actions button") : null;
     var heading = next ? next.querySelector("h2") : document.querySelector("h1");
+    if (action) { action.focus(); return; }
     if (heading) { heading.setAttribute("tabindex", "-1"); heading.focus(); }
   }
+
+  // --- The inbox by keyboard: a approves, r rejects the request the focus is in (else the first).
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
+    var key = event.key;
+    if (key !== "a" && key !== "r") return;
+    if (!document.getElementById("approval-keys")) return;
+    var el = event.target;
+    if (el && el.closest && el.closest("input, textarea, select, [contenteditable]")) return;
+    var card = el && el.closest ? el.closest("article.approval:not([data-decided=true])") : null;
+    if (!card) card = document.querySelector("article.approval:not([data-decided=true])");
+    var button = card ? card.querySelector(key === "a" ? "[data-approve]" : "[data-reject]") : null;
+    if (!button) return;
+    event.preventDefault();
+    button.focus();
+    button.click();
+  });
 
   function onLoad(root) {
     revealCopyButtons(root);

@@ -97,7 +97,7 @@ MATRIX = [
     ("get", "/api/approvals/", None, {"viewer", "operator", "registry_admin"}),
     ("post", "/api/runs/start/", {"goal": "g", "completion": {"capability": "search_documents", "exists": True}},
      {"operator"}),
-    ("post", "/api/approvals/{approval}/decide/", {"decision": "reject"}, {"operator"}),
+    ("post", "/api/approvals/{approval}/decide/", {"decision": "reject", "expected_hash": "a-hash"}, {"operator"}),
     ("post", "/api/runs/{run}/cancel/", None, {"operator"}),
     ("get", "/api/capabilities/", None, {"viewer", "operator", "registry_admin"}),
     ("post", "/api/capabilities/{capability}/disable/", None, {"registry_admin"}),

@@ -5,6 +5,7 @@ from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import expect
+from tests.binding import bound_hash
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,7 +125,8 @@ def test_the_live_trace_keeps_an_open_section_the_scroll_and_focus(
         page.wait_for_function(f"() => window.__swaps >= {refreshes}", timeout=10_000)
     # The run moves on between refreshes: the approval is granted and the ticket is created.
     approval = Approval.objects.get(run=run, state="pending")
-    services.approval_decide(approval_id=approval.pk, user=operator, approve=True)
+    services.approval_decide(approval_id=approval.pk, user=operator, approve=True,
+                             channel="api", expected_hash=bound_hash(approval.pk))
     engine.run_advance(run_id=run.pk, worker="browser-test")
     page.wait_for_function("() => window.__swaps >= 3", timeout=10_000)
     expect(page.locator(".attempt-row", has_text="create_ticket")).to_have_count(1, timeout=10_000)

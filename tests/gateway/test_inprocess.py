@@ -19,6 +19,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from threaded import run_in_thread  # noqa: E402 - tests/gateway is on sys.path (its conftest)
+from tests.binding import bound_hash
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -259,7 +260,8 @@ class TestSessionEndedDuringAnApproval:
         from runs.models import Attempt
 
         run, approval_id = self.ended_while_pending(agent_token, settings)
-        services.approval_decide(approval_id=approval_id, user=second_operator, approve=approve)
+        services.approval_decide(approval_id=approval_id, user=second_operator, approve=approve,
+                                 channel="api", expected_hash=bound_hash(approval_id))
         wait_until(lambda: (run.refresh_from_db() or run.is_finished), timeout=20, message="the run stopped")
         assert run.stop_reason == stop_reason
         assert Attempt.objects.filter(run=run, capability_name="gw_approved", status="ok").count() == executed

@@ -8,6 +8,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from threaded import run_in_thread  # noqa: E402 - tests/gateway is on sys.path (its conftest)
+from tests.binding import bound_hash
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -80,7 +81,8 @@ def test_an_approval_held_call_is_picked_up_once_decided(gateway_stack, agent_to
             pending = await c.call_tool("gw_approved", {"note": "n1"})
             approval_id = pending.meta["agentops/approval_id"]
             await anyio.to_thread.run_sync(lambda: services.approval_decide(
-                approval_id=approval_id, user=second_operator, approve=True))
+                approval_id=approval_id, user=second_operator, approve=True,
+                channel="api", expected_hash=bound_hash(approval_id)))
             done = await c.call_tool("gw_approved", {"note": "n1"})
             return pending, done
 

@@ -21,9 +21,13 @@ def channel(operator, inbox):
     return services.channel_save(user=operator, name="ops mail", url=inbox.url)
 
 
-def _rule(operator, channel, event, **kw):
-    return services.rule_save(user=operator, name=kw.pop("name", event), event=event,
+def _rule(operator, channel, event, *, made_ago=timedelta(hours=1), **kw):
+    """A rule made `made_ago` (a rule notifies only what happens after it was made)."""
+    rule = services.rule_save(user=operator, name=kw.pop("name", event), event=event,
                               channel_ids=[channel.pk], **kw)
+    Rule.objects.filter(pk=rule.pk).update(created_at=timezone.now() - made_ago)
+    rule.refresh_from_db()
+    return rule
 
 
 class TestRulesAndChannels:
@@ -109,7 +113,7 @@ class TestEventsReachPeople:
         make_run(goal="long ago", status="stopped", stop_reason="stalled",
                  finished_at=timezone.now() - timedelta(minutes=5))
         hook = services.channel_save(user=operator, name="hook", url=webhook.url)
-        _rule(operator, hook, "run_stopped")
+        _rule(operator, hook, "run_stopped", made_ago=timedelta(0))
         assert outbox.tick()["queued"] == 0
 
     def test_a_budget_past_its_share_on_an_active_run(self, operator, channel, inbox, make_run):
@@ -176,8 +180,9 @@ class TestFailingChannels:
             self, operator, inbox, channel, waiting_approval, settings):
         settings.AGENTOPS_NOTIFY_MAX_ATTEMPTS = 2
         dead = services.channel_save(user=operator, name="dead", url=inbox.url.replace(str(inbox.port), "9"))
-        services.rule_save(user=operator, name="both", event="approval_requested",
-                           channel_ids=[dead.pk, channel.pk])
+        both = services.rule_save(user=operator, name="both", event="approval_requested",
+                                  channel_ids=[dead.pk, channel.pk])
+        Rule.objects.filter(pk=both.pk).update(created_at=waiting_approval.requested_at)
         now = timezone.now()
         outbox.tick(now)
         assert Delivery.objects.get(channel=channel).status == "sent"

@@ -11,6 +11,7 @@ from runs import services
 from runs.worker import engine
 from runs.models import Approval, Run
 from runs.worker.sweeps import sweep_expired_approvals
+from tests.binding import bound_hash
 
 TICKET_PLAN = [[{"capability": "create_ticket", "arguments": {"title": "Printer on fire"}}]]
 TICKET_DONE = {"capability": "create_ticket", "path": "ticket_id", "exists": True}
@@ -97,7 +98,8 @@ class TestApprovalExpiry:
         run, approval = paused(operator, deadline_s=600)
         Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timezone.timedelta(seconds=1))
         with pytest.raises(Conflict, match="expired"):
-            services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+            services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                     channel="api", expected_hash=bound_hash(approval.pk))
 
 
 class TestInbox:
@@ -130,6 +132,6 @@ class TestInbox:
         approval = request_for(expires_in_s=-2, deadline_in_s=600)
         body = client_for(operator).get(self.url).content.decode()
         assert f"approval-{approval.pk}" not in body and "Nothing is waiting for approval." in body
-        card = client_for(operator).post(f"/runs/approvals/{approval.pk}/decide/", {"decision": "approve"},
-                                         HTTP_HX_REQUEST="true")
+        card = client_for(operator).post(f"/runs/approvals/{approval.pk}/decide/", {"decision": "approve",
+                                         "expected_hash": approval.arguments_hash}, HTTP_HX_REQUEST="true")
         assert card.status_code == 409

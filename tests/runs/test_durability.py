@@ -17,6 +17,7 @@ from runs.models import Approval, Attempt, Run
 from runs.worker.persistence import PassWriter
 from runtime.intents import LeaseLost
 from runtime.state import RunState
+from tests.binding import bound_hash
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -190,7 +191,8 @@ class TestWriteAheadIntents:
         run = ticket_run(operator)
         engine.run_advance(run_id=run.pk, worker="w")
         approval = Approval.objects.get(run=run, state="pending")
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         return run
 
     def test_the_intent_is_committed_before_the_call_and_completed_after(self, operator, second_operator,
@@ -248,7 +250,8 @@ class TestNothingStranded:
         engine.run_advance(run_id=run.pk, worker="w")
         assert Run.objects.get(pk=run.pk).status == "awaiting_approval"
         approval = Approval.objects.get(run=run, state="pending")
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         assert Run.objects.get(pk=run.pk).status == "queued"
 
     def test_the_sweep_requeues_an_approved_run_whose_wake_up_was_lost(self, operator, second_operator,
@@ -256,7 +259,8 @@ class TestNothingStranded:
         run = ticket_run(operator)
         engine.run_advance(run_id=run.pk, worker="w")
         approval = Approval.objects.get(run=run, state="pending")
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         later = timezone.now() + timedelta(seconds=sweeps.queue.visibility_timeout_s() + 5)
         assert sweeps.requeue_orphaned_runs(now=later) == 1 and requeued == [run.pk]
 
@@ -265,7 +269,8 @@ class TestNothingStranded:
         run = ticket_run(operator)
         engine.run_advance(run_id=run.pk, worker="w")
         approval = Approval.objects.get(run=run, state="pending")
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         # As a run decided before this release would be: still awaiting_approval.
         Run.objects.filter(pk=run.pk).update(status="awaiting_approval",
                                              updated_at=timezone.now() - timedelta(seconds=5))

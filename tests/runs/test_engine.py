@@ -8,6 +8,7 @@ from runs.worker import engine
 from runs.worker import leases
 from runs.worker import sweeps
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run
+from tests.binding import bound_hash
 
 
 @pytest.fixture
@@ -59,7 +60,7 @@ class TestRunAdvance:
         assert approval.kind == "step" and approval.arguments == {"title": "Travel question"}
         assert not Ticket.objects.exists()
         services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True, comment="fine",
-                                 expected_hash=approval.arguments_hash)
+                                 expected_hash=approval.arguments_hash, channel="api")
         run = advance(run)
         assert run.status == "completed"
         assert Ticket.objects.count() == 1
@@ -70,7 +71,8 @@ class TestRunAdvance:
                     {"capability": "create_ticket", "path": "ticket_id", "exists": True})
         run = advance(run)
         approval = Approval.objects.get(run=run)
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="not now")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="not now",
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         run = advance(run)
         assert run.status == "stopped" and run.stop_reason == "approval_rejected"
         assert "not now" in run.stop_detail
@@ -117,7 +119,7 @@ class TestPlanApprovalAndPolicy:
         approval = Approval.objects.get(run=run, state="pending")
         assert approval.kind == "plan" and approval.plan_hash and approval.step is None
         services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
-                                 expected_hash=approval.plan_hash)
+                                 expected_hash=approval.plan_hash, channel="api")
         run = advance(run)
         assert run.status == "completed" and run.tool_calls == 1
 
@@ -127,7 +129,8 @@ class TestPlanApprovalAndPolicy:
                     require_plan_approval=True)
         run = advance(run)
         approval = Approval.objects.get(run=run, state="pending")
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="too broad")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False, comment="too broad",
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         run = advance(run)
         assert run.stop_reason == "approval_rejected" and run.tool_calls == 0
 
@@ -141,7 +144,8 @@ class TestPlanApprovalAndPolicy:
         # The owner loses the permission while the step waits for approval.
         operator.groups.clear()
         operator.user_permissions.add(Permission.objects.get(codename="start_run"))
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         run = advance(run)
         assert run.stop_reason == "terminal_failure:permission_denied"
         assert not Ticket.objects.exists()
@@ -168,13 +172,16 @@ class TestPlanApprovalAndPolicy:
         advance(run)
         approval = Approval.objects.get(run=run)
         with pytest.raises(NotAllowed):
-            services.approval_decide(approval_id=approval.pk, user=viewer, approve=True)
+            services.approval_decide(approval_id=approval.pk, user=viewer, approve=True,
+                                     channel="api", expected_hash=bound_hash(approval.pk))
         with pytest.raises(Conflict):
             services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
-                                     expected_hash="not-what-was-shown")
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False)
+                                     expected_hash="not-what-was-shown", channel="api")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=False,
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         with pytest.raises(Conflict, match="Already rejected by olga"):
-            services.approval_decide(approval_id=approval.pk, user=operator, approve=True)
+            services.approval_decide(approval_id=approval.pk, user=operator, approve=True,
+                                     channel="api", expected_hash=bound_hash(approval.pk))
 
     def test_four_eyes_forbids_approving_ones_own_run(self, operator, settings, demo_capabilities):
         from core.errors import NotAllowed
@@ -184,7 +191,8 @@ class TestPlanApprovalAndPolicy:
                     {"capability": "create_ticket", "path": "ticket_id", "exists": True})
         advance(run)
         with pytest.raises(NotAllowed, match="Four-eyes"):
-            services.approval_decide(approval_id=Approval.objects.get(run=run).pk, user=operator, approve=True)
+            services.approval_decide(approval_id=Approval.objects.get(run=run).pk, user=operator, approve=True,
+                                     channel="api", expected_hash=bound_hash(Approval.objects.get(run=run).pk))
 
     def test_large_outputs_are_stored_by_reference(self, operator, demo_capabilities, settings):
         settings.AGENTOPS_INLINE_OUTPUT_BYTES = 256

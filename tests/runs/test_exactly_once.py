@@ -290,7 +290,7 @@ def test_a_web_process_killed_inside_an_approval_post_decides_nothing_and_loses_
     assert run.status == "awaiting_approval"
     # The operator decides again (the page or the API of a web process restarted): the run resumes once.
     services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
-                             expected_hash=approval.arguments_hash)
+                             expected_hash=approval.arguments_hash, channel="api")
     wait_until(lambda: finished(run.pk), timeout=90, message="the run to finish")
     run.refresh_from_db()
     assert run.stop_reason == "completed", run.stop_detail

@@ -12,6 +12,7 @@ from runs.dashboard import active as dashboard_active
 
 from runs.dashboard import rollup
 from runs.models import Attempt, AttemptRollup, Run, RunRollup, StopRollup
+from tests.binding import bound_hash
 
 
 def _snapshot():
@@ -120,7 +121,8 @@ def test_a_decision_is_counted_when_services_record_it(make_run, make_revision, 
     rev = make_revision(run)
     approval = make_approval(run, revision=rev, step=make_step(rev))
     Approval.objects.filter(pk=approval.pk).update(requested_at=timezone.now() - timedelta(seconds=90))
-    approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+    approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                    channel="api", expected_hash=bound_hash(approval.pk))
     row = ApprovalRollup.objects.get()
     assert row.decisions == 1 and row.wait_min == pytest.approx(90, abs=2) and row.wait_min == row.wait_max
     snapshot = list(ApprovalRollup.objects.values_list("hour", "bin", "decisions"))

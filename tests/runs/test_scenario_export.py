@@ -10,6 +10,7 @@ from runs import services
 from runs.worker import engine
 from runs.models import Approval, Decision, Run
 from runs.trace.scenario_export import run_scenario_export
+from tests.binding import bound_hash
 
 COUNTS = ("tool_calls", "revisions", "retries", "approvals_requested", "tokens", "side_effects_committed")
 
@@ -92,7 +93,8 @@ class TestExportInProcess:
                         {"capability": "create_ticket", "path": "ticket_id", "exists": True})
         self._finish(run)
         approval = Approval.objects.get(run=run, state="pending")
-        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True)
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
+                                 channel="api", expected_hash=bound_hash(approval.pk))
         run = self._finish(run)
         assert run.stop_reason == "completed" and run.side_effects_committed == 1
         replayed, scenario = _replay(tmp_path, run)

@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from runs.models import Approval
+from tests.binding import bound_hash
 
 
 @pytest.fixture
@@ -172,7 +173,8 @@ class TestApprovalDecide:
 
         third = registry_admin
         third.groups.add(Group.objects.get(name="operator"))
-        services.approval_decide(approval_id=pending_step.pk, user=third, approve=False, comment="no")
+        services.approval_decide(approval_id=pending_step.pk, user=third, approve=False, comment="no",
+                                 channel="api", expected_hash=bound_hash(pending_step.pk))
         response = self.post(client_for(operator), pending_step)
         body = response.content.decode()
         assert response.status_code == 409

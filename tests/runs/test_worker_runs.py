@@ -37,7 +37,7 @@ class TestRunsOnAWorker:
         wait_until(lambda: status_of(run.pk) == "awaiting_approval", message="the approval request")
         approval = Approval.objects.get(run=run, state="pending")
         services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
-                                 expected_hash=approval.arguments_hash)
+                                 expected_hash=approval.arguments_hash, channel="api")
         wait_until(lambda: status_of(run.pk) == "completed", message="completion after approval")
         assert Ticket.objects.filter(title="Printer on fire").count() == 1
         run.refresh_from_db()

@@ -276,6 +276,7 @@ def test_through_a_real_worker_the_probe_gets_nothing_and_the_allowed_channel_it
     probe = Channel.objects.create(name="probe", url=f"json://a@{INTERNAL}:{port}@127.0.0.1:{port}/x")
     mail = services.channel_save(user=operator, name="ops mail", url=inbox.url)
     rule = Rule.objects.create(name="approvals", event="approval_requested")
+    Rule.objects.filter(pk=rule.pk).update(created_at=waiting_approval.requested_at)  # a rule notifies what follows it
     rule.channels.set([probe, mail])
     app.send_task("notifications.tick")
     wait_until(lambda: Delivery.objects.filter(status__in=["sent", "failed"]).count() == 2, timeout=60,

@@ -8,6 +8,7 @@ from core.errors import NotAllowed
 from runs import services
 from runs.worker import engine
 from runs.models import Approval, PlanRevision, Run
+from tests.binding import bound_hash
 
 FOUND = {"capability": "create_ticket", "path": "ticket_id", "exists": True}
 TICKET = {"id": "t1", "capability": "create_ticket", "arguments": {"title": "Printer on fire"},
@@ -92,13 +93,14 @@ class TestFourEyesByProposer:
     def test_the_proposer_may_not_decide_through_the_service(self, waiting):
         lead, approval = waiting
         with pytest.raises(NotAllowed, match="you proposed"):
-            services.approval_decide(approval_id=approval.pk, user=lead, approve=True)
+            services.approval_decide(approval_id=approval.pk, user=lead, approve=True,
+                                     channel="api", expected_hash=bound_hash(approval.pk))
 
     def test_the_proposer_and_the_owner_may_not_decide_through_the_api(self, waiting, api_for, operator):
         lead, approval = waiting
         for user in (lead, operator):
-            response = api_for(user).post(f"/api/approvals/{approval.pk}/decide/", {"decision": "approve"},
-                                          format="json")
+            response = api_for(user).post(f"/api/approvals/{approval.pk}/decide/",
+                                          {"decision": "approve", "expected_hash": bound_hash(approval.pk)}, format="json")
             assert response.status_code == 403, (user, response.content)
         approval.refresh_from_db()
         assert approval.state == "pending"
@@ -106,6 +108,7 @@ class TestFourEyesByProposer:
     def test_a_third_person_decides(self, waiting, api_for, second_operator):
         _lead, approval = waiting
         response = api_for(second_operator).post(f"/api/approvals/{approval.pk}/decide/",
-                                                 {"decision": "approve"}, format="json")
+                                                 {"decision": "approve", "expected_hash": bound_hash(approval.pk)},
+                                                 format="json")
         assert response.status_code == 200, response.content
         assert Run.objects.get(pk=approval.run_id).status == "queued"
