@@ -18,7 +18,10 @@ import schemathesis
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+)
 
 from runs import engine, services
 
@@ -122,9 +125,10 @@ def test_the_api_answers_as_documented_for_every_role(role, world):
 def live_world(transactional_db, roles, manual_advance):
     """Committed data the server process reads: a finished run with attempts (its long poll answers at once),
     a run waiting for its plan's approval, and the capabilities."""
+    from django.contrib.auth.models import Group, User
+
     from capabilities.models import Capability
     from capabilities.sync import python_capabilities_sync
-    from django.contrib.auth.models import Group, User
     from runs.models import Approval, Run
 
     python_capabilities_sync()

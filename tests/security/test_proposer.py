@@ -137,7 +137,7 @@ class TestThePlanningAnswerOffersTheIntersection:
 
     def test_what_is_offered_is_what_the_authorizer_lets_through(self, external_run, api_for, operator):
         from capabilities.models import Capability
-        from runs.adapters import OwnerAuthorizer, DjangoRegistry
+        from runs.adapters import DjangoRegistry, OwnerAuthorizer
 
         lead = _user("lena", without=["create_ticket", "send_notification"])
         offered = self._offered(api_for(lead), external_run)
