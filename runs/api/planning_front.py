@@ -1,6 +1,6 @@
 """The ASGI front of the planning long poll: GET /api/runs/<id>/planning/?wait=N without a request thread.
 
-The router (agentops/asgi.py) sends every GET of that path here. The front authenticates and
+The router (agentops/asgi.py) sends every GET (and HEAD) of that path here. The front authenticates and
 checks the request exactly as the DRF view does (the view's own authenticators, permission and
 input), then holds the wait on the event loop (runs.planning_hold). When the run changes, the wait
 ends, or anything is off (not signed in, a bad `wait`, no such run), the request goes on to
@@ -31,7 +31,9 @@ PLANNING_PATH = re.compile(r"^/api/runs/(\d+)/planning/$")
 
 
 def is_planning_poll(scope) -> bool:
-    return scope["type"] == "http" and scope["method"] == "GET" and PLANNING_PATH.match(scope["path"]) is not None
+    # HEAD too: Django answers it with the GET view, which would otherwise hold the wait in a thread.
+    return (scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
+            and PLANNING_PATH.match(scope["path"]) is not None)
 
 
 def _pooled(fn):
