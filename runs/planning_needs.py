@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
+from operator import or_
 from typing import Any
+
+from django.db.models import Q
 
 from core.choices import FINISHED_STATUSES
 from runs.adapters import DjangoRegistry, OwnerAuthorizer
@@ -31,10 +35,14 @@ class PlanningMoment:
         return self.needs_plan or self.status in FINISHED_STATUSES
 
 
-def planning_moment(run: Run) -> PlanningMoment:
+def planning_moment(run: Run, *, submitted: bool | None = None) -> PlanningMoment:
+    """submitted: whether the awaited revision has a plan, when the caller has read it already."""
     state = run.state or {}
     awaited = awaited_revision(run)
-    submitted = awaited is not None and PlanSubmission.objects.filter(run=run, revision=awaited).exists()
+    if awaited is None:
+        submitted = False
+    elif submitted is None:
+        submitted = PlanSubmission.objects.filter(run=run, revision=awaited).exists()
     return PlanningMoment(
         needs_plan=run.planner == "external" and awaited is not None and not submitted,
         plan_submitted=submitted, revision=int((state.get("usage") or {}).get("plans", 0)) + 1,
@@ -42,13 +50,23 @@ def planning_moment(run: Run) -> PlanningMoment:
         usage=(run.iterations, run.revisions, run.tool_calls, run.tokens, run.cost))
 
 
+def planning_moments_of(run_ids: list[int]) -> dict[int, PlanningMoment]:
+    """The planning moments of these runs (those that still exist), in two queries however many."""
+    runs = list(Run.objects.filter(pk__in=run_ids).only(*MOMENT_FIELDS))
+    awaited = {run.pk: revision for run in runs if (revision := awaited_revision(run)) is not None}
+    submitted: set[int] = set()
+    if awaited:
+        which = reduce(or_, (Q(run_id=run_id, revision=revision) for run_id, revision in awaited.items()))
+        submitted = set(PlanSubmission.objects.filter(which).values_list("run_id", flat=True))
+    return {run.pk: planning_moment(run, submitted=run.pk in submitted) for run in runs}
+
+
 def planning_moment_of(run_id: int) -> PlanningMoment | None:
     """The run's planning moment, None when the run is gone."""
-    run = Run.objects.filter(pk=run_id).only(*MOMENT_FIELDS).first()
-    return None if run is None else planning_moment(run)
+    return planning_moments_of([run_id]).get(run_id)
 
 
-# The columns planning_moment() reads (a long poll re-reads them several times a second).
+# The columns planning_moment() reads (a long poll's watcher re-reads them several times a second).
 MOMENT_FIELDS = ("planner", "state", "status", "stop_reason", "iterations", "revisions", "tool_calls", "tokens",
                  "cost")
 
