@@ -99,7 +99,11 @@ def measure(layout: str, env: dict, run_id: int, token: str, polls: int, slowlor
         for sock in sockets:
             sock.close()
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=40)   # gunicorn lets its requests finish first (graceful timeout 30 s)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
     return {"layout": layout, "polls": polls, "slowloris": slowloris,
             "healthz_quiet_median_ms": round(statistics.median(quiet) * 1000, 1),
             "healthz_attacked_median_ms": round(statistics.median(attacked) * 1000, 1),
