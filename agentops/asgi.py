@@ -1,4 +1,5 @@
-"""The web server's ASGI application: /mcp/ is the MCP gateway, everything else Django.
+"""The web server's ASGI application: /mcp/ is the MCP gateway, the planning long poll is held on the
+event loop (runs.api.planning_front), everything else Django.
 
 `manage.py serve` runs it under uvicorn; production runs it under uvicorn workers (README
 "Production"). The lifespan starts the gateway's session manager, which Django's ASGI
@@ -13,6 +14,7 @@ django_application = get_asgi_application()
 
 from gateway.asgi import McpEndpoint  # noqa: E402 - needs the apps loaded above
 from gateway.mcp_server import build_session_manager  # noqa: E402
+from runs.api.planning_front import PlanningLongPoll, is_planning_poll  # noqa: E402
 
 MCP_PATHS = ("/mcp", "/mcp/")
 
@@ -21,12 +23,15 @@ class Router:
     def __init__(self):
         self.session_manager = build_session_manager()
         self.mcp = McpEndpoint(self.session_manager)
+        self.planning = PlanningLongPoll(django_application)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "lifespan":
             return await self._lifespan(receive, send)
         if scope["type"] == "http" and scope["path"] in MCP_PATHS:
             return await self.mcp(scope, receive, send)
+        if is_planning_poll(scope):
+            return await self.planning(scope, receive, send)
         return await django_application(scope, receive, send)
 
     async def _lifespan(self, receive, send):

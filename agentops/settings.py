@@ -481,6 +481,9 @@ AGENTOPS_INLINE_OUTPUT_BYTES = env_int("AGENTOPS_INLINE_OUTPUT_BYTES", 16_384, m
 # The Phoenix project the OpenTelemetry spans land in (runs.otel); default: OTEL_SERVICE_NAME, else "agentops".
 AGENTOPS_OTEL_PROJECT = env_str("AGENTOPS_OTEL_PROJECT")
 AGENTOPS_APPROVAL_TTL_SECONDS = env_int("AGENTOPS_APPROVAL_TTL_SECONDS", 86_400, minimum=60)
+# Open planning long polls (GET /api/runs/<id>/planning/?wait=N) one user may hold at once, across
+# every web process; one more is answered 429 with Retry-After (runs.long_polls).
+AGENTOPS_LONG_POLL_MAX_PER_USER = env_int("AGENTOPS_LONG_POLL_MAX_PER_USER", 16, minimum=1)
 
 # --- Integrations (README "Integrations") ---------------------------------------
 # Where people reach this instance: links in notifications (login required).

@@ -13,7 +13,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from core.errors import InvalidInput, ServiceError
+from core.errors import InvalidInput, ServiceError, TooBusy
 
 
 class Pagination(PageNumberPagination):
@@ -94,7 +94,10 @@ def exception_handler(exc, context):
         body = {"code": exc.code, "message": exc.message}
         if exc.fields:
             body["fields"] = exc.fields
-        return Response({"error": body}, status=exc.status)
+        response = Response({"error": body}, status=exc.status)
+        if isinstance(exc, TooBusy):
+            response["Retry-After"] = str(exc.retry_after)
+        return response
     if isinstance(exc, RequestDataTooBig):
         return Response({"error": {"code": "request_too_large", "message": str(exc)}},
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)

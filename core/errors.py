@@ -31,6 +31,17 @@ class Conflict(ServiceError):
     code = "conflict"
 
 
+class TooBusy(ServiceError):
+    """Refused for now: the answer carries Retry-After (seconds)."""
+
+    status = 429
+    code = "too_many_requests"
+
+    def __init__(self, message: str, *, retry_after: int):
+        super().__init__(message)
+        self.retry_after = max(1, int(retry_after))
+
+
 class FieldErrors(dict):
     """Messages by field, the shape `InvalidInput(fields=...)` carries; collected, then raised at once."""
 

@@ -466,4 +466,20 @@ class Reconciliation(models.Model):
         return f"run {self.run_id}: {'committed' if self.committed else 'not committed'}"
 
 
+class OpenLongPoll(models.Model):
+    """A planning long poll being held (runs.long_polls): counted per user for the cap, across every
+    web process. A process that dies leaves its rows, which stop counting at expires_at."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    run_id = models.BigIntegerField()
+    opened_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "expires_at"], name="longpoll_user_expires_idx")]
+
+    def __str__(self):
+        return f"{self.user_id} on run {self.run_id} until {self.expires_at:%H:%M:%S}"
+
+
 from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup  # noqa: E402,F401  (dashboard rollups, runs.dashboard.rollup)

@@ -4,15 +4,20 @@ GET  /api/runs/<id>/planning/?wait=25   what the runtime needs (long-poll up to 
 POST /api/runs/<id>/plans/              a plan (or "no further plan") for one revision
 
 Reading needs runs.view_run, like every other read of a run. Submitting needs
-runs.start_run AND being the run's owner: the plan runs with the owner's permissions,
-so nobody else may speak for them.
+runs.start_run and being the run's owner, or runs.manage_all_runs (a lead operator): a plan
+someone else submits runs with the intersection of the owner's and the submitter's permissions,
+and the capabilities listed are the ones the reader could use in the plan they submit.
+
+Under ASGI the long poll is held on the event loop by runs.api.planning_front; this view then
+answers at once.
 """
 from __future__ import annotations
 
-import time
+from functools import partial
 
+from asgiref.sync import async_to_sync, sync_to_async
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,10 +26,10 @@ from core.api import validated
 from core.permissions import require_perm
 from runs import services
 from runs.models import PlanSubmission, Run
+from runs.planning_hold import HELD_BY_FRONT, hold_until_change
 from runs.planning_needs import planning_needs
 
 MAX_WAIT_S = 25
-POLL_INTERVAL_S = 0.25
 
 
 class PlanningOutput(serializers.Serializer):
@@ -42,8 +47,9 @@ class PlanningOutput(serializers.Serializer):
     observations = serializers.ListField(child=serializers.DictField(),
                                          help_text="Recent normalized attempts, oldest first.")
     capabilities = serializers.ListField(child=serializers.DictField(),
-                                         help_text="What the run's owner may use: name, description, schema, "
-                                                   "side_effect, requires_approval.")
+                                         help_text="What a plan you submit may use: the capabilities both the "
+                                                   "run's owner and you may use (name, description, schema, "
+                                                   "side_effect, requires_approval).")
     budgets = serializers.JSONField()
     usage = serializers.JSONField()
     deadline_at = serializers.DateTimeField(allow_null=True)
@@ -61,11 +67,6 @@ class SubmissionOutput(serializers.ModelSerializer):
                   "submitted_by", "submitted_at"]
 
 
-def _changed(before: dict, after: dict) -> bool:
-    keys = ("needs_plan", "plan_submitted", "revision", "status", "stop_reason", "usage")
-    return any(before[k] != after[k] for k in keys)
-
-
 class RunPlanningApi(APIView):
     permission_classes = [require_perm("runs.view_run")]
 
@@ -75,21 +76,24 @@ class RunPlanningApi(APIView):
                                                   "or the run to change.")
 
     @extend_schema(parameters=[OpenApiParameter("wait", int, description="seconds to wait (0-25)")],
-                   responses=PlanningOutput)
+                   responses={200: PlanningOutput,
+                              429: OpenApiResponse(description="Too many open long polls; Retry-After says when "
+                                                               "to try again.")},
+                   description="With `wait`, the answer comes when a plan is needed, the run changes or `wait` "
+                               "seconds have passed. One user holds at most AGENTOPS_LONG_POLL_MAX_PER_USER open "
+                               "long polls; one more is answered 429 with Retry-After.")
     def get(self, request, run_id: int):
         params = validated(self.PlanningQueryInput, request.query_params)
         run = get_object_or_404(Run.objects.select_related("owner"), pk=run_id)
-        needs = planning_needs(run)
-        # A bounded DB poll: cheap, works on every database, and answers early on a change.
-        deadline = time.monotonic() + params["wait"]
-        first = needs
-        while not (needs["needs_plan"] or run.is_finished) and time.monotonic() < deadline:
-            time.sleep(POLL_INTERVAL_S)
-            run = Run.objects.select_related("owner").get(pk=run_id)
-            needs = planning_needs(run)
-            if _changed(first, needs):
-                break
-        return Response(PlanningOutput(needs).data)
+        front = getattr(request._request, "scope", {}).get(HELD_BY_FRONT)
+        if front is not None:   # served by the ASGI router: the front has held the wait on the event loop
+            if front.refused is not None:
+                raise front.refused
+        elif params["wait"]:    # under WSGI: the same wait, in this request's thread
+            async_to_sync(hold_until_change)(user_id=request.user.pk, run_id=run.pk, wait_s=params["wait"],
+                                             db=partial(sync_to_async, thread_sensitive=True))
+            run = get_object_or_404(Run.objects.select_related("owner"), pk=run_id)
+        return Response(PlanningOutput(planning_needs(run, proposer_id=request.user.pk)).data)
 
 
 class RunPlanSubmitApi(APIView):

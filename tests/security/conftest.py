@@ -1,9 +1,15 @@
-"""Real servers on loopback for the security tests: a chat-completions endpoint and an echoing webhook."""
+"""Real servers on loopback for the security tests: a chat-completions endpoint, an echoing webhook, and
+the product's own web server as the README runs it in production."""
 from __future__ import annotations
 
+import http.client
 import json
+import socket
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +67,63 @@ def chat_completion(content, usage=None):
     return {"status": 200, "json": {"choices": [{"message": {"role": "assistant", "content": content}}],
                                     "usage": usage if usage is not None else
                                     {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}}
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# The production layout (README "Production"), and the one it replaced (issue 34: starved by slow clients).
+WEB_LAYOUTS = {
+    "uvicorn": lambda port: [sys.executable, "-m", "uvicorn", "agentops.asgi:application", "--workers", "2",
+                             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+    "gthread": lambda port: [sys.executable, "-m", "gunicorn", "agentops.wsgi", "-k", "gthread", "--workers", "2",
+                             "--threads", "16", "--timeout", "60", "--bind", f"127.0.0.1:{port}",
+                             "--log-level", "warning"],
+}
+
+
+class WebServer:
+    def __init__(self, port: int):
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+
+    def get(self, path: str, headers: dict | None = None, timeout: float = 10) -> tuple[int, dict, bytes]:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            connection.request("GET", path, headers={"Host": "127.0.0.1", **(headers or {})})
+            response = connection.getresponse()
+            return response.status, dict(response.getheaders()), response.read()
+        finally:
+            connection.close()
+
+
+@pytest.fixture
+def web_server(worker_env, wait_until):
+    """web_server(layout=..., env=...): the web server on a loopback port against the test database,
+    stopped (and waited for) after the test."""
+    procs = []
+
+    def start(*, layout: str = "uvicorn", env: dict | None = None) -> WebServer:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        proc = subprocess.Popen(WEB_LAYOUTS[layout](port), cwd=ROOT, env={**worker_env, **(env or {})})
+        procs.append(proc)
+        server = WebServer(port)
+
+        def up():
+            assert proc.poll() is None, f"the {layout} server exited with {proc.returncode}"
+            try:
+                return server.get("/healthz", timeout=2)[0] == 200
+            except OSError:
+                return False
+
+        wait_until(up, timeout=60, message=f"the {layout} server")
+        return server
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,8 +1,11 @@
 """Schemathesis over the whole API with every role: no server error, every answer as documented.
 
-In process (the WSGI application, the test database), each role authenticating with
-its own API token. Bounded for CI: AGENTOPS_FUZZ_EXAMPLES examples per operation and
-role (default 8; about two minutes on two cores for all roles).
+Twice: in process (the WSGI application, the test database), and against the production server
+(uvicorn serving agentops.asgi, as the README runs it) on loopback with committed data, so the
+ASGI router, its planning long-poll front and the real middleware answer too. Each role
+authenticates with its own API token. Bounded for CI: AGENTOPS_FUZZ_EXAMPLES examples per
+operation and role in process (default 8; about two minutes on two cores for all roles), and
+AGENTOPS_LIVE_FUZZ_EXAMPLES against the server (default 3).
 """
 from __future__ import annotations
 
@@ -15,25 +18,31 @@ import schemathesis
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import response_schema_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+)
 
 from runs import services
 
 from runs.worker import engine
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db]
+pytestmark = [pytest.mark.slow]
 EXAMPLES = int(os.environ.get("AGENTOPS_FUZZ_EXAMPLES", "8"))
+LIVE_EXAMPLES = int(os.environ.get("AGENTOPS_LIVE_FUZZ_EXAMPLES", "3"))
+CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
 ROLES = ("anonymous", "nobody", "viewer", "operator", "lead operator", "registry admin")
 
 
-def _openapi_schema():
+def _openapi_schema(*, in_process: bool = True):
     from django.core.wsgi import get_wsgi_application
     from drf_spectacular.generators import SchemaGenerator
     from drf_spectacular.renderers import OpenApiJsonRenderer
 
     spec = json.loads(OpenApiJsonRenderer().render(SchemaGenerator().get_schema(request=None, public=True)))
     schema = schemathesis.openapi.from_dict(spec)
-    schema.app = get_wsgi_application()
+    if in_process:
+        schema.app = get_wsgi_application()
     return schema
 
 
@@ -51,7 +60,7 @@ def keep_connection():
 
 
 @pytest.fixture
-def world(roles, keep_connection):
+def world(db, roles, keep_connection):
     """Something behind the ids: a run waiting for plan approval, its approval, the capabilities."""
     from django.contrib.auth.models import Group, User
 
@@ -87,23 +96,62 @@ def _headers_for(role: str) -> dict[str, str]:
     return {"Authorization": f"Token {key}"}
 
 
-@pytest.mark.parametrize("role", ROLES)
-def test_the_api_answers_as_documented_for_every_role(role, world):
-    schema = _openapi_schema()
-    headers = _headers_for(role)
+def _fuzz(schema, world, headers: dict, examples: int, **call) -> tuple[int, int]:
+    """Every operation: random ids (mostly 404s), then the ids of real objects, so the answers with a body
+    are checked too. Returns the numbers of operations and of requests made."""
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) > 20
+    calls = []
     for operation in operations:
-        # Random ids (mostly 404s), then the ids of real objects, so the answers with a body are checked too.
         names = re.findall(r"{(\w+)}", operation.path)
         strategies = [operation.as_strategy()]
         if names and all(name in world for name in names):
             strategies.append(operation.as_strategy(path_parameters={name: world[name] for name in names}))
         for strategy in strategies:
-            @hypothesis_settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+            @hypothesis_settings(max_examples=examples, deadline=None, database=None, derandomize=True,
                                  suppress_health_check=list(HealthCheck))
             @given(case=strategy)
             def check(case):
-                case.call_and_validate(headers=headers, checks=[not_a_server_error, response_schema_conformance])
+                calls.append(case.call_and_validate(headers=headers, checks=CHECKS, **call).status_code)
 
             check()
+    return len(operations), len(calls)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_api_answers_as_documented_for_every_role(role, world):
+    operations, calls = _fuzz(_openapi_schema(), world, _headers_for(role), EXAMPLES)
+    assert operations > 20 and calls > operations
+
+
+@pytest.fixture
+def live_world(transactional_db, roles, manual_advance):
+    """Committed data the server process reads: a finished run with attempts (its long poll answers at once),
+    a run waiting for its plan's approval, and the capabilities."""
+    from django.contrib.auth.models import Group, User
+
+    from capabilities.models import Capability
+    from capabilities.kinds.python.sync import python_capabilities_sync
+    from runs.models import Approval, Run
+
+    python_capabilities_sync()
+    owner = User.objects.create_user("owner", password="pw-owner-long")
+    owner.groups.add(Group.objects.get(name="operator"))
+    plans = {"plans": [[{"capability": "search_documents", "arguments": {"q": "travel"}}]]}
+    completion = {"capability": "search_documents", "path": "documents.0.id", "exists": True}
+    finished = services.run_start(owner=owner, goal="Fuzzed", planner="scripted", planner_config=plans,
+                                  completion=completion)
+    while not Run.objects.get(pk=finished.pk).is_finished:
+        engine.run_advance(run_id=finished.pk, worker="fuzz")
+    waiting = services.run_start(owner=owner, goal="Fuzzed", planner="scripted", planner_config=plans,
+                                 completion=completion, require_plan_approval=True)
+    engine.run_advance(run_id=waiting.pk, worker="fuzz")
+    return {"run_id": finished.pk, "approval_id": Approval.objects.get(run=waiting).pk,
+            "name": Capability.objects.order_by("name").first().name}
+
+
+def test_the_production_server_answers_as_documented_for_every_role(live_world, web_server):
+    server = web_server(layout="uvicorn")
+    schema = _openapi_schema(in_process=False)
+    for role in ROLES:
+        operations, calls = _fuzz(schema, live_world, _headers_for(role), LIVE_EXAMPLES, base_url=server.url)
+        assert operations > 20 and calls > operations, (role, operations, calls)

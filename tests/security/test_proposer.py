@@ -112,3 +112,51 @@ class TestFourEyesByProposer:
                                                  format="json")
         assert response.status_code == 200, response.content
         assert Run.objects.get(pk=approval.run_id).status == "queued"
+
+
+class TestThePlanningAnswerOffersTheIntersection:
+    """GET .../planning/ lists what the reader's plan may use: what both the owner and the reader hold,
+    exactly what validation then lets through."""
+
+    def _offered(self, api, run):
+        response = api.get(f"/api/runs/{run.pk}/planning/")
+        assert response.status_code == 200, response.content
+        return {c["name"]: c for c in response.json()["capabilities"]}
+
+    def test_a_lead_without_a_permission_is_not_offered_its_capability(self, external_run, api_for, operator):
+        lead = _user("lena", without=["create_ticket"])
+        assert "create_ticket" not in self._offered(api_for(lead), external_run)
+        assert "search_documents" in self._offered(api_for(lead), external_run)
+        assert "create_ticket" in self._offered(api_for(operator), external_run)   # the owner holds it
+        assert "create_ticket" in self._offered(api_for(_user("lars")), external_run)   # so does this lead
+
+    def test_a_lead_is_not_offered_what_the_owner_lacks(self, db, api_for):
+        from capabilities.kinds.python.sync import python_capabilities_sync
+
+        python_capabilities_sync()
+        owner = _user("olga", group="operator", without=["create_ticket"])
+        run = services.run_start(owner=owner, goal="Open a ticket", completion=FOUND, planner="external",
+                                 budgets={"deadline_s": 120})
+        assert "create_ticket" not in self._offered(api_for(_user("lena")), run)
+
+    def test_what_is_offered_is_what_the_authorizer_lets_through(self, external_run, api_for, operator):
+        from capabilities.models import Capability
+        from runs.worker.adapters import DjangoRegistry, OwnerAuthorizer
+
+        lead = _user("lena", without=["create_ticket", "send_notification"])
+        offered = self._offered(api_for(lead), external_run)
+        authorizer = OwnerAuthorizer(operator.pk, recheck_s=0, proposer_id=lead.pk)
+        for spec in DjangoRegistry().visible(OwnerAuthorizer(operator.pk)):
+            refused_at_validation = spec.changes_state and spec.permission and not authorizer.permits(spec.permission)
+            assert (spec.name in offered) is not refused_at_validation, spec.name
+        assert Capability.objects.filter(name__in=["create_ticket", "send_notification"]).count() == 2
+        assert not {"create_ticket", "send_notification"} & set(offered)
+
+    def test_the_lead_plans_with_what_was_offered_and_it_goes_on(self, external_run, api_for, manual_advance):
+        lead = _user("lena", without=["create_ticket"])
+        offered = self._offered(api_for(lead), external_run)
+        step = {"id": "s1", "capability": "search_documents", "arguments": {"q": "travel"}, "expected_outcome": "x"}
+        assert "search_documents" in offered
+        assert _submit(api_for(lead), external_run, [step]).status_code == 202
+        run = _advance(external_run)
+        assert PlanRevision.objects.get(run=run, number=1).accepted
