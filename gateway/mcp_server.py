@@ -4,7 +4,8 @@ A session is a run: `initialize` starts it (gateway.services.session_open); each
 tools/call is proposed as the run's next one-step plan and a Celery worker advances the
 run exactly as any other (validation, authorization, budgets, approval, intent, executor,
 observation, repetition). The request here only waits for the attempt the worker
-records, so nothing runs a capability in the web process.
+records, so nothing runs a capability in the web process: the worker's wake-up
+(runs.wakeups) ends the wait, and a backing-off re-read catches a wake-up that was lost.
 """
 from __future__ import annotations
 
@@ -25,14 +26,17 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST
 
 from gateway import results, selectors, services
 from gateway.models import Agent
+from runs import wakeups
 from runs.runtime.validation import argument_errors
 
 log = logging.getLogger(__name__)
 
-# How often a held call re-reads its outcome: fast first (most calls end in milliseconds), then
-# at most every POLL_MAX_S; a progress notification every PROGRESS_EVERY_S keeps the stream alive.
-POLL_FIRST_S = 0.002
-POLL_MAX_S = 0.1
+# How often a held call re-reads its outcome without a wake-up: with a listener only as the net
+# for a lost wake-up (from WOKEN_FIRST_S, doubling up to WOKEN_MAX_S); without one (a broker with
+# no announcements) fast first, as most calls end in milliseconds, then at most every POLL_MAX_S.
+# A progress notification every PROGRESS_EVERY_S keeps the stream alive.
+WOKEN_FIRST_S, WOKEN_MAX_S = 0.05, 1.0
+POLL_FIRST_S, POLL_MAX_S = 0.002, 0.1
 PROGRESS_EVERY_S = 5.0
 LIST_CHANGED_POLL_S = 2.0
 
@@ -141,7 +145,7 @@ async def _call(ctx, state, spec, arguments) -> types.CallToolResult:
         return results.refused(run_id, str(refused), stop_reason=refused.stop_reason)
     delivered = False
     try:
-        outcome, waited = await _await_outcome(ctx, run_id, submitted.revision)
+        outcome, waited = await _await_outcome(ctx, run_id, submitted.revision, fresh=submitted.new)
         if isinstance(outcome, selectors.Concluded):
             delivered = True
             return results.concluded(run_id, outcome)
@@ -151,32 +155,51 @@ async def _call(ctx, state, spec, arguments) -> types.CallToolResult:
     finally:
         with anyio.CancelScope(shield=True):   # a client gone mid-call: the same call later picks it up
             if delivered:
-                await db(services.call_delivered)(session_id=session_pk, revision=submitted.revision)
+                if not submitted.new:   # a call proposed just now was never held: nothing to clear
+                    await db(services.call_delivered)(session_id=session_pk, revision=submitted.revision)
             else:
                 await db(services.call_hold)(session_id=session_pk, revision=submitted.revision,
                                              capability=spec.name, arguments=arguments)
 
 
-async def _await_outcome(ctx, run_id: int, revision: int):
+async def _await_outcome(ctx, run_id: int, revision: int, *, fresh: bool):
+    """Wait for the call's outcome: woken by the worker's announcement, re-reading on a timer too.
+
+    fresh: the call was proposed just now, so its outcome cannot be there before a wake-up."""
+    waiters = (ctx.lifespan_context or {}).get("waiters")
+    first, most = (WOKEN_FIRST_S, WOKEN_MAX_S) if waiters is not None else (POLL_FIRST_S, POLL_MAX_S)
     started = time.monotonic()
-    delay, progressed, approval_seen = POLL_FIRST_S, started, None
-    while True:
-        outcome = await db(selectors.call_outcome)(run_id=run_id, revision=revision)
-        now = time.monotonic()
-        if isinstance(outcome, selectors.Concluded):
-            return outcome, now - started
-        if outcome.approval is not None:
-            approval_seen = approval_seen or now
-            if now - approval_seen >= settings.AGENTOPS_GATEWAY_APPROVAL_HOLD_S:
+    delay, progressed, approval_seen = first, started, None
+    with waiters.watch(run_id) if waiters is not None else contextlib.nullcontext() as woken:
+        if woken is not None and fresh:
+            await _sleep_or_wake(woken, delay)
+        while True:
+            if woken is not None:
+                woken.clear()   # before the read: a wake-up during it is kept for the next wait
+            outcome = await db(selectors.call_outcome)(run_id=run_id, revision=revision)
+            now = time.monotonic()
+            if isinstance(outcome, selectors.Concluded):
                 return outcome, now - started
-        elif now - started >= settings.AGENTOPS_GATEWAY_CALL_WAIT_S:
-            return outcome, now - started
-        if now - progressed >= PROGRESS_EVERY_S:
-            progressed = now
-            waiting = "an approval decision" if outcome.approval is not None else "the call's outcome"
-            await ctx.session.report_progress(now - started, None, f"waiting for {waiting}")
+            if outcome.approval is not None:
+                approval_seen = approval_seen or now
+                if now - approval_seen >= settings.AGENTOPS_GATEWAY_APPROVAL_HOLD_S:
+                    return outcome, now - started
+            elif now - started >= settings.AGENTOPS_GATEWAY_CALL_WAIT_S:
+                return outcome, now - started
+            if now - progressed >= PROGRESS_EVERY_S:
+                progressed = now
+                waiting = "an approval decision" if outcome.approval is not None else "the call's outcome"
+                await ctx.session.report_progress(now - started, None, f"waiting for {waiting}")
+            delay = min(delay * 2 if woken is not None else delay * 1.5, most)
+            await _sleep_or_wake(woken, delay)
+
+
+async def _sleep_or_wake(woken, delay: float) -> None:
+    if woken is None:
         await anyio.sleep(delay)
-        delay = min(delay * 1.5, POLL_MAX_S)
+        return
+    with anyio.move_on_after(delay):
+        await woken.wait()
 
 
 def _registry_stamp():
@@ -189,11 +212,24 @@ def _registry_stamp():
 
 @contextlib.asynccontextmanager
 async def _lifespan(server):
-    task = asyncio.get_running_loop().create_task(_announce_list_changes())
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(_announce_list_changes()), loop.create_task(_vouch_for_sessions())]
     try:
-        yield {}
+        async with wakeups.listening() as waiters:
+            yield {"waiters": waiters}
     finally:
-        task.cancel()
+        for task in tasks:
+            task.cancel()
+
+
+async def _vouch_for_sessions() -> None:
+    """Tell the lost-session sweep, every quarter of its patience, that this process's sessions live."""
+    while True:
+        try:
+            await db(services.sessions_vouch)(session_ids=[c.state["session_pk"] for c in list(OPEN_CONNECTIONS)])
+        except Exception:  # noqa: BLE001 - a database blip: the next round vouches again
+            log.exception("could not vouch for this process's gateway sessions")
+        await asyncio.sleep(settings.AGENTOPS_GATEWAY_SESSION_LOST_S / 4)
 
 
 async def _announce_list_changes() -> None:
