@@ -140,7 +140,7 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
 async def _call(ctx, state, spec, arguments) -> types.CallToolResult:
     run_id, session_pk = state["run_id"], state["session_pk"]
     try:
-        submitted = await db(services.call_submit)(session_id=session_pk, capability=spec.name, arguments=arguments)
+        submitted = await _submit(ctx, state, spec.name, arguments)
     except services.CallRefused as refused:
         return results.refused(run_id, str(refused), stop_reason=refused.stop_reason)
     delivered = False
@@ -160,6 +160,26 @@ async def _call(ctx, state, spec, arguments) -> types.CallToolResult:
             else:
                 await db(services.call_hold)(session_id=session_pk, revision=submitted.revision,
                                              capability=spec.name, arguments=arguments)
+
+
+async def _submit(ctx, state, capability: str, arguments: dict) -> services.Submitted:
+    """Propose the call; a run that has not asked for its first plan yet (a call right after
+    initialize, before a worker's first pass) is waited for, as a held call is, up to the call wait."""
+    waiters = (ctx.lifespan_context or {}).get("waiters")
+    first, most = (WOKEN_FIRST_S, WOKEN_MAX_S) if waiters is not None else (POLL_FIRST_S, POLL_MAX_S)
+    started, delay = time.monotonic(), first
+    with waiters.watch(state["run_id"]) if waiters is not None else contextlib.nullcontext() as woken:
+        while True:
+            if woken is not None:
+                woken.clear()
+            try:
+                return await db(services.call_submit)(session_id=state["session_pk"], capability=capability,
+                                                      arguments=arguments)
+            except services.CallRefused as refused:
+                if not refused.busy or time.monotonic() - started >= settings.AGENTOPS_GATEWAY_CALL_WAIT_S:
+                    raise
+            await _sleep_or_wake(woken, delay)
+            delay = min(delay * 2, most)
 
 
 async def _await_outcome(ctx, run_id: int, revision: int, *, fresh: bool):

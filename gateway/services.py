@@ -200,10 +200,12 @@ class Submitted:
 class CallRefused(Exception):
     """The call was not proposed: the run stopped, or it waits on something else. The message says why."""
 
-    def __init__(self, message: str, *, stop_reason: str = "", approval_id: int | None = None):
+    def __init__(self, message: str, *, stop_reason: str = "", approval_id: int | None = None, busy: bool = False):
         super().__init__(message)
         self.stop_reason = stop_reason
         self.approval_id = approval_id
+        # The run will want this call shortly (it has not asked for its first plan yet): worth waiting for.
+        self.busy = busy
 
 
 def call_submit(*, session_id: int, capability: str, arguments: dict) -> Submitted:
@@ -229,7 +231,8 @@ def call_submit(*, session_id: int, capability: str, arguments: dict) -> Submitt
                                   "arguments to get its result.")
         revision = awaited_revision(run)
         if revision is None:
-            raise CallRefused(f"Run {run.pk} is still busy with the previous call; call again when it has answered.")
+            raise CallRefused(f"Run {run.pk} is still busy with the previous call; call again when it has answered.",
+                              busy=True)
         step = {"id": f"call{revision}", "capability": capability, "arguments": arguments,
                 "expected_outcome": "the MCP client's tools/call"}
         run_services.plan_submit(run_id=run.pk, user=session.agent.owner, revision=revision, steps=[step],

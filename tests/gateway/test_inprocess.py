@@ -257,6 +257,22 @@ class TestWakeUps:
         assert [r.structured_content for r in results] == [{"echo": "0"}, {"echo": "1"}, {"echo": "2"}]
 
 
+    def test_a_call_before_the_runs_first_pass_waits_for_the_run_instead_of_being_refused(
+            self, agent_token, inline_worker, monkeypatch):
+        from runs import queue
+
+        send, sends = queue.advance_later, []
+
+        def backlogged(run_id, countdown=None):   # the run's start waits in a busy broker for a while
+            sends.append(run_id)
+            send(run_id, 2.0 if len(sends) == 1 else countdown)
+
+        monkeypatch.setattr(queue, "advance_later", backlogged)
+        _, token = agent_token()
+        (result,) = self.calls(token)[:1]
+        assert not result.is_error and result.structured_content == {"echo": "0"}
+
+
 class TestSessionEndedDuringAnApproval:
     """A session that ended while its run waited on an approval: the run ends when the request is
     decided or expires, with what truly happened (not left waiting for its deadline)."""
