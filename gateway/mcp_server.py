@@ -162,40 +162,61 @@ async def _call(ctx, state, spec, arguments) -> types.CallToolResult:
                                              capability=spec.name, arguments=arguments)
 
 
+class _Wait:
+    """A wait on a run: the worker's announcement ends a pause early (runs.wakeups); without one
+    (lost, or a broker with none) the pause ends on a backing-off timer, and the caller re-reads."""
+
+    def __init__(self, woken):
+        self.woken = woken
+        self.delay, self.most, self.factor = ((WOKEN_FIRST_S, WOKEN_MAX_S, 2.0) if woken is not None
+                                              else (POLL_FIRST_S, POLL_MAX_S, 1.5))
+
+    def reading(self) -> None:
+        """Call before each read: a wake-up during the read is kept for the next pause."""
+        if self.woken is not None:
+            self.woken.clear()
+
+    async def pause(self) -> None:
+        if self.woken is None:
+            await anyio.sleep(self.delay)
+        else:
+            with anyio.move_on_after(self.delay):
+                await self.woken.wait()
+        self.delay = min(self.delay * self.factor, self.most)
+
+
+@contextlib.contextmanager
+def _waiting(ctx, run_id: int):
+    waiters = (ctx.lifespan_context or {}).get("waiters")
+    with waiters.watch(run_id) if waiters is not None else contextlib.nullcontext() as woken:
+        yield _Wait(woken)
+
+
 async def _submit(ctx, state, capability: str, arguments: dict) -> services.Submitted:
     """Propose the call; a run that has not asked for its first plan yet (a call right after
     initialize, before a worker's first pass) is waited for, as a held call is, up to the call wait."""
-    waiters = (ctx.lifespan_context or {}).get("waiters")
-    first, most = (WOKEN_FIRST_S, WOKEN_MAX_S) if waiters is not None else (POLL_FIRST_S, POLL_MAX_S)
-    started, delay = time.monotonic(), first
-    with waiters.watch(state["run_id"]) if waiters is not None else contextlib.nullcontext() as woken:
+    started = time.monotonic()
+    with _waiting(ctx, state["run_id"]) as wait:
         while True:
-            if woken is not None:
-                woken.clear()
+            wait.reading()
             try:
                 return await db(services.call_submit)(session_id=state["session_pk"], capability=capability,
                                                       arguments=arguments)
             except services.CallRefused as refused:
                 if not refused.busy or time.monotonic() - started >= settings.AGENTOPS_GATEWAY_CALL_WAIT_S:
                     raise
-            await _sleep_or_wake(woken, delay)
-            delay = min(delay * 2, most)
+            await wait.pause()
 
 
 async def _await_outcome(ctx, run_id: int, revision: int, *, fresh: bool):
-    """Wait for the call's outcome: woken by the worker's announcement, re-reading on a timer too.
-
-    fresh: the call was proposed just now, so its outcome cannot be there before a wake-up."""
-    waiters = (ctx.lifespan_context or {}).get("waiters")
-    first, most = (WOKEN_FIRST_S, WOKEN_MAX_S) if waiters is not None else (POLL_FIRST_S, POLL_MAX_S)
+    """Wait for the call's outcome. fresh: proposed just now, so a worker must act before it can be there."""
     started = time.monotonic()
-    delay, progressed, approval_seen = first, started, None
-    with waiters.watch(run_id) if waiters is not None else contextlib.nullcontext() as woken:
-        if woken is not None and fresh:
-            await _sleep_or_wake(woken, delay)
+    progressed, approval_seen = started, None
+    with _waiting(ctx, run_id) as wait:
+        if fresh and wait.woken is not None:
+            await wait.pause()
         while True:
-            if woken is not None:
-                woken.clear()   # before the read: a wake-up during it is kept for the next wait
+            wait.reading()
             outcome = await db(selectors.call_outcome)(run_id=run_id, revision=revision)
             now = time.monotonic()
             if isinstance(outcome, selectors.Concluded):
@@ -210,16 +231,7 @@ async def _await_outcome(ctx, run_id: int, revision: int, *, fresh: bool):
                 progressed = now
                 waiting = "an approval decision" if outcome.approval is not None else "the call's outcome"
                 await ctx.session.report_progress(now - started, None, f"waiting for {waiting}")
-            delay = min(delay * 2 if woken is not None else delay * 1.5, most)
-            await _sleep_or_wake(woken, delay)
-
-
-async def _sleep_or_wake(woken, delay: float) -> None:
-    if woken is None:
-        await anyio.sleep(delay)
-        return
-    with anyio.move_on_after(delay):
-        await woken.wait()
+            await wait.pause()
 
 
 def _registry_stamp():
