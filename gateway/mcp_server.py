@@ -259,7 +259,7 @@ async def _vouch_for_sessions() -> None:
     while True:
         try:
             await db(services.sessions_vouch)(session_ids=[c.state["session_pk"] for c in list(OPEN_CONNECTIONS)])
-        except Exception:  # noqa: BLE001 - a database blip: the next round vouches again
+        except Exception:   # a database blip: the next round vouches again
             log.exception("could not vouch for this process's gateway sessions")
         await asyncio.sleep(settings.AGENTOPS_GATEWAY_SESSION_LOST_S / 4)
 

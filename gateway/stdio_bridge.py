@@ -38,28 +38,28 @@ async def relay(url: str, token: str, *, stdin=None, stdout=None) -> None:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
                               timeout=httpx2.Timeout(30.0, read=None))
     async with http, stdio_server(stdin, stdout) as (client_read, client_write), \
-            streamable_http_client(url, http_client=http) as (gateway_read, gateway_write):
-        async with anyio.create_task_group() as tasks:
-            async def to_gateway() -> None:
-                async for message in client_read:
-                    if isinstance(message, Exception):   # a line that is not JSON-RPC: say so, as a server would
-                        error = types.ErrorData(code=types.PARSE_ERROR, message=f"Not a JSON-RPC message: {message}")
-                        await client_write.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None,
-                                                                                  error=error)))
-                        continue
-                    await gateway_write.send(message)
-                tasks.cancel_scope.cancel()   # stdin closed: the client is done (the session is DELETEd)
+            streamable_http_client(url, http_client=http) as (gateway_read, gateway_write), \
+            anyio.create_task_group() as tasks:
+        async def to_gateway() -> None:
+            async for message in client_read:
+                if isinstance(message, Exception):   # a line that is not JSON-RPC: say so, as a server would
+                    error = types.ErrorData(code=types.PARSE_ERROR, message=f"Not a JSON-RPC message: {message}")
+                    await client_write.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None,
+                                                                              error=error)))
+                    continue
+                await gateway_write.send(message)
+            tasks.cancel_scope.cancel()   # stdin closed: the client is done (the session is DELETEd)
 
-            async def to_client() -> None:
-                async for message in gateway_read:
-                    if isinstance(message, Exception):
-                        log.warning("gateway stream: %s", message)
-                        continue
-                    await client_write.send(message)
-                tasks.cancel_scope.cancel()
+        async def to_client() -> None:
+            async for message in gateway_read:
+                if isinstance(message, Exception):
+                    log.warning("gateway stream: %s", message)
+                    continue
+                await client_write.send(message)
+            tasks.cancel_scope.cancel()
 
-            tasks.start_soon(to_gateway)
-            tasks.start_soon(to_client)
+        tasks.start_soon(to_gateway)
+        tasks.start_soon(to_client)
 
 
 def main(argv: list[str] | None = None) -> int:

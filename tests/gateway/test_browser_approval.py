@@ -11,11 +11,14 @@ from pathlib import Path
 import httpx2
 import mcp_types as types
 import pytest
-from conftest import running_stack, stack_env  # noqa: E402 - tests/gateway is on sys.path (its conftest)
+from conftest import (  # tests/gateway is on sys.path (its conftest)
+    running_stack,
+    stack_env,
+)
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import expect
-from threaded import run_in_thread  # noqa: E402
+from threaded import run_in_thread
 
 _spec = importlib.util.spec_from_file_location(
     "browser_conftest_for_gateway", Path(__file__).resolve().parents[1] / "browser" / "conftest.py")

@@ -10,10 +10,16 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from conftest import _free_port, port_open, running_stack, stack_env, start_web  # noqa: E402 - tests/gateway
+from conftest import (  # tests/gateway is on sys.path (its conftest)
+    _free_port,
+    port_open,
+    running_stack,
+    stack_env,
+    start_web,
+)
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from threaded import run_in_thread  # noqa: E402 - tests/gateway is on sys.path (its conftest)
+from threaded import run_in_thread  # tests/gateway is on sys.path (its conftest)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 LOST_S = 2   # the web processes vouch for their sessions every LOST_S / 4
