@@ -353,6 +353,10 @@ AGENTOPS_GATEWAY_APPROVAL_HOLD_S = env_int("AGENTOPS_GATEWAY_APPROVAL_HOLD_S", 3
 AGENTOPS_GATEWAY_CALL_WAIT_S = env_int("AGENTOPS_GATEWAY_CALL_WAIT_S", 120, minimum=1)
 AGENTOPS_GATEWAY_IDLE_TIMEOUT_S = env_int("AGENTOPS_GATEWAY_IDLE_TIMEOUT_S", 1800, minimum=1)
 AGENTOPS_GATEWAY_TOKEN_DEFAULT_DAYS = env_int("AGENTOPS_GATEWAY_TOKEN_DEFAULT_DAYS", 90, minimum=1)
+# Sessions live in the web process that opened them, which vouches for its open ones every
+# quarter of this; a session nobody vouched for this long (its process was killed or restarted)
+# is ended by the sweep, and its run stops session_ended.
+AGENTOPS_GATEWAY_SESSION_LOST_S = env_int("AGENTOPS_GATEWAY_SESSION_LOST_S", 60, minimum=2)
 # A session's run takes these unless its agent says otherwise: every tools/call after the first
 # is a plan revision and a planner pass, so those budgets are sized for calls, not replans.
 AGENTOPS_GATEWAY_DEFAULT_BUDGETS = {"max_iterations": 2_000, "max_revisions": 1_000, "max_tool_calls": 1_000,
@@ -454,6 +458,8 @@ CELERY_BEAT_SCHEDULE = {
                               "schedule": float(max(2, min(30, AGENTOPS_RUN_LEASE_SECONDS // 2)))},
     "fail-stale-evaluations": {"task": "evaluation.fail_stale_evaluations", "schedule": 300.0},
     "worker-heartbeat": {"task": "agentops.heartbeat", "schedule": 15.0},
+    "end-lost-gateway-sessions": {"task": "gateway.end_lost_sessions",
+                                  "schedule": float(max(1, min(15, AGENTOPS_GATEWAY_SESSION_LOST_S // 2)))},
     "resolve-demo-tickets": {"task": "capabilities.resolve_demo_tickets", "schedule": 10.0},
 }
 

@@ -47,8 +47,9 @@ class TokenCreateInput(serializers.Serializer):
         return value
 
 
-def _new_token_body(token, key) -> dict:
-    return {**TokenOutput(token).data, "key": key}
+def new_token_body(token, key: str, output=TokenOutput) -> dict:
+    """A token just issued: its fields, and the key, shown only in this answer."""
+    return {**output(token).data, "key": key}
 
 
 class TokenListCreateApi(APIView):
@@ -63,7 +64,7 @@ class TokenListCreateApi(APIView):
         minted_by = request.auth if isinstance(request.auth, tokens.ApiToken) else None  # None: a session
         token, key = tokens.token_create(user=request.user, minted_by=minted_by,
                                          **validated(TokenCreateInput, request.data))
-        return Response(_new_token_body(token, key), status=201)
+        return Response(new_token_body(token, key), status=201)
 
 
 class TokenRevokeApi(APIView):
@@ -96,7 +97,7 @@ class TokenLoginApi(APIView):
         if user is None or not user.is_active:
             raise exceptions.AuthenticationFailed("The username and password did not match.")
         token, key = tokens.token_create(user=user, **values)
-        return Response(_new_token_body(token, key), status=201)
+        return Response(new_token_body(token, key), status=201)
 
 
 class Throttled(exceptions.APIException):

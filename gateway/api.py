@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import PAGE_PARAMETERS, page_response, paginated, validated
+from core.api_accounts import TokenCreateInput, TokenOutput, new_token_body
 from core.permissions import MethodPermission
 from gateway import selectors, services
 from gateway.models import Agent
@@ -48,14 +49,10 @@ class AgentInput(serializers.Serializer):
         return owner
 
 
-class AgentTokenOutput(serializers.Serializer):
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    prefix = serializers.CharField(help_text="The key's first characters, to recognise it.")
-    created_at = serializers.DateTimeField()
-    expires_at = serializers.DateTimeField()
-    last_used_at = serializers.DateTimeField(allow_null=True)
-    revoked_at = serializers.DateTimeField(allow_null=True)
+class AgentTokenOutput(TokenOutput):
+    """An API token's fields (core.api_accounts), but for the revocation reason agent tokens do not keep."""
+
+    revoked_reason = None
 
 
 class NewAgentTokenOutput(AgentTokenOutput):
@@ -63,7 +60,7 @@ class NewAgentTokenOutput(AgentTokenOutput):
                                           "The agent sends it as 'Authorization: Bearer <key>' to /mcp/.")
 
 
-class AgentTokenInput(serializers.Serializer):
+class AgentTokenInput(TokenCreateInput):
     name = serializers.CharField(max_length=100, required=False, default="token")
     expires_in_days = serializers.IntegerField(min_value=1, required=False,
                                                help_text="1 to AGENTOPS_API_TOKEN_MAX_DAYS; default "
@@ -129,7 +126,7 @@ class AgentTokenListApi(APIView):
         agent = get_object_or_404(Agent, pk=agent_id)
         token, key = services.agent_token_issue(user=request.user, agent=agent,
                                                 **validated(AgentTokenInput, request.data))
-        return Response({**AgentTokenOutput(token).data, "key": key}, status=201)
+        return Response(new_token_body(token, key, AgentTokenOutput), status=201)
 
 
 class AgentTokenRevokeApi(APIView):

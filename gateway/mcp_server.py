@@ -4,7 +4,8 @@ A session is a run: `initialize` starts it (gateway.services.session_open); each
 tools/call is proposed as the run's next one-step plan and a Celery worker advances the
 run exactly as any other (validation, authorization, budgets, approval, intent, executor,
 observation, repetition). The request here only waits for the attempt the worker
-records, so nothing runs a capability in the web process.
+records, so nothing runs a capability in the web process: the worker's wake-up
+(runs.wakeups) ends the wait, and a backing-off re-read catches a wake-up that was lost.
 """
 from __future__ import annotations
 
@@ -25,14 +26,17 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST
 
 from gateway import results, selectors, services
 from gateway.models import Agent
+from runs import wakeups
 from runtime.validation import argument_errors
 
 log = logging.getLogger(__name__)
 
-# How often a held call re-reads its outcome: fast first (most calls end in milliseconds), then
-# at most every POLL_MAX_S; a progress notification every PROGRESS_EVERY_S keeps the stream alive.
-POLL_FIRST_S = 0.002
-POLL_MAX_S = 0.1
+# How often a held call re-reads its outcome without a wake-up: with a listener only as the net
+# for a lost wake-up (from WOKEN_FIRST_S, doubling up to WOKEN_MAX_S); without one (a broker with
+# no announcements) fast first, as most calls end in milliseconds, then at most every POLL_MAX_S.
+# A progress notification every PROGRESS_EVERY_S keeps the stream alive.
+WOKEN_FIRST_S, WOKEN_MAX_S = 0.05, 1.0
+POLL_FIRST_S, POLL_MAX_S = 0.002, 0.1
 PROGRESS_EVERY_S = 5.0
 LIST_CHANGED_POLL_S = 2.0
 
@@ -136,12 +140,12 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
 async def _call(ctx, state, spec, arguments) -> types.CallToolResult:
     run_id, session_pk = state["run_id"], state["session_pk"]
     try:
-        submitted = await db(services.call_submit)(session_id=session_pk, capability=spec.name, arguments=arguments)
+        submitted = await _submit(ctx, state, spec.name, arguments)
     except services.CallRefused as refused:
         return results.refused(run_id, str(refused), stop_reason=refused.stop_reason)
     delivered = False
     try:
-        outcome, waited = await _await_outcome(ctx, run_id, submitted.revision)
+        outcome, waited = await _await_outcome(ctx, run_id, submitted.revision, fresh=submitted.new)
         if isinstance(outcome, selectors.Concluded):
             delivered = True
             return results.concluded(run_id, outcome)
@@ -151,41 +155,105 @@ async def _call(ctx, state, spec, arguments) -> types.CallToolResult:
     finally:
         with anyio.CancelScope(shield=True):   # a client gone mid-call: the same call later picks it up
             if delivered:
-                await db(services.call_delivered)(session_id=session_pk, revision=submitted.revision)
+                if not submitted.new:   # a call proposed just now was never held: nothing to clear
+                    await db(services.call_delivered)(session_id=session_pk, revision=submitted.revision)
             else:
                 await db(services.call_hold)(session_id=session_pk, revision=submitted.revision,
                                              capability=spec.name, arguments=arguments)
 
 
-async def _await_outcome(ctx, run_id: int, revision: int):
+class _Wait:
+    """A wait on a run: the worker's announcement ends a pause early (runs.wakeups); without one
+    (lost, or a broker with none) the pause ends on a backing-off timer, and the caller re-reads."""
+
+    def __init__(self, woken):
+        self.woken = woken
+        self.delay, self.most, self.factor = ((WOKEN_FIRST_S, WOKEN_MAX_S, 2.0) if woken is not None
+                                              else (POLL_FIRST_S, POLL_MAX_S, 1.5))
+
+    def reading(self) -> None:
+        """Call before each read: a wake-up during the read is kept for the next pause."""
+        if self.woken is not None:
+            self.woken.clear()
+
+    async def pause(self) -> None:
+        if self.woken is None:
+            await anyio.sleep(self.delay)
+        else:
+            with anyio.move_on_after(self.delay):
+                await self.woken.wait()
+        self.delay = min(self.delay * self.factor, self.most)
+
+
+@contextlib.contextmanager
+def _waiting(ctx, run_id: int):
+    waiters = (ctx.lifespan_context or {}).get("waiters")
+    with waiters.watch(run_id) if waiters is not None else contextlib.nullcontext() as woken:
+        yield _Wait(woken)
+
+
+async def _submit(ctx, state, capability: str, arguments: dict) -> services.Submitted:
+    """Propose the call; a run that has not asked for its first plan yet (a call right after
+    initialize, before a worker's first pass) is waited for, as a held call is, up to the call wait."""
     started = time.monotonic()
-    delay, progressed, approval_seen = POLL_FIRST_S, started, None
-    while True:
-        outcome = await db(selectors.call_outcome)(run_id=run_id, revision=revision)
-        now = time.monotonic()
-        if isinstance(outcome, selectors.Concluded):
-            return outcome, now - started
-        if outcome.approval is not None:
-            approval_seen = approval_seen or now
-            if now - approval_seen >= settings.AGENTOPS_GATEWAY_APPROVAL_HOLD_S:
+    with _waiting(ctx, state["run_id"]) as wait:
+        while True:
+            wait.reading()
+            try:
+                return await db(services.call_submit)(session_id=state["session_pk"], capability=capability,
+                                                      arguments=arguments)
+            except services.CallRefused as refused:
+                if not refused.busy or time.monotonic() - started >= settings.AGENTOPS_GATEWAY_CALL_WAIT_S:
+                    raise
+            await wait.pause()
+
+
+async def _await_outcome(ctx, run_id: int, revision: int, *, fresh: bool):
+    """Wait for the call's outcome. fresh: proposed just now, so a worker must act before it can be there."""
+    started = time.monotonic()
+    progressed, approval_seen = started, None
+    with _waiting(ctx, run_id) as wait:
+        if fresh and wait.woken is not None:
+            await wait.pause()
+        while True:
+            wait.reading()
+            outcome = await db(selectors.call_outcome)(run_id=run_id, revision=revision)
+            now = time.monotonic()
+            if isinstance(outcome, selectors.Concluded):
                 return outcome, now - started
-        elif now - started >= settings.AGENTOPS_GATEWAY_CALL_WAIT_S:
-            return outcome, now - started
-        if now - progressed >= PROGRESS_EVERY_S:
-            progressed = now
-            waiting = "an approval decision" if outcome.approval is not None else "the call's outcome"
-            await ctx.session.report_progress(now - started, None, f"waiting for {waiting}")
-        await anyio.sleep(delay)
-        delay = min(delay * 1.5, POLL_MAX_S)
+            if outcome.approval is not None:
+                approval_seen = approval_seen or now
+                if now - approval_seen >= settings.AGENTOPS_GATEWAY_APPROVAL_HOLD_S:
+                    return outcome, now - started
+            elif now - started >= settings.AGENTOPS_GATEWAY_CALL_WAIT_S:
+                return outcome, now - started
+            if now - progressed >= PROGRESS_EVERY_S:
+                progressed = now
+                waiting = "an approval decision" if outcome.approval is not None else "the call's outcome"
+                await ctx.session.report_progress(now - started, None, f"waiting for {waiting}")
+            await wait.pause()
 
 
 @contextlib.asynccontextmanager
 async def _lifespan(server):
-    task = asyncio.get_running_loop().create_task(_announce_list_changes())
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(_announce_list_changes()), loop.create_task(_vouch_for_sessions())]
     try:
-        yield {}
+        async with wakeups.listening() as waiters:
+            yield {"waiters": waiters}
     finally:
-        task.cancel()
+        for task in tasks:
+            task.cancel()
+
+
+async def _vouch_for_sessions() -> None:
+    """Tell the lost-session sweep, every quarter of its patience, that this process's sessions live."""
+    while True:
+        try:
+            await db(services.sessions_vouch)(session_ids=[c.state["session_pk"] for c in list(OPEN_CONNECTIONS)])
+        except Exception:   # a database blip: the next round vouches again
+            log.exception("could not vouch for this process's gateway sessions")
+        await asyncio.sleep(settings.AGENTOPS_GATEWAY_SESSION_LOST_S / 4)
 
 
 async def _announce_list_changes() -> None:

@@ -74,11 +74,16 @@ class GatewaySession(models.Model):
     held_capability = models.CharField(max_length=80, blank=True)
     held_arguments_hash = models.CharField(max_length=64, blank=True)
     opened_at = models.DateTimeField(auto_now_add=True)
+    # When the web process holding the session last vouched for it (it lives in that process's
+    # memory): one not vouched for in AGENTOPS_GATEWAY_SESSION_LOST_S is ended by the sweep.
+    alive_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-opened_at", "-id"]
+        indexes = [models.Index(fields=["alive_at"], condition=Q(ended_at__isnull=True),
+                                name="gateway_session_open_alive")]
         constraints = [
             models.CheckConstraint(condition=Q(held_revision__isnull=True) | Q(held_revision__gte=1),
                                    name="gateway_session_held_revision_positive"),

@@ -7,6 +7,7 @@ through runs.services.plan_submit, exactly as an external agent's plans do.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -162,7 +163,30 @@ def session_open(*, agent_id: int, token_id: int | None, mcp_session_id: str, cl
         run = run_services.run_start(owner=agent.owner, goal=f"MCP session of agent {agent.name} ({client})",
                                      completion=agent.completion, budgets=budgets, planner="gateway", labels=labels)
         return GatewaySession.objects.create(run=run, agent=agent, token_id=token_id, mcp_session_id=mcp_session_id,
-                                             client_name=client_name[:200], client_version=client_version[:100])
+                                             client_name=client_name[:200], client_version=client_version[:100],
+                                             alive_at=timezone.now())
+
+
+def sessions_vouch(*, session_ids: list[int]) -> int:
+    """The web process holding these open sessions is alive: the lost-session sweep leaves them be."""
+    if not session_ids:
+        return 0
+    return GatewaySession.objects.filter(pk__in=session_ids, ended_at__isnull=True).update(alive_at=timezone.now())
+
+
+LOST_REASON = "the MCP session was lost: the web process holding it stopped (killed or restarted)"
+
+
+def sessions_lost_end() -> int:
+    """End every open session its web process has not vouched for in AGENTOPS_GATEWAY_SESSION_LOST_S
+    (the process was killed or restarted: the session died with its memory), so its run stops
+    session_ended as a closed session's does, instead of waiting for its deadline."""
+    cutoff = timezone.now() - timedelta(seconds=settings.AGENTOPS_GATEWAY_SESSION_LOST_S)
+    lost = list(GatewaySession.objects.filter(ended_at__isnull=True, alive_at__lt=cutoff)
+                .values_list("pk", flat=True)[:500])
+    for session_id in lost:
+        session_end(session_id=session_id, reason=LOST_REASON)
+    return len(lost)
 
 
 @dataclass(frozen=True)
@@ -176,10 +200,12 @@ class Submitted:
 class CallRefused(Exception):
     """The call was not proposed: the run stopped, or it waits on something else. The message says why."""
 
-    def __init__(self, message: str, *, stop_reason: str = "", approval_id: int | None = None):
+    def __init__(self, message: str, *, stop_reason: str = "", approval_id: int | None = None, busy: bool = False):
         super().__init__(message)
         self.stop_reason = stop_reason
         self.approval_id = approval_id
+        # The run will want this call shortly (it has not asked for its first plan yet): worth waiting for.
+        self.busy = busy
 
 
 def call_submit(*, session_id: int, capability: str, arguments: dict) -> Submitted:
@@ -205,13 +231,15 @@ def call_submit(*, session_id: int, capability: str, arguments: dict) -> Submitt
                                   "arguments to get its result.")
         revision = awaited_revision(run)
         if revision is None:
-            raise CallRefused(f"Run {run.pk} is still busy with the previous call; call again when it has answered.")
+            raise CallRefused(f"Run {run.pk} is still busy with the previous call; call again when it has answered.",
+                              busy=True)
         step = {"id": f"call{revision}", "capability": capability, "arguments": arguments,
                 "expected_outcome": "the MCP client's tools/call"}
         run_services.plan_submit(run_id=run.pk, user=session.agent.owner, revision=revision, steps=[step],
                                  reason="tools/call", planner="gateway")
-        GatewaySession.objects.filter(pk=session.pk).update(held_revision=None, held_capability="",
-                                                            held_arguments_hash="")
+        if session.held_revision is not None:   # the held call concluded: this one replaces it
+            GatewaySession.objects.filter(pk=session.pk).update(held_revision=None, held_capability="",
+                                                                held_arguments_hash="")
         return Submitted(revision, new=True)
 
 

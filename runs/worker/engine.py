@@ -14,12 +14,13 @@ import time
 from dataclasses import replace
 
 from capabilities.executors.open_calls import OPEN_CALLS
-from runs import otel
+from runs import otel, wakeups
 from runs.worker import queue
 from runs.worker.adapters import DjangoRegistry, build_controller
 from runs.worker.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release
 from runs.models import Run
 from runs.worker.persistence import PassWriter
+from runs.planners.external import AGENT_PLANNERS
 from runtime.controller import Transition
 from runtime.intents import LeaseLost
 from runtime.state import RunState
@@ -47,9 +48,11 @@ def run_advance(*, run_id: int, worker: str, slice_seconds: float = SLICE_SECOND
         return None
     keeper = LeaseKeeper(lease)
     keeper.start()
-    finished = False
+    finished, planner = False, None
     try:
-        countdown, finished = _advance_slice(lease, keeper, slice_seconds)
+        run = lease.run or Run.objects.select_related("owner").get(pk=lease.run_id)
+        planner = run.planner
+        countdown, finished = _advance_slice(run, lease, keeper, slice_seconds)
         return countdown
     except LeaseLost as lost:
         log.warning("%s; worker %s stops advancing it", lost, worker)
@@ -59,6 +62,9 @@ def run_advance(*, run_id: int, worker: str, slice_seconds: float = SLICE_SECOND
         # thread ends, so no other worker looks its outcome up before it can no longer land.
         if finished or not OPEN_CALLS.when_closed(run_id, lambda: _let_go(lease, keeper, wake=True)):
             _let_go(lease, keeper, released=finished)
+        # After letting go: the agent's next plan, sent the moment its waiter wakes, finds the run free.
+        if planner in AGENT_PLANNERS:
+            wakeups.announce(run_id)
 
 
 def _let_go(lease: Lease, keeper: LeaseKeeper, *, released: bool = False, wake: bool = False) -> None:
@@ -73,9 +79,8 @@ def _let_go(lease: Lease, keeper: LeaseKeeper, *, released: bool = False, wake: 
         log.warning("could not release the lease of run %s: it expires by itself", lease.run_id)
 
 
-def _advance_slice(lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> tuple[float | None, bool]:
+def _advance_slice(run: Run, lease: Lease, keeper: LeaseKeeper, slice_seconds: float) -> tuple[float | None, bool]:
     """(the countdown as run_advance returns it, whether the run finished and its lease was let go)."""
-    run = lease.run or Run.objects.select_related("owner").get(pk=lease.run_id)
     registry = DjangoRegistry()
     # Specs read from now on are at least this version: the first pass's commit keeps them if unchanged.
     registry.observe_version(lease.registry_version)

@@ -1,6 +1,7 @@
 """A real stack for the gateway: a Celery worker and uvicorn serving agentops.asgi on loopback."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -50,29 +51,32 @@ def _wait_until():
     return root_conftest().wait_until
 
 
-@pytest.fixture(scope="module")   # its worker must not outlive the gateway's tests: others count on theirs
-def gateway_stack(django_db_setup, django_db_blocker, wait_until):
-    with django_db_blocker.unblock():
-        env = stack_env()
+def start_web(env: dict[str, str], port: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "uvicorn", "agentops.asgi:application", "--host", "127.0.0.1",
+                             "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env)
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def running_stack(wait_until, env: dict[str, str]):
+    """A Celery worker and uvicorn on a free port (env: stack_env(), read with the database unblocked)."""
     port = _free_port()
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency", "4",
-         "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"gw-{os.getpid()}@%h"],
+         "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"gw-{os.getpid()}-{port}@%h"],
         cwd=ROOT, env=env)
-    web = subprocess.Popen([sys.executable, "-m", "uvicorn", "agentops.asgi:application", "--host", "127.0.0.1",
-                            "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env)
-
-    def up():
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            return False
-
+    web = start_web(env, port)
     try:
-        wait_until(up, timeout=60, message="uvicorn")
+        wait_until(lambda: port_open(port), timeout=60, message="uvicorn")
         yield type("Stack", (), {"url": f"http://127.0.0.1:{port}", "mcp": f"http://127.0.0.1:{port}/mcp/",
-                                 "worker": worker, "web": web})
+                                 "worker": worker, "web": web, "env": env})
     finally:
         for proc in (web, worker):
             proc.terminate()
@@ -81,6 +85,14 @@ def gateway_stack(django_db_setup, django_db_blocker, wait_until):
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+@pytest.fixture(scope="module")   # its worker must not outlive the gateway's tests: others count on theirs
+def gateway_stack(django_db_setup, django_db_blocker, wait_until):
+    with django_db_blocker.unblock():
+        env = stack_env()
+    with running_stack(wait_until, env) as stack:
+        yield stack
 
 
 @pytest.fixture

@@ -231,6 +231,51 @@ class TestCalls:
         assert list(Attempt.objects.values_list("capability_name", flat=True)) == ["gw_slow"]
 
 
+class TestWakeUps:
+    """A held call ends on the worker's wake-up (runs.wakeups); the timed re-read is only the net."""
+
+    def calls(self, token):
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                return [await c.call_tool("gw_echo", {"text": str(n)}) for n in range(3)]
+
+        return serve(go)
+
+    def test_the_workers_wake_up_answers_the_call(self, agent_token, inline_worker, monkeypatch):
+        from gateway import mcp_server
+
+        # No timed re-read before the test's own timeout: only a wake-up can answer these calls.
+        monkeypatch.setattr(mcp_server, "WOKEN_FIRST_S", 600.0)
+        monkeypatch.setattr(mcp_server, "WOKEN_MAX_S", 600.0)
+        _, token = agent_token()
+        results = self.calls(token)
+        assert [r.structured_content for r in results] == [{"echo": "0"}, {"echo": "1"}, {"echo": "2"}]
+
+    def test_a_lost_wake_up_is_caught_by_the_re_read(self, agent_token, inline_worker, monkeypatch):
+        from runs import wakeups
+
+        monkeypatch.setattr(wakeups, "announce", lambda run_id: None)   # every wake-up lost
+        _, token = agent_token()
+        results = self.calls(token)
+        assert [r.structured_content for r in results] == [{"echo": "0"}, {"echo": "1"}, {"echo": "2"}]
+
+
+    def test_a_call_before_the_runs_first_pass_waits_for_the_run_instead_of_being_refused(
+            self, agent_token, inline_worker, monkeypatch):
+        from runs.worker import queue
+
+        send, sends = queue.advance_later, []
+
+        def backlogged(run_id, countdown=None):   # the run's start waits in a busy broker for a while
+            sends.append(run_id)
+            send(run_id, 2.0 if len(sends) == 1 else countdown)
+
+        monkeypatch.setattr(queue, "advance_later", backlogged)
+        _, token = agent_token()
+        (result,) = self.calls(token)[:1]
+        assert not result.is_error and result.structured_content == {"echo": "0"}
+
+
 class TestSessionEndedDuringAnApproval:
     """A session that ended while its run waited on an approval: the run ends when the request is
     decided or expires, with what truly happened (not left waiting for its deadline)."""
