@@ -2,7 +2,7 @@
 """Set up and run AgentOps from a fresh clone with nothing but Python 3.11.
 
     python3 agentops/dev.py up     # install, migrate, demo data, web + worker
-    python3 agentops/dev.py test   # install test tools, run the whole suite
+    python3 agentops/dev.py test   # install test tools, run the whole suite (in parallel)
 
 Standard library only: it runs before any dependency is installed.
 """
@@ -77,13 +77,33 @@ def up(args: list[str]) -> int:
     return 0
 
 
+def test_processes() -> int:
+    """pytest-xdist workers: one per core, at most 4 (each keeps a Celery worker of its own)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def parallel(args: list[str]) -> list[str]:
+    """`-n N --dist loadfile` unless the arguments choose (-n, -p no:xdist) or need one process (-s).
+
+    loadfile keeps a module's tests on one worker: its module-scoped servers start once, and
+    the few modules that hold a fixed resource (a Redis database number, a port) hold it alone.
+    Every worker has its own test database, var/ folder, broker queue and ports (agentops.pytest_env,
+    tests/conftest.py)."""
+    chosen = any(a in ("-n", "--numprocesses", "no:xdist", "-s", "--capture=no") or a.startswith(("-n", "--numprocesses="))
+                 for a in args)
+    n = test_processes()
+    return args if chosen or n == 1 else ["-n", str(n), "--dist", "loadfile", *args]
+
+
 def test(args: list[str]) -> int:
     ensure_venv("test")
     ensure_chromium()
     # Collecting static files needs no real SECRET_KEY (tests get theirs from agentops.pytest_env).
     manage("collectstatic", "--noinput", "--verbosity", "0",
            env={**os.environ, "SECRET_KEY": os.environ.get("SECRET_KEY") or "collectstatic-only"})
-    return subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT).returncode
+    # Property tests on a loaded machine: no deadline, no "too slow" health check (tests/conftest.py).
+    env = {**os.environ, "HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE") or "slow-machine"}
+    return subprocess.run([str(PY), "-m", "pytest", *parallel(args)], cwd=ROOT, env=env).returncode
 
 
 def main() -> int:
