@@ -1,10 +1,13 @@
 """Settings come from the environment and fail loudly on bad values."""
 import os
+import re
+import runpy
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -14,40 +17,43 @@ SESSION_ONLY = ("DATABASE_URL", "CELERY_BROKER_URL", "DEBUG", "SECRET_KEY", "ALL
                 "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE")
 
 
-def load_settings(tmp_path, **env):
-    """Settings in a fresh process; SECRET_KEY is set unless env says SECRET_KEY=None."""
-    base = {k: v for k, v in os.environ.items() if k not in SESSION_ONLY}
-    base.update({"AGENTOPS_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "agentops.settings",
-                 "SECRET_KEY": "k" * 50})
-    base.update({k: v for k, v in env.items() if v is not None})
-    base = {k: v for k, v in base.items() if env.get(k, "") is not None}
-    return subprocess.run(
-        [sys.executable, "-c", "import django; from django.conf import settings; django.setup();"
-                               "print(settings.DATABASES['default']['ENGINE']); print(settings.CELERY_BROKER_URL);"
-                               "print('DEBUG', settings.DEBUG)"],
-        cwd=ROOT, env=base, capture_output=True, text=True, timeout=60,
-    )
+@pytest.fixture
+def load_settings(monkeypatch, tmp_path):
+    """agentops/settings.py run afresh in this process, in a fresh environment: its names (or the
+    ImproperlyConfigured it raises). SECRET_KEY is set unless given as None; None removes a variable."""
+    def load(**env):
+        for name in SESSION_ONLY:
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("AGENTOPS_VAR_DIR", str(tmp_path))
+        monkeypatch.setenv("SECRET_KEY", "k" * 50)
+        for name, value in env.items():
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, value)
+        return runpy.run_path(str(ROOT / "agentops" / "settings.py"))
+
+    return load
 
 
 class TestSettings:
-    def test_it_defaults_to_sqlite_and_the_embedded_broker(self, tmp_path):
-        result = load_settings(tmp_path)
-        assert result.returncode == 0, result.stderr
-        assert "sqlite3" in result.stdout and "embedded://" in result.stdout
+    def test_it_defaults_to_sqlite_and_the_embedded_broker(self, load_settings):
+        settings = load_settings()
+        assert settings["DATABASES"]["default"]["ENGINE"].endswith("sqlite3")
+        assert settings["CELERY_BROKER_URL"].startswith("embedded://")
 
-    def test_debug_is_off_unless_asked_for(self, tmp_path):
-        assert "DEBUG False" in load_settings(tmp_path).stdout
-        assert "DEBUG True" in load_settings(tmp_path, DEBUG="true").stdout
+    def test_debug_is_off_unless_asked_for(self, load_settings):
+        assert load_settings()["DEBUG"] is False
+        assert load_settings(DEBUG="true")["DEBUG"] is True
 
-    def test_with_debug_on_it_generates_a_secret_key_once(self, tmp_path):
-        result = load_settings(tmp_path, DEBUG="true", SECRET_KEY=None)
-        assert result.returncode == 0, result.stderr
-        assert (tmp_path / "secret_key").exists()
+    def test_with_debug_on_it_generates_a_secret_key_once(self, load_settings, tmp_path):
+        key = load_settings(DEBUG="true", SECRET_KEY=None)["SECRET_KEY"]
+        assert (tmp_path / "secret_key").read_text().strip() == key
+        assert load_settings(DEBUG="true", SECRET_KEY=None)["SECRET_KEY"] == key
 
-    def test_it_uses_postgres_from_database_url(self, tmp_path):
-        result = load_settings(tmp_path, DATABASE_URL="postgres://postgres@127.0.0.1:5432/test")
-        assert result.returncode == 0, result.stderr
-        assert "postgresql" in result.stdout
+    def test_it_uses_postgres_from_database_url(self, load_settings):
+        settings = load_settings(DATABASE_URL="postgres://postgres@127.0.0.1:5432/test")
+        assert settings["DATABASES"]["default"]["ENGINE"] == "django.db.backends.postgresql"
 
     @pytest.mark.parametrize("name,value,message", [
         ("DEBUG", "maybe", "DEBUG must be a boolean"),
@@ -57,16 +63,15 @@ class TestSettings:
         ("API_MAX_BODY_BYTES", "10", "API_MAX_BODY_BYTES must be at least 1024"),
         ("CSRF_TRUSTED_ORIGINS", "example.com", "need a scheme"),
     ])
-    def test_it_refuses_bad_values(self, tmp_path, name, value, message):
-        result = load_settings(tmp_path, **{name: value})
-        assert result.returncode != 0
-        assert message in result.stderr
+    def test_it_refuses_bad_values(self, load_settings, name, value, message):
+        with pytest.raises(ImproperlyConfigured, match=re.escape(message)):
+            load_settings(**{name: value})
 
-    def test_it_refuses_to_start_without_secret_key_when_debug_is_off(self, tmp_path):
-        result = load_settings(tmp_path, SECRET_KEY=None)
-        assert result.returncode != 0
-        assert "SECRET_KEY is not set" in result.stderr
+    def test_it_refuses_to_start_without_secret_key_when_debug_is_off(self, load_settings):
+        with pytest.raises(ImproperlyConfigured, match="SECRET_KEY is not set"):
+            load_settings(SECRET_KEY=None)
 
+    @pytest.mark.slow  # `manage.py check --deploy` in a process of its own, with production settings
     def test_it_passes_the_deploy_check_with_production_settings(self, tmp_path):
         env = {k: v for k, v in os.environ.items() if k not in SESSION_ONLY + ("DJANGO_ALLOW_ASYNC_UNSAFE",)}
         env.update(AGENTOPS_VAR_DIR=str(tmp_path), DEBUG="false", SECRET_KEY="x" * 20 + "production-secret-" + "y" * 30,
