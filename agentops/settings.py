@@ -135,7 +135,8 @@ def _secret_key() -> str:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. With DEBUG off AgentOps refuses to start without an explicit "
             "SECRET_KEY; generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'. "
-            "For a local try-out, `python3 agentops/dev.py up` (or DEBUG=true) uses a generated key instead."
+            "For a local try-out, `python3 agentops/dev.py up` (or DEBUG=true) uses a generated key instead, "
+            "and `python3 agentops/dev.py manage COMMAND` runs a manage.py command the same way."
         )
     # Generated once for this installation and kept out of git (var/ is ignored).
     path = VAR_DIR / "secret_key"
