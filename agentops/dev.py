@@ -2,7 +2,11 @@
 """Set up and run AgentOps from a fresh clone with nothing but Python 3.11.
 
     python3 agentops/dev.py up     # install, migrate, demo data, web + worker
-    python3 agentops/dev.py test   # install test tools, run the whole suite
+    python3 agentops/dev.py test   # install test tools, run the checks and the whole suite (in parallel)
+    python3 agentops/dev.py check  # the checks alone: ruff, mypy against its baseline, the docs site
+    python3 agentops/dev.py manage COMMAND ...  # a manage.py command on the instance `up` runs
+
+`test` with arguments passes them to pytest and skips the checks.
 
 Standard library only: it runs before any dependency is installed.
 """
@@ -63,12 +67,24 @@ def manage(*args: str, **kw) -> None:
     run(str(PY), "manage.py", *args, **kw)
 
 
-def up(args: list[str]) -> int:
-    ensure_venv("")
-    # The embedded default is a local install for one person: DEBUG on unless told
-    # otherwise. With DATABASE_URL set (a real deployment) the setting's default (off) holds.
+def local_environment() -> None:
+    """The embedded default is a local install for one person: DEBUG on unless told otherwise
+    (so its SECRET_KEY is var/secret_key, generated once). With DATABASE_URL set (a real
+    deployment) the setting's default (off) holds, and SECRET_KEY must be given."""
     if not os.environ.get("DATABASE_URL"):
         os.environ.setdefault("DEBUG", "true")
+
+
+def manage_command(args: list[str]) -> int:
+    """`manage.py ARGS` in the venv and the environment `up` gives the web and the worker."""
+    ensure_venv("")
+    local_environment()
+    return subprocess.run([str(PY), "manage.py", *args], cwd=ROOT).returncode
+
+
+def up(args: list[str]) -> int:
+    ensure_venv("")
+    local_environment()
     manage("migrate", "--noinput")
     manage("collectstatic", "--noinput", "--verbosity", "0")
     manage("seed_demo")
@@ -77,22 +93,59 @@ def up(args: list[str]) -> int:
     return 0
 
 
+def test_processes() -> int:
+    """pytest-xdist workers: one per core, at most 4 (each keeps a Celery worker of its own)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def parallel(args: list[str]) -> list[str]:
+    """`-n N --dist loadfile` unless the arguments choose (-n, -p no:xdist) or need one process (-s).
+
+    loadfile keeps a module's tests on one worker: its module-scoped servers start once, and
+    the few modules that hold a fixed resource (a Redis database number, a port) hold it alone.
+    Every worker has its own test database, var/ folder, broker queue and ports (agentops.pytest_env,
+    tests/conftest.py)."""
+    chosen = any(a in ("-n", "--numprocesses", "no:xdist", "-s", "--capture=no") or a.startswith(("-n", "--numprocesses="))
+                 for a in args)
+    n = test_processes()
+    return args if chosen or n == 1 else ["-n", str(n), "--dist", "loadfile", *args]
+
+
+def check(args: list[str]) -> int:
+    """What CI checks besides the tests: ruff, mypy against tools/mypy-baseline.json, `mkdocs build --strict`."""
+    ensure_venv("test")
+    for cmd in ([str(PY), "-m", "ruff", "check", "."],
+                [str(PY), "tools/mypy_baseline.py"],
+                [str(PY), "-m", "mkdocs", "build", "--strict", "--quiet"]):
+        print("+", " ".join(cmd), flush=True)
+        status = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}).returncode
+        if status:
+            return status
+    return 0
+
+
 def test(args: list[str]) -> int:
+    if not args and (status := check([])):
+        return status
     ensure_venv("test")
     ensure_chromium()
     # Collecting static files needs no real SECRET_KEY (tests get theirs from agentops.pytest_env).
     manage("collectstatic", "--noinput", "--verbosity", "0",
            env={**os.environ, "SECRET_KEY": os.environ.get("SECRET_KEY") or "collectstatic-only"})
-    return subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT).returncode
+    # Property tests on a loaded machine: no deadline, no "too slow" health check (tests/conftest.py).
+    env = {**os.environ, "HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE") or "slow-machine"}
+    return subprocess.run([str(PY), "-m", "pytest", *parallel(args)], cwd=ROOT, env=env).returncode
+
+
+COMMANDS = {"up": up, "test": test, "check": check, "manage": manage_command}
 
 
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in ("up", "test"):
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         print(__doc__)
         return 2
-    command, rest = sys.argv[1], sys.argv[2:]
     os.chdir(ROOT)
-    return up(rest) if command == "up" else test(rest)
+    return COMMANDS[sys.argv[1]](sys.argv[2:])
 
 
 if __name__ == "__main__":

@@ -10,8 +10,10 @@ os.environ.setdefault("AGENTOPS_VAR_DIR", str(Path(__file__).resolve().parent.pa
 # Under pytest-xdist (-n 2) each worker process gets a folder of its own (var/test/gw0, ...):
 # its SQLite file and its embedded broker, so two workers never share a queue. (Workers
 # inherit the controller's environment, hence no setdefault.)
+# On a broker they share (Redis), each worker sends and takes its tasks on a queue of its own.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["AGENTOPS_VAR_DIR"] = str(Path(os.environ["AGENTOPS_VAR_DIR"]) / os.environ["PYTEST_XDIST_WORKER"])
+    os.environ["AGENTOPS_TASK_QUEUE"] = "agentops-test-" + os.environ["PYTEST_XDIST_WORKER"]
 # Playwright runs an event loop in the test thread; Django's ORM is still used synchronously.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 # Tests run with the production default (DEBUG off), which needs a SECRET_KEY: one per

@@ -135,7 +135,8 @@ def _secret_key() -> str:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. With DEBUG off AgentOps refuses to start without an explicit "
             "SECRET_KEY; generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'. "
-            "For a local try-out, `python3 agentops/dev.py up` (or DEBUG=true) uses a generated key instead."
+            "For a local try-out, `python3 agentops/dev.py up` (or DEBUG=true) uses a generated key instead, "
+            "and `python3 agentops/dev.py manage COMMAND` runs a manage.py command the same way."
         )
     # Generated once for this installation and kept out of git (var/ is ignored).
     path = VAR_DIR / "secret_key"
@@ -417,6 +418,9 @@ if CELERY_BROKER_URL.startswith("embedded://"):
         "control_folder": str(BROKER_DIR / "control"),
         "polling_interval": 0.02,
     }
+# The queue the web sends tasks to and workers take them from. Installations sharing one broker
+# database keep apart by a queue each (the test suite gives each pytest-xdist worker its own).
+CELERY_TASK_DEFAULT_QUEUE = env_str("AGENTOPS_TASK_QUEUE") or "celery"
 # How long a worker holds a run before another may take it over. A worker renews its
 # lease every third of this while it works (inside a call too) and stretches it to
 # cover a call's whole timeout, so this is only how soon a dead worker's run is resumed.

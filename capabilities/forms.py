@@ -12,9 +12,9 @@ from typing import Any
 from django import forms
 from django.urls import reverse
 
-from capabilities.models import CapabilityVersion, Kind, McpServer
 from capabilities.form_fields import JSONTextField, LinesField
 from capabilities.kinds.table import BROWSER_KINDS, KINDS
+from capabilities.models import CapabilityVersion, Kind, McpServer
 from capabilities.policy import ERROR_CODES, SIDE_EFFECTS
 
 LABELS_AND_HELP: dict[str, tuple[str, str]] = {

@@ -17,8 +17,7 @@ import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -30,11 +29,11 @@ from core.choices import ApprovalState, RunStatus
 from evaluation.models import Evaluation, EvaluationResult
 from evaluation.suites import task_problems, task_scenario
 from evaluation.verdicts import Outcome, mode_aggregate, task_verdict, verdict_counts
-from runs.worker.adapters import DjangoRegistry, OwnerAuthorizer, WallClock
 from runs.models import Approval, Planner, Run, Step
-from runs.worker.persistence import record_transition
 from runs.planners import planner_from
 from runs.services import run_finish
+from runs.worker.adapters import DjangoRegistry, OwnerAuthorizer, WallClock
+from runs.worker.persistence import record_transition
 from runtime import events as ev
 from runtime.budgets import BudgetName
 from runtime.completion import completion_met
@@ -57,7 +56,7 @@ LEASE = timedelta(hours=1)
 
 
 def _at(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, tz=dt_timezone.utc)
+    return datetime.fromtimestamp(epoch, tz=UTC)
 
 
 class TimedPlanner:

@@ -8,8 +8,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from gateway import selectors
-from runtime.budgets import Budgets
 from runs.web.forms import BUDGET_HELP, budget_label
+from runtime.budgets import Budgets
 
 # Per-capability limits are a mapping: the API sets them, the page keeps what is there.
 _PAGE_BUDGETS = [f for f in dc_fields(Budgets) if f.name != "max_calls_per_capability"]

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from capabilities.models import Capability
 from gateway.models import Agent, AgentToken, GatewaySession
-from runs.worker.adapters import DjangoRegistry, OwnerAuthorizer
 from runs.models import Approval, Attempt, PlanRevision, Run
+from runs.worker.adapters import DjangoRegistry, OwnerAuthorizer
 from runtime.capability import CapabilitySpec
 
 

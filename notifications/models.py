@@ -124,6 +124,9 @@ class SlackLink(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["team_id", "slack_user_id"], name="slack_link_one_user")]
 
+    def __str__(self):
+        return f"{self.user_id} is {self.slack_user_id} in {self.team_id}"
+
 
 class SlackLinkCode(models.Model):
     """A one-time code from the profile page; `/agentops link CODE` in Slack links the account that sends it."""
@@ -133,6 +136,9 @@ class SlackLinkCode(models.Model):
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"link code for {self.user_id}, {'used' if self.used_at else 'unused'}"
 
 
 class SlackMessage(models.Model):
@@ -149,12 +155,18 @@ class SlackMessage(models.Model):
         constraints = [models.UniqueConstraint(fields=["slack_channel", "ts"], name="slack_message_once")]
         indexes = [models.Index(fields=["shown_state"], name="slack_message_shown_idx")]
 
+    def __str__(self):
+        return f"approval {self.approval_id} in {self.slack_channel} at {self.ts} ({self.shown_state})"
+
 
 class SlackRequestSeen(models.Model):
     """Signed Slack requests already taken: the same signed request sent again is a replay, refused."""
 
     signature = models.CharField(max_length=80, unique=True)
     received_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"Slack request seen at {self.received_at:%Y-%m-%d %H:%M:%S}"
 
 
 class EmailDecisionLink(models.Model):
@@ -168,3 +180,6 @@ class EmailDecisionLink(models.Model):
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"decision link for approval {self.approval_id} to {self.user_id}, {'used' if self.used_at else 'unused'}"

@@ -9,10 +9,10 @@ from typing import Any
 from django.db.models import Q
 
 from core.choices import FINISHED_STATUSES
-from runs.worker.adapters import DjangoRegistry, OwnerAuthorizer
 from runs.models import PlanSubmission, Run
 from runs.planners.external import awaited_revision
 from runs.planners.llm import observation_for_planner
+from runs.worker.adapters import DjangoRegistry, OwnerAuthorizer
 from runtime.history import HistoryEntry
 from runtime.stop import ReplanReason
 

@@ -17,19 +17,19 @@ from core.models import AuditAction
 from core.permissions import require
 from core.roles import MANAGE_ALL_RUNS
 from runs import otel
-from runs.worker import queue
 from runs.dashboard import rollup
 from runs.labels import labels_errors
 from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
-from runs.worker.planner_intents import count_planner_calls_left_in_flight
 from runs.planners import validate_planner_config
 from runs.planners.external import awaited_revision, next_plan_revision
+from runs.selectors import approval_refusal
+from runs.worker import queue
+from runs.worker.planner_intents import count_planner_calls_left_in_flight
 from runtime.budgets import Budgets
 from runtime.completion import completion_errors
 from runtime.ids import random_hex
 from runtime.state import RunState
 from runtime.stop import StopKind
-from runs.selectors import approval_refusal
 
 log = logging.getLogger(__name__)
 

@@ -6,11 +6,9 @@ from celery import shared_task
 from django.conf import settings
 
 from core.outages import outage_of
-from runs.worker import engine
-from runs.worker import queue
-from runs.worker import sweeps
-from runs.worker.leases import INFRASTRUCTURE_ERRORS
 from runs.retention import purge_by_setting
+from runs.worker import engine, queue, sweeps
+from runs.worker.leases import INFRASTRUCTURE_ERRORS
 
 log = logging.getLogger(__name__)
 

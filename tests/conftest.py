@@ -15,8 +15,15 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Property tests on a loaded machine (CI, `agentops/dev.py test`): the same examples, with no
+# per-example deadline and no "too slow" health check, which fail on a busy 2-core box.
+hypothesis_settings.register_profile("slow-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or "default")
 
 
 @pytest.fixture(autouse=True)
@@ -323,7 +330,8 @@ def _worker_number() -> int:
 
 
 def otlp_port() -> int:
-    return int(os.environ.get("AGENTOPS_TEST_OTLP_PORT") or 14318 + _worker_number())
+    """AGENTOPS_TEST_OTLP_PORT (default 14318) plus the xdist worker's number."""
+    return int(os.environ.get("AGENTOPS_TEST_OTLP_PORT") or 14318) + _worker_number()
 
 
 @pytest.fixture(scope="session")
@@ -451,7 +459,8 @@ def smtp_server():
             return "250 OK"
 
     inbox = Inbox()
-    port = int(os.environ.get("AGENTOPS_TEST_SMTP_PORT") or _free_port())
+    given = os.environ.get("AGENTOPS_TEST_SMTP_PORT")
+    port = int(given) + _worker_number() if given else _free_port()
     controller = Controller(inbox, hostname="127.0.0.1", port=port)
     controller.start()
     inbox.port = port

@@ -13,12 +13,11 @@ from core.api import PAGE_PARAMETERS, Pagination, paginated, validated
 from core.choices import DecisionChannel, ErrorCategory, ErrorCode, RunStatus, SideEffectStatus, StopReason
 from core.permissions import require_perm
 from runs import search, selectors, services
-from runs.trace import reconciliation
 from runs.labels import label_filters_parse
 from runs.models import Approval, Attempt, Decision, Planner, PlanRevision, Run
 from runs.selectors import RunFilters
+from runs.trace import reconciliation
 from runs.trace.as_json import approval_dict, attempt_values, revision_dict, run_dict
-
 
 # The answers' shapes, for OpenAPI: runs.trace.as_json makes them (the trace download writes the
 # same items), these only document them, as the model has a field where it can;

@@ -106,7 +106,8 @@ def stops_per_capability(*, start: datetime, end: datetime, include_evaluations:
     for entry in by_capability.values():
         # "(none)": the run stopped without an attempt to blame (e.g. while planning).
         capability = NO_CAPABILITY if entry["capability"] == "(the planner)" else entry["capability"]
-        entry["stalls_url"] = runs_url(stop_reason=StopKind.STALLED.value, stop_capability=capability, finished_from=finished_from)
+        entry["stalls_url"] = runs_url(stop_reason=StopKind.STALLED.value, stop_capability=capability,
+                                       finished_from=finished_from)
         entry["budget_url"] = runs_url(stop_kind=StopKind.BUDGET_EXHAUSTED.value, stop_capability=capability,
                                        finished_from=finished_from)
         entry["budget_list"] = sorted(entry["budgets"].items(), key=lambda item: (-item[1], item[0]))

@@ -9,8 +9,8 @@ from django import forms
 from core import jsonlimits
 from runs.labels import LabelsField
 from runs.models import Planner
-from runtime.budgets import Budgets
 from runs.services import budget_errors
+from runtime.budgets import Budgets
 
 _DEFAULTS = Budgets()
 BUDGET_HELP = {

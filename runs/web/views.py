@@ -27,14 +27,14 @@ from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, bad_request, forbidden, permission_needed
 from runs import search, selectors, services
-from runs.trace import reconciliation
-from runs.trace import as_json as trace_json
-from runs.trace import review as trace_review
 from runs.dashboard import periods as dashboard_data
 from runs.dashboard.page import dashboard_page
 from runs.labels import TOO_MANY_FILTERS, label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
 from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
+from runs.trace import as_json as trace_json
+from runs.trace import reconciliation
+from runs.trace import review as trace_review
 from runs.trace.page import trace_page
 from runs.trace.review import TraceFilters
 from runs.web.forms import RunStartForm, initial_from_run

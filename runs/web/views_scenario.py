@@ -11,8 +11,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 from core.downloads import as_download
 from core.errors import ServiceError
 from core.permissions import permission_needed
-from runs.trace import scenario_export
 from runs.models import Run
+from runs.trace import scenario_export
 
 
 def _run(run_id: int) -> Run:

@@ -15,11 +15,11 @@ from capabilities.executors.fence import Fence
 from capabilities.models import Capability
 from capabilities.wiring import capability_executor
 from core.choices import ApprovalState
+from runs.models import Approval, PlanSubmission, Run
+from runs.planners import planner_for
 from runs.trace.calls_in_flight import AnnouncedCalls
 from runs.worker.leases import INFRASTRUCTURE_ERRORS, Lease
-from runs.models import Approval, PlanSubmission, Run
 from runs.worker.persistence import PassWriter
-from runs.planners import planner_for
 from runtime.approvals import ApprovalDecision, ApprovalRequest
 from runtime.capability import CapabilitySpec
 from runtime.controller import Controller

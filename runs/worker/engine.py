@@ -15,12 +15,12 @@ from dataclasses import replace
 
 from capabilities.executors.open_calls import OPEN_CALLS
 from runs import otel, wakeups
+from runs.models import Run
+from runs.planners.external import AGENT_PLANNERS
 from runs.worker import queue
 from runs.worker.adapters import DjangoRegistry, build_controller
 from runs.worker.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release
-from runs.models import Run
 from runs.worker.persistence import PassWriter
-from runs.planners.external import AGENT_PLANNERS
 from runtime.controller import Transition
 from runtime.intents import LeaseLost
 from runtime.state import RunState

@@ -9,8 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -22,10 +21,10 @@ from django.utils import timezone
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.outputs import store_json, stored_output_for
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
-from runs.worker.leases import Lease, can_return_from_update, fenced_update, fenced_update_sql, registry_version_sql
 from runs.models import Approval, Attempt, Decision, PlanRevision, PlanSubmission, Run, Step
-from runs.worker.planner_intents import PlannerCallIntents
 from runs.services import run_close_open_records
+from runs.worker.leases import Lease, can_return_from_update, fenced_update, fenced_update_sql, registry_version_sql
+from runs.worker.planner_intents import PlannerCallIntents
 from runs.worker.sql import execute, insert_from, insert_rows
 from runtime import events as ev
 from runtime.controller import Transition
@@ -36,7 +35,7 @@ from runtime.stop import StopKind, status_for_stop, stop_kind
 
 
 def _at(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, tz=dt_timezone.utc)
+    return datetime.fromtimestamp(epoch, tz=UTC)
 
 
 # A first plan up to this many steps is written with its pass's one statement; a longer one (a
@@ -365,7 +364,7 @@ class PassWriter(PlannerCallIntents):
                 and previous.is_terminal == state.is_terminal and previous.pending_approval == state.pending_approval):
             # Only a step whose progress object was replaced can have a new status (the state is
             # immutable: replace() keeps the others as they were), so only those are compared.
-            changed_steps = [(old, new) for old, new in zip(previous.steps, state.steps) if old is not new]
+            changed_steps = [(old, new) for old, new in zip(previous.steps, state.steps, strict=False) if old is not new]
             return self._changed(state, {n.step.id: _step_status(state, n) for _o, n in changed_steps},
                                  {o.step.id: _step_status(previous, o) for o, _n in changed_steps})
         wanted = _step_statuses(state)

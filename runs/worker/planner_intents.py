@@ -8,8 +8,7 @@ worker making it was lost (runtime/planner_calls.py).
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -17,15 +16,15 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from runs.worker.leases import fenced_update
 from runs.models import PlannerCall, Run
+from runs.worker.leases import fenced_update
 from runtime import events as ev
 from runtime.budgets import Usage
 from runtime.intents import LeaseLost, PlannerCallIntent
 
 
 def _at(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, tz=dt_timezone.utc)
+    return datetime.fromtimestamp(epoch, tz=UTC)
 
 
 class PlannerCallIntents:

@@ -13,8 +13,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core import queue
-from runs.worker.leases import INFRASTRUCTURE_ERRORS
 from runs.models import Run
+from runs.worker.leases import INFRASTRUCTURE_ERRORS
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus
-from runs.worker import queue
 from runs.models import Approval, PlanSubmission, Run
 from runs.planners.external import AGENT_PLANNERS, awaited_revision
 from runs.services import run_finish
+from runs.worker import queue
 from runtime.budgets import BudgetName
 from runtime.stop import StopKind, stop_reason
 

@@ -61,8 +61,8 @@ def login(page, live_server):
 def registry(transactional_db):
     from django.utils import timezone
 
-    from capabilities.models import Capability, CapabilityVersion
     from capabilities.kinds.python.sync import python_capabilities_sync
+    from capabilities.models import Capability, CapabilityVersion
 
     python_capabilities_sync()
     CapabilityVersion.objects.filter(capability__name="get_ticket_status").update(polling_interval_s=0.2)

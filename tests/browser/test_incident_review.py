@@ -5,6 +5,7 @@ from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import expect
+
 from tests.binding import bound_hash
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -103,8 +104,8 @@ def test_a_reviewer_finds_the_repeated_pair_and_the_trigger_from_the_timeline(
 def test_the_live_trace_keeps_an_open_section_the_scroll_and_focus(
         page, live_server, login, registry, manual_advance, operator, second_operator, shot, outside_requests):
     from runs import services
-    from runs.worker import engine
     from runs.models import Approval
+    from runs.worker import engine
 
     run = run_awaiting_approval(second_operator)
     page.set_viewport_size({"width": 1280, "height": 600})

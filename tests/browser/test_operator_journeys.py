@@ -73,8 +73,8 @@ def test_a_rejection_stops_the_run_with_its_reason_shown(
 def test_a_viewer_sees_no_approve_button_and_a_forged_approval_is_refused(
         page, live_server, login, registry, manual_advance, operator, viewer, shot):
     from runs import services
-    from runs.worker import engine
     from runs.models import Approval
+    from runs.worker import engine
 
     run = services.run_start(owner=operator, goal="Needs approval", planner="scripted",
                              planner_config={"plans": [[{"capability": "create_ticket",

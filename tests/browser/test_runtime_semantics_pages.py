@@ -5,8 +5,8 @@ from playwright.sync_api import expect
 
 from capabilities.models import Capability
 from runs import services
-from runs.worker import engine
 from runs.models import Approval
+from runs.worker import engine
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 

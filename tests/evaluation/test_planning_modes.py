@@ -1,9 +1,11 @@
 """Planning mode with each planner: scripted plans, the rules planner, an LLM endpoint."""
+import io
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.core.management import call_command
 
 from core.errors import InvalidInput
 from evaluation.services import evaluation_create, evaluation_run_now, evaluation_suites_sync
@@ -129,18 +131,14 @@ class TestRegisteredCapabilities:
             evaluation_create(user=operator, suite_id=demo_suite.pk)
 
     def test_the_scenario_command_explains_it_cannot_simulate_the_registry(self, tmp_path):
-        import subprocess
-        import sys
-        from pathlib import Path
-
         task = next(t for t in demo_suite_tasks() if t["capabilities"] == "registered")
         path = tmp_path / "registered.json"
         path.write_text(json.dumps({k: v for k, v in task.items()
                                     if k not in ("category", "description", "verdict_expected")}))
-        root = Path(__file__).resolve().parents[2]
-        result = subprocess.run([sys.executable, "manage.py", "run_scenario", "--mode", "direct", str(path)],
-                                cwd=root, capture_output=True, text=True, timeout=120)
-        assert result.returncode == 1 and "evaluation runner" in result.stdout
+        out = io.StringIO()
+        with pytest.raises(SystemExit) as exit:
+            call_command("run_scenario", "--mode", "direct", str(path), stdout=out)
+        assert exit.value.code == 1 and "evaluation runner" in out.getvalue()
 
 
 def demo_suite_tasks():

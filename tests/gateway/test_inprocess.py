@@ -11,7 +11,6 @@ import threading
 import time
 from datetime import timedelta
 
-import anyio
 import httpx2
 import mcp_types as types
 import pytest
@@ -19,6 +18,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from threaded import run_in_thread  # noqa: E402 - tests/gateway is on sys.path (its conftest)
+
 from tests.binding import bound_hash
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,9 +42,7 @@ def inline_worker(monkeypatch):
     """Every send of a run's task advances it in a thread of this process with the real engine."""
     from django.db import close_old_connections
 
-    from runs.worker import engine
-
-    from runs.worker import queue
+    from runs.worker import engine, queue
 
     threads = []
 

@@ -8,6 +8,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from threaded import run_in_thread  # noqa: E402 - tests/gateway is on sys.path (its conftest)
+
 from tests.binding import bound_hash
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

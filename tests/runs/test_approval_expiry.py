@@ -8,8 +8,8 @@ from django.utils import timezone
 from capabilities.models import Capability, CapabilityVersion, Ticket
 from core.errors import Conflict
 from runs import services
-from runs.worker import engine
 from runs.models import Approval, Run
+from runs.worker import engine
 from runs.worker.sweeps import sweep_expired_approvals
 from tests.binding import bound_hash
 

@@ -7,7 +7,6 @@ import pytest
 from django.utils import timezone
 
 from runs.dashboard import periods as dashboard
-
 from runs.dashboard import rollup
 from runs.models import Approval
 

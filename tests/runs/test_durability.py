@@ -9,11 +9,8 @@ from django.utils import timezone
 
 from capabilities.models import Capability, CapabilityVersion, Ticket
 from runs import services
-from runs.worker import adapters
-from runs.worker import engine
-from runs.worker import leases
-from runs.worker import sweeps
 from runs.models import Approval, Attempt, Run
+from runs.worker import adapters, engine, leases, sweeps
 from runs.worker.persistence import PassWriter
 from runtime.intents import LeaseLost
 from runtime.state import RunState

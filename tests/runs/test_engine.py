@@ -4,10 +4,8 @@ from django.utils import timezone
 
 from capabilities.models import Capability, CapabilityVersion, Ticket
 from runs import services
-from runs.worker import engine
-from runs.worker import leases
-from runs.worker import sweeps
 from runs.models import Approval, Attempt, Decision, PlanRevision, Run
+from runs.worker import engine, leases, sweeps
 from tests.binding import bound_hash
 
 

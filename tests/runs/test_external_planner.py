@@ -12,9 +12,8 @@ import pytest
 
 from core.models import AuditEvent
 from runs import services
-from runs.worker import engine
-from runs.worker import sweeps
 from runs.models import PlanRevision, PlanSubmission, Run
+from runs.worker import engine, sweeps
 
 ROOT = Path(__file__).resolve().parents[2]
 FOUND = {"capability": "search_documents", "path": "documents.0.id", "exists": True}

@@ -219,8 +219,8 @@ class TestThroughTheEngine:
 
     def test_a_run_completes_and_its_revision_records_what_the_model_said(self, llm, demo_capabilities, starter,
                                                                           monkeypatch):
-        from runs.worker import engine
         from runs.models import PlanRevision
+        from runs.worker import engine
 
         monkeypatch.setenv("TEST_LLM_API_KEY", "sk-from-env")
         plan = {"steps": [{"id": "s1", "capability": "search_documents", "arguments": {"q": "travel"},

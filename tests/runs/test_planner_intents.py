@@ -7,10 +7,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs import services
-
-from runs.worker import engine
 from runs.models import PlannerCall, Run
 from runs.planners.llm import LLMPlanner, _Answer
+from runs.worker import engine
 from runs.worker.planner_intents import PlannerCallIntents
 
 pytestmark = pytest.mark.django_db(transaction=True)

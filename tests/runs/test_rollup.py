@@ -6,10 +6,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runs.dashboard import periods as dashboard
-
 from runs.dashboard import active as dashboard_active
-
+from runs.dashboard import periods as dashboard
 from runs.dashboard import rollup
 from runs.models import Attempt, AttemptRollup, Run, RunRollup, StopRollup
 from tests.binding import bound_hash

@@ -1,8 +1,9 @@
 """`manage.py run_scenario`: the public scenario contract from the command line."""
+import io
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from django.core.management import call_command
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "tests" / "scenarios").glob("*.json"))
@@ -11,16 +12,21 @@ FIELDS = {"name", "passed", "failures", "status", "stop_reason", "tool_calls", "
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "manage.py", "run_scenario", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    """`manage.py run_scenario ARGS`, in this process: (exit status, stdout)."""
+    out = io.StringIO()
+    try:
+        call_command("run_scenario", *args, stdout=out)
+    except SystemExit as exit:
+        return exit.code, out.getvalue()
+    return 0, out.getvalue()
 
 
 class TestRunScenarioCommand:
     def test_it_passes_every_bundled_scenario_and_prints_one_json_array(self):
         assert len(SCENARIOS) >= 30
-        result = run("--json", *map(str, SCENARIOS))
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-        report = json.loads(result.stdout)
+        status, out = run("--json", *map(str, SCENARIOS))
+        assert status == 0, out[-2000:]
+        report = json.loads(out)
         assert len(report) == len(SCENARIOS)
         assert all(set(item) >= FIELDS and item["passed"] for item in report)
         by_name = {item["name"]: item for item in report}
@@ -34,15 +40,15 @@ class TestRunScenarioCommand:
         scenario["expect"]["stop_reason"] = "completed"
         path = tmp_path / "wrong.json"
         path.write_text(json.dumps(scenario))
-        result = run("--json", str(path))
-        assert result.returncode == 1
-        [item] = json.loads(result.stdout)
+        status, out = run("--json", str(path))
+        assert status == 1
+        [item] = json.loads(out)
         assert item["passed"] is False and item["stop_reason"] == "stalled"
         assert any("stop_reason" in failure for failure in item["failures"])
 
     def test_it_reports_an_invalid_file_clearly(self, tmp_path):
         path = tmp_path / "bad.json"
         path.write_text(json.dumps({"name": "bad", "capabilities": "nope"}))
-        result = run(str(path))
-        assert result.returncode == 1
-        assert "invalid scenario" in result.stdout
+        status, out = run(str(path))
+        assert status == 1
+        assert "invalid scenario" in out

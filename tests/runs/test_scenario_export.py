@@ -1,4 +1,5 @@
 """A recorded run becomes a scenario file; run_scenario on it reproduces the run's decisions and stop."""
+import contextlib
 import json
 
 import pytest
@@ -6,10 +7,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from runs import services
-
-from runs.worker import engine
 from runs.models import Approval, Decision, Run
 from runs.trace.scenario_export import run_scenario_export
+from runs.worker import engine
 from tests.binding import bound_hash
 
 COUNTS = ("tool_calls", "revisions", "retries", "approvals_requested", "tokens", "side_effects_committed")
@@ -29,10 +29,8 @@ def _replay(tmp_path, run):
     from io import StringIO
 
     out = StringIO()
-    try:
+    with contextlib.suppress(SystemExit):  # a failed expectation: the assertions below say which
         call_command("run_scenario", str(path), "--json", stdout=out)
-    except SystemExit:
-        pass  # a failed expectation: the assertions below say which
     return json.loads(out.getvalue())[0], json.loads(path.read_text())
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 
 from runs import services
-
-from runs.worker import engine
 from runs.dashboard.budget_usage import run_budget_usage
 from runs.models import Run
 from runs.selectors import budget_gauges
+from runs.worker import engine
 
 NOTHING = {"capability": "search_documents", "arguments": {"q": "zzzz-nothing"}}
 FOUND = {"capability": "search_documents", "path": "documents.0.id", "exists": True}

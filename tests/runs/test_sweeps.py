@@ -8,10 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runs.worker import queue
-
-from runs.worker import sweeps
 from runs.models import Run
+from runs.worker import queue, sweeps
 
 pytestmark = pytest.mark.django_db
 

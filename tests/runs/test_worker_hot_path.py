@@ -7,10 +7,9 @@ from capabilities import egress
 from capabilities.models import Capability
 from capabilities.policy import capability_update
 from runs import services
-from runs.worker import engine
-from runs.worker import leases
-from runs.worker.adapters import DjangoRegistry
 from runs.models import Attempt, Run, Step
+from runs.worker import engine, leases
+from runs.worker.adapters import DjangoRegistry
 from runs.worker.persistence import PassWriter
 
 
@@ -159,7 +158,8 @@ class TestTheFirstPlanInOneStatement:
     def two_step_run(self, owner):
         steps = [{"id": "a", "capability": "search_documents", "arguments": {"q": "travel"}},
                  {"id": "b", "capability": "search_documents", "arguments": {"q": "expenses"}}]
-        return services.run_start(owner=owner, goal="Find two policies", budgets={"deadline_s": 60}, completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
+        return services.run_start(owner=owner, goal="Find two policies", budgets={"deadline_s": 60},
+                                  completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
                                   planner="scripted", planner_config={"plans": [steps]})
 
     def test_the_fenced_update_the_revision_and_its_steps_are_one_statement(self, operator, demo_capabilities):

@@ -6,8 +6,8 @@ import pytest
 from core.choices import RunStatus
 from core.errors import NotAllowed
 from runs import services
-from runs.worker import engine
 from runs.models import PlanSubmission
+from runs.worker import engine
 
 FOUND = {"capability": "search_documents", "path": "documents.0.id", "exists": True}
 STEP = {"id": "s1", "capability": "search_documents", "arguments": {"q": "travel"}, "expected_outcome": "the policy"}

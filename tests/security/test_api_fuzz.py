@@ -24,7 +24,6 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from runs import services
-
 from runs.worker import engine
 
 pytestmark = [pytest.mark.slow]
@@ -129,8 +128,8 @@ def live_world(transactional_db, roles, manual_advance):
     a run waiting for its plan's approval, and the capabilities."""
     from django.contrib.auth.models import Group, User
 
-    from capabilities.models import Capability
     from capabilities.kinds.python.sync import python_capabilities_sync
+    from capabilities.models import Capability
     from runs.models import Approval, Run
 
     python_capabilities_sync()

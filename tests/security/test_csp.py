@@ -10,7 +10,6 @@ import re
 import pytest
 
 from runs import services
-
 from runs.worker import engine
 
 INLINE_HANDLER = re.compile(r"<[^>]+\s(on[a-z]+|hx-on[:\w-]*)\s*=", re.IGNORECASE)
@@ -21,8 +20,8 @@ OFF_SITE = re.compile(r"""(?:src|href)=["'](?:https?:)?//""", re.IGNORECASE)
 @pytest.fixture
 def pages(db, operator):
     """Every page of the product, with data behind it."""
-    from capabilities.models import Capability
     from capabilities.kinds.python.sync import python_capabilities_sync
+    from capabilities.models import Capability
 
     python_capabilities_sync()
     run = services.run_start(owner=operator, goal="CSP pages", planner="scripted",

@@ -40,8 +40,8 @@ def browser_type_launch_args(browser_type_launch_args):
 def world(transactional_db):
     from django.contrib.auth.models import User
 
-    from capabilities.models import Capability
     from capabilities.kinds.python.sync import python_capabilities_sync
+    from capabilities.models import Capability
 
     python_capabilities_sync()
     admin = User.objects.create_superuser("root", "root@example.com", PASSWORD)

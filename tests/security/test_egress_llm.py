@@ -31,8 +31,8 @@ def test_a_run_cannot_bring_its_own_url_key_or_headers(api_for, operator, settin
 def test_an_endpoint_removed_mid_run_stops_the_run_with_the_reason(settings, operator, manual_advance, recorder):
     from capabilities.kinds.python.sync import python_capabilities_sync
     from runs import services
-    from runs.worker import engine
     from runs.models import Run
+    from runs.worker import engine
 
     python_capabilities_sync()
     settings.AGENTOPS_LLM_ENDPOINTS = {"gone": {"base_url": f"{recorder.url}/v1"}}

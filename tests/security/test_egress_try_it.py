@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from capabilities import policy
-from capabilities.kinds.python import sync
 from capabilities.kinds.mcp import servers
+from capabilities.kinds.python import sync
 from capabilities.models import Capability
 from core.errors import InvalidInput
 from core.models import AuditEvent

@@ -9,9 +9,8 @@ import pytest
 from django.utils import timezone
 
 from runs import otel, services
-
-from runs.worker import engine
 from runs.labels import MAX_LABEL_FILTERS
+from runs.worker import engine
 
 
 @pytest.mark.django_db(transaction=True)

@@ -11,8 +11,8 @@ import os
 import pytest
 
 from capabilities import policy
-from capabilities.kinds.python import sync
 from capabilities.kinds.mcp import servers
+from capabilities.kinds.python import sync
 from core.models import AuditEvent
 from runs import services
 from runs.models import Attempt, Run

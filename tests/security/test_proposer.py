@@ -6,8 +6,8 @@ import pytest
 
 from core.errors import NotAllowed
 from runs import services
-from runs.worker import engine
 from runs.models import Approval, PlanRevision, Run
+from runs.worker import engine
 from tests.binding import bound_hash
 
 FOUND = {"capability": "create_ticket", "path": "ticket_id", "exists": True}
@@ -16,7 +16,7 @@ TICKET = {"id": "t1", "capability": "create_ticket", "arguments": {"title": "Pri
 
 
 def _user(username, *, group="lead operator", without=()):
-    from django.contrib.auth.models import Group, Permission, User
+    from django.contrib.auth.models import Group, User
 
     user = User.objects.create_user(username=username, password=f"pw-{username}")
     perms = Group.objects.get(name=group).permissions.exclude(codename__in=without)

@@ -77,8 +77,8 @@ def test_an_echoed_secret_is_redacted_from_the_attempt_and_from_the_next_prompt(
         settings, monkeypatch, recorder, operator, registry_admin, manual_advance):
     """A webhook answers 500 quoting our request headers; the LLM planner replans from that attempt."""
     from runs import services
-    from runs.worker import engine
     from runs.models import Attempt, Run
+    from runs.worker import engine
 
     from .conftest import Recorder
 
@@ -127,15 +127,15 @@ def test_an_echoed_secret_is_redacted_from_the_attempt_and_from_the_next_prompt(
 def test_absurd_usage_numbers_are_clamped_never_a_crash(settings, recorder, operator, manual_advance, usage):
     from capabilities.kinds.python.sync import python_capabilities_sync
     from runs import services
-    from runs.worker import engine
     from runs.models import Run
+    from runs.worker import engine
 
     python_capabilities_sync()
     settings.AGENTOPS_LLM_ENDPOINTS = {"fake": {"base_url": f"{recorder.url}/v1"}}
     content = json.dumps(json.dumps({"steps": [{"id": "s1", "capability": "search_documents",
                                                 "arguments": {"q": "travel"}, "expected_outcome": "a policy"}]}))
-    recorder.responses = [{"status": 200, "raw": '{"choices": [{"message": {"content": %s}}], "usage": %s}'
-                                                 % (content, usage)}]
+    recorder.responses = [{"status": 200, "raw": '{"choices": [{"message": {"content": ' + content + '}}], "usage": '
+                                                 + usage + '}'}]
     run = services.run_start(owner=operator, goal="g", planner="llm", planner_config={"endpoint": "fake", "model": "m"},
                              completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
                              budgets={"deadline_s": 60})

@@ -16,8 +16,8 @@ from django.core.management.base import BaseCommand
 from capabilities.kinds.python.sync import python_capabilities_sync
 from core.roles import OPERATOR, REGISTRY_ADMIN, VIEWER, sync_role_groups
 from runs import services
-from runs.worker import engine
 from runs.models import Run
+from runs.worker import engine
 
 DEMO_USERS = (
     ("admin", None, "superuser: everything, including the Django admin"),

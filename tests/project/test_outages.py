@@ -139,6 +139,7 @@ def full_folder(tmp_path):
         subprocess.run(["umount", str(folder)], check=True)
 
 
+@pytest.mark.slow  # mounts a filesystem (mount, dd, umount)
 @pytest.mark.django_db
 def test_healthz_answers_503_when_var_is_full(client, settings, full_folder, caplog):
     settings.VAR_DIR = full_folder

@@ -7,8 +7,8 @@ from rest_framework.test import APIClient
 
 from capabilities.models import Capability
 from runs import services
-from runs.worker import engine
 from runs.models import Approval
+from runs.worker import engine
 
 PUBLIC = {"login", "logout", "healthz", "favicon"}
 # "operator" owns the run under test; "other_operator" does not; "lead_operator" holds

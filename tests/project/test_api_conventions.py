@@ -67,11 +67,10 @@ class TestApiConventions:
 
 
 def test_the_openapi_schema_generates_without_warnings(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
+    """`manage.py spectacular --validate --fail-on-warn`, in this process (a warning raises)."""
+    from django.core.management import call_command
+    from drf_spectacular.drainage import GENERATOR_STATS
 
-    root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([sys.executable, "manage.py", "spectacular", "--validate", "--fail-on-warn", "--file",
-                             str(tmp_path / "schema.yml")], cwd=root, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
+    GENERATOR_STATS.reset()  # what schema requests of earlier tests left behind
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yml"))
+    assert (tmp_path / "schema.yml").read_text().startswith("openapi: 3")

@@ -3,7 +3,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from core.management.commands.serve import Supervisor
+
+pytestmark = pytest.mark.slow  # supervises real processes
 
 
 def test_a_process_that_dies_is_restarted_and_the_others_go_on():
