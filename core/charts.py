@@ -11,7 +11,7 @@ from django.utils.safestring import SafeString, mark_safe
 from runtime.stop import RunStatus, StopKind
 
 PALETTE = ["#2457c5", "#1f7a3d", "#b42318", "#9a5b00", "#6941c6", "#0e7490", "#56607a", "#c11574", "#475467"]
-SERIES_COLOURS = {   # run statuses and stop kinds (the series the dashboard draws)
+SERIES_COLOURS: dict[str, str] = {   # run statuses and stop kinds (the series the dashboard draws)
     RunStatus.COMPLETED: "#1f7a3d", RunStatus.STOPPED: "#b42318", RunStatus.CANCELLED: "#56607a",
     RunStatus.RUNNING: "#2457c5", RunStatus.QUEUED: "#7aa2ff", RunStatus.AWAITING_APPROVAL: "#9a5b00",
     StopKind.BUDGET_EXHAUSTED: "#9a5b00", StopKind.TERMINAL_FAILURE: "#b42318", StopKind.STALLED: "#c11574",

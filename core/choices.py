@@ -3,6 +3,8 @@
 The runtime (pure Python) owns the vocabulary; the database stores it with CHECK
 constraints. Building the TextChoices from the runtime enums keeps one list.
 """
+from typing import Any
+
 from django.db import models
 
 from runtime.approvals import ApprovalKind as _ApprovalKind
@@ -31,8 +33,9 @@ def _worded(value: str) -> str:
     return _spaced(value) if "_" in value else value.capitalize()
 
 
-def _choices(name: str, values, label=_spaced, labels: dict[str, str] | None = None) -> type[models.TextChoices]:
-    """TextChoices from a runtime enum's values; `labels` words the few a person reads otherwise."""
+def _choices(name: str, values, label=_spaced, labels: dict[str, str] | None = None) -> Any:
+    """TextChoices from a runtime enum's values; `labels` words the few a person reads otherwise.
+    (Any: a type checker cannot see the members of a class made at run time.)"""
     return models.TextChoices(name, [(str(v).upper().replace(":", "_").replace("-", "_"),
                                       (str(v), (labels or {}).get(str(v)) or label(str(v)))) for v in values])
 

@@ -109,9 +109,10 @@ def _act_on(p: Pass, action: Action, attempt: Attempt, verdict: Verdict) -> None
         if budget is B.BudgetName.RETRIES:
             # A retry wanted with the retry budget spent: an earlier budget that also refuses it is reported.
             s = p.state
-            budget = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name,
-                                             side_effecting=spec.changes_state, retry=True,
-                                             started_at=s.started_at, now=now) or budget
+            earlier = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name,
+                                              side_effecting=spec.changes_state, retry=True,
+                                              started_at=s.started_at, now=now)
+            budget = earlier or budget
             if budget is not B.BudgetName.RETRIES:
                 return p.stop(StopKind.BUDGET_EXHAUSTED, budget.value,
                               f"step {step.id}: {verdict.reason}, and the retry would exceed the {budget} budget",
@@ -131,17 +132,17 @@ def _act_on(p: Pass, action: Action, attempt: Attempt, verdict: Verdict) -> None
         else:
             delay, next_kind = spec.polling.interval_s, AttemptKind.POLL
         s = p.state
-        budget = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name,
-                                         side_effecting=spec.changes_state, retry=d is Decision.RETRY,
-                                         started_at=s.started_at, now=now, wait_s=delay)
-        if budget is B.BudgetName.DEADLINE and now + delay > s.budgets.deadline_at(s.started_at):
+        refusing = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name,
+                                           side_effecting=spec.changes_state, retry=d is Decision.RETRY,
+                                           started_at=s.started_at, now=now, wait_s=delay)
+        if refusing is B.BudgetName.DEADLINE and now + delay > s.budgets.deadline_at(s.started_at):
             # Waits never cross the deadline: stop now rather than sleep past it.
             return p.stop(StopKind.BUDGET_EXHAUSTED, B.BudgetName.DEADLINE,
                           f"step {step.id}: the {d.value} wait of {delay:g}s would end after the deadline",
                           attempt_id)
-        if budget and budget is not B.BudgetName.DEADLINE:
-            return p.stop(StopKind.BUDGET_EXHAUSTED, budget,
-                          f"step {step.id}: the {d.value} of {spec.name} would exceed the {budget} budget",
+        if refusing and refusing is not B.BudgetName.DEADLINE:
+            return p.stop(StopKind.BUDGET_EXHAUSTED, refusing,
+                          f"step {step.id}: the {d.value} of {spec.name} would exceed the {refusing} budget",
                           attempt_id)
         p.state = replace(s.with_step(replace(progress, next_kind=next_kind)), not_before=now + delay)
         p.wait_s = delay

@@ -69,9 +69,9 @@ class StopReason:
         if (self.kind in _QUALIFIED) != bool(self.detail):
             raise ValueError(f"stop reason {self.kind} {'needs' if self.kind in _QUALIFIED else 'takes no'} qualifier")
         if self.kind is StopKind.BUDGET_EXHAUSTED:
-            object.__setattr__(self, "detail", BudgetName(self.detail))
+            object.__setattr__(self, "detail", BudgetName(str(self.detail)))
         elif self.kind is StopKind.TERMINAL_FAILURE:
-            object.__setattr__(self, "detail", ErrorCode(self.detail))
+            object.__setattr__(self, "detail", ErrorCode(str(self.detail)))
 
     @classmethod
     def parse(cls, text: str) -> StopReason:

@@ -100,7 +100,7 @@ def stops_per_capability(*, start: datetime, end: datetime, include_evaluations:
             entry["stalls"] += row["runs"]
         else:
             entry["budget_stops"] += row["runs"]
-            budget = reason.budget.value
+            budget = str(reason.budget)
             entry["budgets"][budget] = entry["budgets"].get(budget, 0) + row["runs"]
     finished_from = local_param(start)
     for entry in by_capability.values():
