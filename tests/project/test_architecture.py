@@ -22,7 +22,7 @@ FUNCTION_LEVEL_IMPORTS = {
     ("core/apps.py", "core"),  # ready(): connect the token-revoking signal handlers
     ("runs/apps.py", "capabilities"),  # ready(): plug the runs' usage reader into the registry pages
     ("runs/apps.py", "runs"),  # ready(): instrument the frameworks for OpenTelemetry
-    ("runs/apps.py", "runs.dashboard.periods"),  # ready(): the usage reader the registry pages ask (capability_usage)
+    ("runs/apps.py", "runs.dashboard"),  # ready(): the usage reader the registry pages ask (capability_usage)
 }
 
 
