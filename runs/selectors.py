@@ -11,10 +11,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import (
-    CharField,
     Count,
     Exists,
-    Func,
     OuterRef,
     Prefetch,
     Q,
@@ -30,6 +28,7 @@ from capabilities.models import Capability
 from core.choices import ApprovalState
 from runs import search
 from runs.dashboard.budget_usage import run_budget_usage
+from runs.expressions import IsoText
 from runs.models import (
     Approval,
     Attempt,
@@ -451,24 +450,6 @@ def trace_attempt_rows(*, run: Run) -> QuerySet:
                       started_text=IsoText("started_at"), ended_text=IsoText("ended_at"),
                       decided_text=IsoText("decision__created_at"))
             .values_list(*TRACE_ATTEMPT_COLUMNS))
-
-
-class IsoText(Func):
-    """A timestamp as ISO 8601 UTC text with microseconds ("2026-12-01T15:00:00.123456Z"), made by
-    the database: parsing 100,000 timestamps into datetimes only to format them again was a third
-    of the trace download's time."""
-
-    output_field = CharField()
-
-    def as_sql(self, compiler, connection, **extra_context):
-        sql, params = compiler.compile(self.source_expressions[0])
-        return f"to_char({sql} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')", params
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        # Django stores UTC as "YYYY-MM-DD HH:MM:SS[.ffffff]".
-        sql, params = compiler.compile(self.source_expressions[0])
-        return (f"(replace(substr({sql}, 1, 19), ' ', 'T') || '.' || "
-                f"substr(coalesce(nullif(substr({sql}, 21, 6), ''), '') || '000000', 1, 6) || 'Z')"), params
 
 
 def trace_revisions(*, run: Run) -> QuerySet[PlanRevision]:

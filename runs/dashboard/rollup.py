@@ -15,32 +15,18 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Count, F, FloatField, Func, IntegerField, Max, Min, Q, QuerySet, Sum, Value
+from django.db.models import Count, F, FloatField, IntegerField, Max, Min, Q, QuerySet, Sum, Value
 from django.db.models.functions import Cast, Coalesce, Floor, Greatest, Ln
 
 from core.choices import FINISHED_STATUSES
+from runs.expressions import HOUR_S, EpochHour, SecondsBetween
 from runs.models import Approval, Attempt, Run
 from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup
 
-HOUR_S = 3600
 # Latency bins per factor e: 10 makes each bin ~10 % wide (percentiles interpolate within it).
 BINS_PER_E = 10
 # Latencies below this share the lowest bin (ln(0) is undefined).
 MIN_LATENCY_S = 1e-4
-
-
-class EpochHour(Func):
-    """Whole hours since the Unix epoch (UTC) of a timestamp, exactly (no float rounding)."""
-
-    output_field = IntegerField()
-
-    def as_sql(self, compiler, connection, **extra_context):
-        sql, params = compiler.compile(self.source_expressions[0])
-        return f"CAST(FLOOR(EXTRACT(EPOCH FROM {sql}) / {HOUR_S}) AS INTEGER)", params
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        sql, params = compiler.compile(self.source_expressions[0])
-        return f"(CAST(strftime('%%s', {sql}) AS INTEGER) / {HOUR_S})", params
 
 
 def log_bin(expression):
@@ -51,20 +37,6 @@ def log_bin(expression):
 
 def latency_bin():
     return log_bin(F("latency_s"))
-
-
-class SecondsBetween(Func):
-    """Seconds from one timestamp to another, as a float."""
-
-    output_field = FloatField()
-
-    def as_sql(self, compiler, connection, **extra_context):
-        (earlier, p1), (later, p2) = (compiler.compile(e) for e in self.source_expressions)
-        return f"EXTRACT(EPOCH FROM ({later} - {earlier}))::float", (*p2, *p1)
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        (earlier, p1), (later, p2) = (compiler.compile(e) for e in self.source_expressions)
-        return f"((julianday({later}) - julianday({earlier})) * 86400.0)", (*p2, *p1)
 
 
 def hour_of(moment: datetime) -> int:

@@ -27,7 +27,6 @@ from django.db.models import (
     Count,
     F,
     FloatField,
-    Func,
     IntegerField,
     Min,
     OuterRef,
@@ -42,6 +41,7 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from runs.expressions import EpochSeconds
 from runs.models import Approval, Attempt, PlanRevision, Run, Step
 from runs.trace.review import StopTrigger, attempt_label, kind_label
 
@@ -79,21 +79,6 @@ class _Column:
     href: str = ""
     notable: list = field(default_factory=list)  # titles of repeats and the stop, named even when merged
     classes: set = field(default_factory=set)
-
-
-class EpochSeconds(Func):
-    """A moment as Unix seconds, computed by the database: 5,000 rows need no datetime parsing."""
-
-    output_field = FloatField()
-
-    def as_sql(self, compiler, connection, **extra_context):
-        sql, params = compiler.compile(self.source_expressions[0])
-        return f"CAST(EXTRACT(EPOCH FROM {sql}) AS double precision)", params  # numeric otherwise
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        sql, params = compiler.compile(self.source_expressions[0])
-        # julianday() of the stored UTC text; 2440587.5 is the Unix epoch as a Julian day.
-        return f"((julianday({sql}) - 2440587.5) * 86400.0)", params
 
 
 def _attempt_href(uid: str) -> str:
