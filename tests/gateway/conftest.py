@@ -103,7 +103,7 @@ def gw_capabilities(transactional_db):
 
 
 @pytest.fixture
-def agent_token(gw_capabilities, operator):
+def agent_token(request, gw_capabilities, operator):
     """Make an agent with create_agent, as the issue's checks do; returns (agent, token)."""
     from io import StringIO
 
@@ -127,4 +127,22 @@ def agent_token(gw_capabilities, operator):
         call_command("create_agent", *args, stdout=out)
         return Agent.objects.get(name=name), out.getvalue().strip().splitlines()[-1]
 
-    return make
+    yield make
+    if any(name.endswith("_stack") for name in request.fixturenames):
+        sessions_settled()
+
+
+def sessions_settled(timeout: float = 30) -> None:
+    """Wait (a while, not failing) until every session has ended and its run stopped: a client closes
+    its session as a stack test ends, and the web process and a worker then stop its run. The test's
+    database flush must not race those writes (a TRUNCATE among them deadlocks on PostgreSQL)."""
+    import time
+
+    from django.db.models import Q
+
+    from gateway.models import GatewaySession
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and GatewaySession.objects.filter(
+            Q(ended_at__isnull=True) | Q(run__stop_reason="")).exists():
+        time.sleep(0.1)
