@@ -238,3 +238,21 @@ class TestLinkingAccounts:
     def test_unlinking(self, client_for, second_operator, linked):
         client_for(second_operator).post("/account/slack/", {"action": "unlink"})
         assert not SlackLink.objects.filter(user=second_operator).exists()
+
+
+class TestPlanRequests:
+    def test_a_plan_request_shows_its_steps_and_binds_to_the_plan_hash(self, slack, operator, make_run):
+        from notifications.slack import blocks
+        from runs.models import PlanRevision
+
+        run = make_run(status="awaiting_approval")
+        steps = [{"id": "s1", "capability": "create_ticket", "arguments": {"title": "Door"}}]
+        revision = PlanRevision.objects.create(run=run, number=2, accepted=True, reason_code="new_information",
+                                               steps=steps)
+        approval = Approval.objects.create(run=run, kind="plan", revision=revision, arguments={"steps": steps},
+                                           plan_hash="p2", expires_at=timezone.now() + timedelta(hours=1))
+        shown = blocks.request_blocks(approval, inbox_url="https://agentops.example.com/x")
+        text = json.dumps(shown)
+        assert "the plan of revision 2" in text and "Door" in text
+        value = next(b for b in shown if b["type"] == "actions")["elements"][0]["value"]
+        assert json.loads(value) == {"a": approval.pk, "h": "p2", "r": 2}
