@@ -27,6 +27,7 @@ from runs.runtime.completion import completion_errors
 from runs.runtime.ids import random_hex
 from runs.runtime.state import RunState
 from runs.selectors import approval_refusal
+from runs.signals import approval_decided
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +186,10 @@ def approval_decide(*, approval_id: int, user, approve: bool, expected_hash: str
           details={"comment": comment, "hash": bound_hash, "run": approval.run_id,
                    "revision": approval.revision.number, "channel": channel})
     _enqueue_advance(approval.run_id)
+    # Where else the request was asked (a Slack message) learns of it at once, not at the next tick.
+    decided_id = approval.pk
+    transaction.on_commit(lambda: approval_decided.send_robust(sender=Approval, approval_id=decided_id,
+                                                               channel=channel))
     return approval
 
 

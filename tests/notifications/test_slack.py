@@ -187,6 +187,15 @@ class TestMessagesFollowTheRequest:
         outbox.tick()
         assert len(slack.of("chat.update")) == 1  # once
 
+    def test_a_decision_elsewhere_queues_the_refresh_once_it_commits(
+            self, posted, slack, waiting_approval, second_operator, try_inline, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=True):
+            run_services.approval_decide(approval_id=waiting_approval.pk, user=second_operator, approve=True,
+                                         expected_hash="h1", channel="api")
+        text = json.dumps(slack.of("chat.update")[-1]["blocks"])  # no tick: the task ran
+        assert "Approved* by olga" in text and "through the API" in text
+        assert SlackMessage.objects.get().shown_state == "approved"
+
     def test_an_expired_request_says_expired(self, posted, slack, waiting_approval):
         Approval.objects.filter(pk=waiting_approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
         outbox.tick()
