@@ -38,8 +38,8 @@ class DeliveryOutput(serializers.ModelSerializer):
 
     class Meta:
         model = Delivery
-        fields = ["id", "rule", "rule_name", "channel", "channel_name", "event_key", "run", "subject", "body", "link",
-                  "status", "attempts", "next_attempt_at", "last_error", "created_at", "sent_at"]
+        fields = ["id", "rule", "rule_name", "channel", "channel_name", "event_key", "run", "approval", "subject",
+                  "body", "link", "status", "attempts", "next_attempt_at", "last_error", "created_at", "sent_at"]
 
 
 class ChannelInput(serializers.Serializer):

@@ -5,3 +5,10 @@ class NotificationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "notifications"
     verbose_name = "Notifications"
+
+    def ready(self):
+        from notifications import tasks
+        from runs.signals import approval_decided
+
+        # The task module at start, too: a fresh web worker never looks the task up by name lazily.
+        approval_decided.connect(tasks.on_approval_decided, dispatch_uid="notifications.slack_refresh")

@@ -23,6 +23,7 @@ from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
 from runs.planners import validate_planner_config
 from runs.planners.external import awaited_revision, next_plan_revision
 from runs.selectors import approval_refusal
+from runs.signals import approval_decided
 from runs.worker import queue
 from runs.worker.planner_intents import count_planner_calls_left_in_flight
 from runtime.budgets import Budgets
@@ -188,6 +189,10 @@ def approval_decide(*, approval_id: int, user, approve: bool, expected_hash: str
           details={"comment": comment, "hash": bound_hash, "run": approval.run_id,
                    "revision": approval.revision.number, "channel": channel})
     _enqueue_advance(approval.run_id)
+    # Where else the request was asked (a Slack message) learns of it at once, not at the next tick.
+    decided_id = approval.pk
+    transaction.on_commit(lambda: approval_decided.send_robust(sender=Approval, approval_id=decided_id,
+                                                               channel=channel))
     return approval
 
 

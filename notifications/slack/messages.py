@@ -1,7 +1,8 @@
 """What a posted request message says once the request is decided or expired, wherever that happened.
 
 A decision from Slack updates its message at once; one made in the browser, the API or from
-e-mail, and an expiry, are picked up by the notification scheduler's next tick (`refresh_all`).
+e-mail queues notifications.slack_refresh (notifications.tasks); an expiry, and anything a lost
+task missed, are picked up by the notification scheduler's next tick (`refresh_all`).
 """
 from __future__ import annotations
 
@@ -68,10 +69,14 @@ def refresh(message: SlackMessage, now: datetime | None = None) -> bool:
     return True
 
 
-def refresh_all(now: datetime | None = None) -> int:
-    """Update every message that still shows buttons for a request no longer pending; returns how many."""
+def refresh_all(now: datetime | None = None, *, approval_id: int | None = None) -> int:
+    """Update every message (of one approval, or all) that still shows buttons for a request no
+    longer pending; returns how many."""
     now = now or timezone.now()
-    messages = (SlackMessage.objects.filter(shown_state=ApprovalState.PENDING)
+    pending = SlackMessage.objects.filter(shown_state=ApprovalState.PENDING)
+    if approval_id is not None:
+        pending = pending.filter(approval_id=approval_id)
+    messages = (pending
                 .exclude(approval__state=ApprovalState.PENDING, approval__expires_at__gt=now)
                 .select_related("approval__run__owner", "approval__revision", "approval__step",
                                 "approval__decided_by").order_by("id")[:REFRESH_BATCH])

@@ -61,7 +61,16 @@ def _server(admin):
     return McpServer.objects.create(name="clock", transport="stdio", command="python", args=["-m", "mcp_server_time"])
 
 
-BUILD = {"stalled": _stalled, "waiting": _waiting, "unknown": _unknown, "evaluation": _evaluation,
+def _decide(admin):
+    """An e-mailed decision link's token, sent to admin, for a plan waiting for approval."""
+    from notifications import email_links
+    from runs.models import Approval
+
+    approval = Approval.objects.get(run=_waiting(admin), state="pending")
+    return email_links.issue(approval=approval, user=admin)["approve"].split("/decide/")[1].split("/")[0]
+
+
+BUILD = {"decide": _decide, "stalled": _stalled, "waiting": _waiting, "unknown": _unknown, "evaluation": _evaluation,
          "server": _server, "attempt": lambda admin: (lambda a: f"{a.run_id}/attempts/{a.uid}")(
              _stalled(admin).attempts.order_by("id").first())}
 
@@ -72,7 +81,8 @@ PAGES = [
     "/capabilities/create_ticket/", "/capabilities/new-capability/", "/capabilities/search_documents/edit/",
     "/capabilities/mcp-servers/new/", "/capabilities/mcp-servers/{server}/import/", "/evaluations/",
     "/evaluations/readiness/", "/evaluations/{evaluation}/", "/notifications/",
-    "/notifications/deliveries/", "/account/tokens/", "/account/password/", "/roles/", "/api/docs/", "/login/",
+    "/notifications/deliveries/", "/notifications/decide/{decide}/", "/account/tokens/", "/account/slack/",
+    "/account/password/", "/roles/", "/api/docs/", "/login/",
 ]
 
 

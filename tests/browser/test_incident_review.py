@@ -163,8 +163,10 @@ def test_a_second_request_appears_in_the_open_inbox_and_the_badge(
     shot("incident-inbox-confirm-reject")
     confirm.click()
     expect(card).to_contain_text("Rejected by otto")
-    next_heading = page.locator(f"article:has(a[href='/runs/{second.pk}/']) h2")
-    expect(next_heading).to_be_focused()
+    # The next card's first action, so the next decision is one key away.
+    next_action = page.locator(f"article:has(a[href='/runs/{second.pk}/'])").get_by_role(
+        "button", name=re.compile("^Approve"))
+    expect(next_action).to_be_focused()
     expect(page.locator("#approval-badge")).to_have_text("1", timeout=10_000)
     assert outside_requests == []
 

@@ -187,6 +187,15 @@ class TestMessagesFollowTheRequest:
         outbox.tick()
         assert len(slack.of("chat.update")) == 1  # once
 
+    def test_a_decision_elsewhere_queues_the_refresh_once_it_commits(
+            self, posted, slack, waiting_approval, second_operator, try_inline, django_capture_on_commit_callbacks):
+        with django_capture_on_commit_callbacks(execute=True):
+            run_services.approval_decide(approval_id=waiting_approval.pk, user=second_operator, approve=True,
+                                         expected_hash="h1", channel="api")
+        text = json.dumps(slack.of("chat.update")[-1]["blocks"])  # no tick: the task ran
+        assert "Approved* by olga" in text and "through the API" in text
+        assert SlackMessage.objects.get().shown_state == "approved"
+
     def test_an_expired_request_says_expired(self, posted, slack, waiting_approval):
         Approval.objects.filter(pk=waiting_approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
         outbox.tick()
@@ -238,3 +247,21 @@ class TestLinkingAccounts:
     def test_unlinking(self, client_for, second_operator, linked):
         client_for(second_operator).post("/account/slack/", {"action": "unlink"})
         assert not SlackLink.objects.filter(user=second_operator).exists()
+
+
+class TestPlanRequests:
+    def test_a_plan_request_shows_its_steps_and_binds_to_the_plan_hash(self, slack, operator, make_run):
+        from notifications.slack import blocks
+        from runs.models import PlanRevision
+
+        run = make_run(status="awaiting_approval")
+        steps = [{"id": "s1", "capability": "create_ticket", "arguments": {"title": "Door"}}]
+        revision = PlanRevision.objects.create(run=run, number=2, accepted=True, reason_code="new_information",
+                                               steps=steps)
+        approval = Approval.objects.create(run=run, kind="plan", revision=revision, arguments={"steps": steps},
+                                           plan_hash="p2", expires_at=timezone.now() + timedelta(hours=1))
+        shown = blocks.request_blocks(approval, inbox_url="https://agentops.example.com/x")
+        text = json.dumps(shown)
+        assert "the plan of revision 2" in text and "Door" in text
+        value = next(b for b in shown if b["type"] == "actions")["elements"][0]["value"]
+        assert json.loads(value) == {"a": approval.pk, "h": "p2", "r": 2}
