@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """mypy with a baseline that can only shrink.
 
-    python tools/mypy_baseline.py            # fail if any file has more errors than tools/mypy-baseline.json
-    python tools/mypy_baseline.py --update   # write the current counts (refused if any file grew,
-                                             # unless there is no baseline yet)
+    .venv/bin/python tools/mypy_baseline.py           # fail if a file has more errors than tools/mypy-baseline.json
+    .venv/bin/python tools/mypy_baseline.py --update  # write the current counts (refused if a file grew,
+                                                      # unless there is no baseline yet)
 
 mypy's configuration is in pyproject.toml: strict on the pure runtime, the Django and DRF plugins on
 the rest. The baseline counts the errors each file had when it was taken; a change may fix some (then
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
         BASELINE.write_text(json.dumps(dict(sorted(counts.items())), indent=1) + "\n")
         print(f"mypy: baseline written, {sum(counts.values())} errors in {len(counts)} files.")
     elif fixed:
-        print(f"mypy: {fixed} fewer errors than the baseline; lock them in with: python tools/mypy_baseline.py --update")
+        print(f"mypy: {fixed} fewer errors than the baseline; lock them in with: .venv/bin/python tools/mypy_baseline.py --update")
     print(f"mypy: {sum(counts.values())} errors in {len(counts)} files, none beyond the baseline.")
     return 0
 
