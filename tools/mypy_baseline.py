@@ -52,7 +52,8 @@ def main(argv: list[str]) -> int:
         BASELINE.write_text(json.dumps(dict(sorted(counts.items())), indent=1) + "\n")
         print(f"mypy: baseline written, {sum(counts.values())} errors in {len(counts)} files.")
     elif fixed:
-        print(f"mypy: {fixed} fewer errors than the baseline; lock them in with: .venv/bin/python tools/mypy_baseline.py --update")
+        print(f"mypy: {fixed} fewer errors than the baseline; lock them in with: "
+              ".venv/bin/python tools/mypy_baseline.py --update")
     print(f"mypy: {sum(counts.values())} errors in {len(counts)} files, none beyond the baseline.")
     return 0
 
