@@ -28,6 +28,7 @@ Exit status 1 if any check fails.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -108,10 +109,8 @@ class Redis:
                               text=True).stdout.strip() == "PONG"
 
     def kill(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             os.kill(int(self.pidfile.read_text().strip()), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
         wait_for(lambda: not self.answers(), 10, "Redis to die")
         self.pidfile.unlink(missing_ok=True)
 
@@ -161,18 +160,14 @@ class Processes:
         """SIGSTOP a worker (not `spare`'s): resume() wakes it after its leases have lapsed."""
         name = random.choice(self._workers(spare))
         proc = self.procs[name]
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGSTOP)
-        except ProcessLookupError:
-            pass
         return name, proc
 
     @staticmethod
     def resume(proc: subprocess.Popen) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGCONT)
-        except ProcessLookupError:
-            pass
 
     def kill_prefork_child(self) -> int | None:
         """SIGKILL one pool child of the prefork worker (its parent starts another)."""
@@ -196,7 +191,7 @@ class Processes:
 
     def start(self, name: str) -> None:
         self.generation[name] += 1
-        out = open(self.workdir / f"{name}.log", "a")
+        out = open(self.workdir / f"{name}.log", "a")  # noqa: SIM115 - the worker process writes it
         self.started_at[name] = time.monotonic()
         self.procs[name] = subprocess.Popen(self.command(name), cwd=ROOT, env=self.env, stdout=out,
                                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -206,10 +201,8 @@ class Processes:
         name = random.choice(self._workers(spare))
         proc = self.procs[name]
         self.killed.add(proc.pid)
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait()
         return name
 
@@ -259,7 +252,7 @@ def retrying(fn, *args, attempts: int = 60, **kwargs):
     """The harness itself rides out the outages it causes."""
     from django.db import InterfaceError, OperationalError, close_old_connections
 
-    for n in range(attempts):
+    for _ in range(attempts):
         try:
             return fn(*args, **kwargs)
         except (OperationalError, InterfaceError):

@@ -138,8 +138,8 @@ def call_layer(port: int, concurrency: int, waves: int, delay: float) -> list[tu
 def register(port: int):
     from django.contrib.auth.models import User
 
-    from capabilities.policy import capability_create, capability_update
     from capabilities.models import Capability
+    from capabilities.policy import capability_create, capability_update
 
     user, created = User.objects.get_or_create(username="bench", defaults={"is_superuser": True, "is_staff": True})
     if created or not user.is_superuser:
@@ -200,7 +200,8 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
         command = [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", pool,
                    "--concurrency", str(concurrency // processes), "--loglevel", "WARNING", "--without-mingle",
                    "--without-gossip", "--hostname", hostname]
-        log = tempfile.NamedTemporaryFile(prefix=f"agentops-bench-{pool}-", suffix=".log", delete=False)
+        log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - the worker process writes it
+            prefix=f"agentops-bench-{pool}-", suffix=".log", delete=False)
         workers.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
     spy = None
     try:
@@ -352,7 +353,8 @@ def report(args, port: int, env: dict) -> None:
           f"{settings.CELERY_BROKER_URL.split('://')[0]}, one worker process per pool, "
           f"{'cold (its first runs)' if args.cold else 'warm (its threads have served runs before)'}, the peer "
           f"{'closes each connection' if args.no_keep_alive else 'keeps connections alive'}")
-    print(f"{'pool':10} {'wall s':>8} {'ideal s':>8} {'steps/s':>9} {'ideal/s':>8} {'ratio':>6} {'runs began (median, last)':>26} "
+    print(f"{'pool':10} {'wall s':>8} {'ideal s':>8} {'steps/s':>9} {'ideal/s':>8} {'ratio':>6} "
+          f"{'runs began (median, last)':>26} "
           f"{'last 1st call':>13} {'steady steps/s':>15} {'steady ratio':>12} "
           f"{'call':>9} {'between calls':>14} {'worker CPU/step':>16} {'of it kernel':>13} {'CPU-bound max':>14}")
     load_before = f"{os.getloadavg()[0]:.2f}"
@@ -365,7 +367,8 @@ def report(args, port: int, env: dict) -> None:
                          profile=f"{args.profile}.{pool}.txt" if args.profile else "", processes=int(processes or 1),
                          cold=args.cold)
         print(f"{result['pool']:10} {result['wall_s']:8.2f} {result['ideal_s']:8.2f} {result['steps_per_s']:9.1f} "
-              f"{result['ideal_steps_per_s']:8.1f} {result['ratio']:6.2f} {result['median_start_s']:15.2f} s, {result['last_start_s']:5.2f} s "
+              f"{result['ideal_steps_per_s']:8.1f} {result['ratio']:6.2f} "
+              f"{result['median_start_s']:15.2f} s, {result['last_start_s']:5.2f} s "
               f"{result['first_call_last_s']:11.2f} s {result['steady_steps_per_s']:15.1f} "
               f"{result['steady_steps_per_s'] / result['ideal_steps_per_s']:12.2f} "
               f"{result['call_ms']:6.1f} ms {result['gap_ms']:11.1f} ms "

@@ -12,6 +12,7 @@ import json
 import statistics
 import sys
 import time
+from itertools import pairwise
 
 import psycopg
 from dbos import DBOS
@@ -40,6 +41,6 @@ def loop(n: int) -> None:
 
 DBOS.launch()
 loop(steps)
-gaps = [b - a for a, b in zip(ends, ends[1:])]
+gaps = [b - a for a, b in pairwise(ends)]
 print(json.dumps({"step_s": statistics.median(gaps), "steps": len(ends)}))
 DBOS.destroy()

@@ -21,8 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +67,7 @@ class Loader:
 
     def add(self, *values) -> None:
         row = list(self.template)
-        for pos, field, value in zip(self.positions, self.varying, values):
+        for pos, field, value in zip(self.positions, self.varying, values, strict=False):
             if value is None or isinstance(value, (int, float, str, bool)) and field.get_internal_type() != "JSONField":
                 row[pos] = value
             else:
@@ -114,7 +113,7 @@ def build(runs: int, big_attempts: int, approvals: int, attempt_every: int) -> d
         return {"user": user, "big": big, "built_s": None}
     started = time.perf_counter()
     rng = random.Random(16)
-    now = datetime.now(dt_timezone.utc)
+    now = datetime.now(UTC)
     span_s = 30 * 86_400
     first_run = _max_id(Run)
     with transaction.atomic():
@@ -153,7 +152,7 @@ def build(runs: int, big_attempts: int, approvals: int, attempt_every: int) -> d
             revs.add(rid, 1, True, [{"id": "s1", "capability": "create_ticket", "arguments": {"title": "t"}}],
                      "initial", now)
         revs.flush()
-        rev_of = dict(zip(plan_runs, _ids(PlanRevision, first_rev)))
+        rev_of = dict(zip(plan_runs, _ids(PlanRevision, first_rev), strict=False))
         first_step = _max_id(Step)
         steps = Loader(Step, ["run", "revision", "index", "key", "capability_name", "arguments", "arguments_hash",
                               "approval_state", "status"])

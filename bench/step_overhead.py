@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,7 +136,7 @@ def end_to_end(steps: int, capability: str = "get_ticket_status", dbos_python: s
         worker.wait(timeout=30)
     run = Run.objects.get(pk=run.pk)
     ends = list(Attempt.objects.filter(run=run).order_by("started_at").values_list("ended_at", flat=True))
-    gaps = [(b - a).total_seconds() for a, b in zip(ends, ends[1:])]
+    gaps = [(b - a).total_seconds() for a, b in pairwise(ends)]
     poll_interval = 0.001
     step_s = statistics.median(gaps) - poll_interval
     bare_s = statistics.median(bare)
@@ -181,7 +182,7 @@ def _self_enqueue_step(steps: int) -> float:
     seen = list(WorkerHeartbeat.objects.filter(worker__startswith=tag).order_by("-worker")
                 .values_list("seen_at", flat=True))
     WorkerHeartbeat.objects.filter(worker__startswith=tag).delete()
-    gaps = [(b - a).total_seconds() for a, b in zip(seen, seen[1:])]
+    gaps = [(b - a).total_seconds() for a, b in pairwise(seen)]
     return statistics.median(gaps)
 
 

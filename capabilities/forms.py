@@ -13,8 +13,8 @@ from typing import Any
 from django import forms
 from django.urls import reverse
 
-from capabilities.models import CapabilityVersion, Kind, McpServer
 from capabilities.kinds.http import config as http_config
+from capabilities.models import CapabilityVersion, Kind, McpServer
 from capabilities.policy import ERROR_CODES, SIDE_EFFECTS
 from core import jsonlimits
 

@@ -7,7 +7,6 @@ from capabilities.models import Capability, CapabilityVersion, McpServer
 from capabilities.policy import capability_version_diff
 from core.models import AuditEvent
 
-
 # -- the registry list ---------------------------------------------------------------------
 
 def capability_list(*, search: str = "", kind: str = "", side_effect: str = "",
@@ -61,7 +60,7 @@ def capability_flags(version: CapabilityVersion | None) -> list[str]:
 def capability_versions(*, capability: Capability) -> list[CapabilityVersion]:
     """Versions newest first, each with `.diff` against the one before it (empty for v1)."""
     versions = list(capability.versions.select_related("created_by").order_by("-number"))
-    for newer, older in zip(versions, versions[1:] + [None]):
+    for newer, older in zip(versions, versions[1:] + [None], strict=True):
         newer.diff = capability_version_diff(older, newer) if older is not None else []
     return versions
 

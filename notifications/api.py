@@ -53,7 +53,8 @@ class RuleInput(serializers.Serializer):
     event = serializers.ChoiceField(choices=RuleEvent.choices)
     params = serializers.JSONField(required=False, default=dict)
     labels = serializers.DictField(child=serializers.CharField(max_length=200), required=False, default=dict)
-    channels = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**31 - 1), min_length=1, max_length=50, help_text="channel ids")
+    channels = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**31 - 1), min_length=1,
+                                     max_length=50, help_text="channel ids")
     enabled = serializers.BooleanField(default=True)
 
 

@@ -43,7 +43,8 @@ def enqueue_events(now: datetime) -> int:
         except Exception:  # one broken rule must not stop the others
             log.exception("notification rule %s could not be evaluated", rule.pk)
             continue
-        rows = [Delivery(rule=rule, channel=channel, rule_name=rule.name, channel_name=channel.name, event_key=n.key[:200], run_id=n.run_id, subject=n.subject[:300],
+        rows = [Delivery(rule=rule, channel=channel, rule_name=rule.name, channel_name=channel.name,
+                         event_key=n.key[:200], run_id=n.run_id, subject=n.subject[:300],
                          body=n.body + (f"\n\n{n.link}" if n.link else ""), link=n.link[:500], next_attempt_at=now)
                 for n in notices for channel in targets]
         if rows:

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.db import connections
 
@@ -35,7 +35,7 @@ class AnnouncedCalls:
 
     def execute(self, spec, arguments: dict, **kw):
         shown = {"call": {"capability": spec.name, "arguments": arguments, "attempt": kw.get("attempt"),
-                          "timeout_s": kw.get("timeout_s"), "started_at": datetime.now(timezone.utc).isoformat()}}
+                          "timeout_s": kw.get("timeout_s"), "started_at": datetime.now(UTC).isoformat()}}
         timer = threading.Timer(self.announce_after_s, self._announce, args=(shown,))
         timer.daemon = True
         timer.start()

@@ -11,6 +11,7 @@ from django.utils import timezone
 from capabilities.usage import USAGE_WINDOW, Usage
 from runs.models import Attempt
 
+
 def _of_the_registry(attempts):
     """An evaluation's simulated capability (no registry version) only shares the name: its calls
     are not this capability's usage, nor a later capability's of that name."""

@@ -38,7 +38,7 @@ class Ordering:
     nullable: bool = False
 
     @classmethod
-    def of(cls, keys: tuple[str, str], *, nullable: frozenset[str] = frozenset()) -> "Ordering":
+    def of(cls, keys: tuple[str, str], *, nullable: frozenset[str] = frozenset()) -> Ordering:
         """From ("-created_at", "-id")-style keys; the second must be the primary key, same direction."""
         value, pk = keys
         if value.startswith("-") != pk.startswith("-") or pk.lstrip("-") not in ("id", "pk"):

@@ -9,8 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -36,7 +35,7 @@ from runs.sql import execute, insert_from, insert_rows
 
 
 def _at(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, tz=dt_timezone.utc)
+    return datetime.fromtimestamp(epoch, tz=UTC)
 
 
 # A first plan up to this many steps is written with its pass's one statement; a longer one (a
@@ -365,7 +364,7 @@ class PassWriter(PlannerCallIntents):
                 and previous.is_terminal == state.is_terminal and previous.pending_approval == state.pending_approval):
             # Only a step whose progress object was replaced can have a new status (the state is
             # immutable: replace() keeps the others as they were), so only those are compared.
-            changed_steps = [(old, new) for old, new in zip(previous.steps, state.steps) if old is not new]
+            changed_steps = [(old, new) for old, new in zip(previous.steps, state.steps, strict=False) if old is not new]
             return self._changed(state, {n.step.id: _step_status(state, n) for _o, n in changed_steps},
                                  {o.step.id: _step_status(previous, o) for o, _n in changed_steps})
         wanted = _step_statuses(state)

@@ -8,8 +8,7 @@ worker making it was lost (runs/runtime/planner_calls.py).
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -25,7 +24,7 @@ from runs.runtime.intents import LeaseLost, PlannerCallIntent
 
 
 def _at(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, tz=dt_timezone.utc)
+    return datetime.fromtimestamp(epoch, tz=UTC)
 
 
 class PlannerCallIntents:

@@ -20,8 +20,8 @@ from core.roles import MANAGE_ALL_RUNS
 from runs import otel, queue, rollup
 from runs.labels import labels_errors
 from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
-from runs.planners import validate_planner_config
 from runs.planner_intents import count_planner_calls_left_in_flight
+from runs.planners import validate_planner_config
 from runs.planners.external import awaited_revision, next_plan_revision
 from runs.runtime.budgets import Budgets
 from runs.runtime.completion import completion_errors

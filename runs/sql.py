@@ -62,7 +62,8 @@ class Columns:
                          else f.get_default)
                         for f in fields]
         # name -> ("column" = %s, binder), for hand-written UPDATEs.
-        self.sets = {f.name: (f"{qn(f.column)} = %s", to_param) for f, (_a, _p, to_param, _d) in zip(fields, self.columns)}
+        self.sets = {f.name: (f"{qn(f.column)} = %s", to_param)
+                     for f, (_a, _p, to_param, _d) in zip(fields, self.columns, strict=False)}
         self.sets.update({f.attname: self.sets[f.name] for f in fields})
 
     @classmethod
@@ -187,7 +188,7 @@ def from_row(model: type[models.Model], values: Any) -> models.Model:
         _CONVERTERS[key] = ([field.attname for field in model._meta.concrete_fields], entries)
     names, entries = _CONVERTERS[key]
     converted = []
-    for value, (column, converters) in zip(values, entries):
+    for value, (column, converters) in zip(values, entries, strict=False):
         for converter in converters:
             value = converter(value, column, connection)
         converted.append(value)

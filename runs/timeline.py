@@ -199,7 +199,8 @@ def _planner_and_approval_bars(revisions, approvals, sec, last, ended_at) -> lis
 _FIELDS = ("auid", "t0", "t1", "akind", "astatus", "code", "cap", "repeated", "astep", "key", "rev", "num", "sig",
            "part", "aid", "col", "n", "failed_n", "repeated_n", "first_id", "is_wait", "origin", "last",
            "previous_end", "earlier_t0", "earlier_label")
-_TYPES = dict(zip(_FIELDS, "s f f s s s s b i s i i s s i f i i i i i f f f f s".split()))
+_TYPES = dict(zip(_FIELDS, ["s", "f", "f", "s", "s", "s", "s", "b", "i", "s", "i", "i", "s", "s", "i", "f", "i", "i", "i",
+                            "i", "i", "f", "f", "f", "f", "s"], strict=True))
 _FIELD_TYPES = {"s": CharField, "f": FloatField, "i": IntegerField, "b": BooleanField}
 _EXACT, _GROUP, _DETAIL = "a", "g", "d"
 

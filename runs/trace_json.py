@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime
-from datetime import timezone as dt_timezone
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.urls import reverse
@@ -27,7 +26,7 @@ USAGE_FIELDS = ("iterations", "tool_calls", "retries", "tokens", "cost", "side_e
 
 
 def iso(value: datetime | None) -> str | None:
-    return value.astimezone(dt_timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if value else None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if value else None
 
 
 def run_dict(run: Run) -> dict:
@@ -148,12 +147,12 @@ class AttemptJson:
         }
 
     def value(self, row: tuple) -> dict:
-        a = dict(zip(selectors.TRACE_ATTEMPT_COLUMNS, row))
+        a = dict(zip(selectors.TRACE_ATTEMPT_COLUMNS, row, strict=False))
         return self.item(a, output=_loads(a["output_json"]), arguments=_loads(a["arguments_json"]),
                          usage=_loads(a["usage_json"]))
 
     def text(self, row: tuple) -> str:
-        a = dict(zip(selectors.TRACE_ATTEMPT_COLUMNS, row))
+        a = dict(zip(selectors.TRACE_ATTEMPT_COLUMNS, row, strict=False))
         output_mark, arguments_mark, usage_mark = self.marks
         output_quoted, arguments_quoted, usage_quoted = self.quoted
         text = _dumps(self.item(a, output=output_mark, arguments=arguments_mark, usage=usage_mark))

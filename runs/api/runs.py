@@ -18,7 +18,6 @@ from runs.models import Approval, Attempt, Decision, Planner, PlanRevision, Run
 from runs.selectors import RunFilters
 from runs.trace_json import approval_dict, attempt_values, revision_dict, run_dict
 
-
 # The answers' shapes, for OpenAPI: runs.trace_json makes them (the trace download writes the
 # same items), these only document them, as the model has a field where it can;
 # tests/runs/test_trace_json.py checks each against what trace_json makes.

@@ -17,7 +17,6 @@ from typing import Any
 from runs.models import PlanSubmission, Run
 from runs.runtime.planning import PlanningRequest, PlanNotReady, PlanProposal
 
-
 # Planners whose plans come from an agent outside (the API, the MCP gateway): their runs wait
 # for the agent, not a worker, and a plan's arrival wakes them.
 AGENT_PLANNERS = ("external", "gateway")

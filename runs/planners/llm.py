@@ -83,6 +83,7 @@ FORMATS: tuple[dict[str, Any] | None, ...] = (
     {"type": "json_schema", "json_schema": {"name": "plan", "schema": PLAN_SCHEMA, "strict": False}},
     {"type": "json_object"}, None)
 
+# %-formatted: the prompt's JSON examples are full of braces.
 SYSTEM_PROMPT = """You are the planner of an agent runtime. You propose a plan; the runtime \
 validates it, asks for approvals, executes it and decides whether the run may continue.
 
@@ -95,7 +96,7 @@ Answer with ONLY one JSON object, no prose and no code fence, in one of two form
 
 Rules: use only the capabilities listed; arguments must satisfy their schema; keep plans short; \
 do not repeat a call that already failed with the same arguments unless something changed; \
-when you are told the previous plan was rejected, fix every listed error.""" % ", ".join(REASON_CODES)
+when you are told the previous plan was rejected, fix every listed error.""" % ", ".join(REASON_CODES)  # noqa: UP031
 
 
 class PlannerUnavailable(Exception):

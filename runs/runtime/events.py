@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from .approvals import ApprovalDecision, ApprovalRequest
 from .observation import Observation
@@ -144,5 +144,5 @@ class PlannerCallEnded:
                 "cost": self.cost, "lost": self.lost, "estimated": self.estimated}
 
 
-Event = Union[PlanProposed, AttemptFinished, DecisionMade, ApprovalRequested, ApprovalDecided, StatusChanged,
-              RunStopped, PlannerCallEnded]
+Event = (PlanProposed | AttemptFinished | DecisionMade | ApprovalRequested | ApprovalDecided | StatusChanged
+         | RunStopped | PlannerCallEnded)

@@ -21,8 +21,9 @@ What a recording cannot carry, and how it is exported:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from . import events as ev
 from .capability import CapabilitySpec

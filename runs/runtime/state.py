@@ -142,7 +142,8 @@ class RunState:
             budgets = Budgets.from_dict(budgets)
         return cls(run_id=run_id, goal=goal, completion=completion, budgets=budgets, started_at=started_at,
                    trace_id=trace_id or run_id, require_plan_approval=require_plan_approval,
-                   allow_replan=allow_replan, plan_success_completes=plan_success_completes, planning=PlanningNeed(reason="first plan"))
+                   allow_replan=allow_replan, plan_success_completes=plan_success_completes,
+                   planning=PlanningNeed(reason="first plan"))
 
     @property
     def is_terminal(self) -> bool:
@@ -183,7 +184,8 @@ class RunState:
             budgets=Budgets.from_dict(data["budgets"]), started_at=float(data["started_at"]),
             trace_id=data.get("trace_id", ""), require_plan_approval=bool(data.get("require_plan_approval")),
             allow_replan=bool(data.get("allow_replan", True)),
-            plan_success_completes=bool(data.get("plan_success_completes", True)), cancel_requested=bool(data.get("cancel_requested")),
+            plan_success_completes=bool(data.get("plan_success_completes", True)),
+            cancel_requested=bool(data.get("cancel_requested")),
             status=RunStatus(data.get("status", "queued")), stop_reason=data.get("stop_reason"),
             stop_detail=data.get("stop_detail", ""), stall_kind=data.get("stall_kind"), usage=Usage.from_dict(data.get("usage")),
             revision=int(data.get("revision", 0)),

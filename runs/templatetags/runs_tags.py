@@ -6,7 +6,7 @@ by the template) or builds HTML with format_html: output is untrusted.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from django import template
 from django.utils.html import format_html, format_html_join
@@ -178,9 +178,8 @@ def _human_scalar(key: str, value) -> str:
     if isinstance(value, (int, float)):
         if lowered.endswith(_MOMENT_SUFFIXES) and 1e8 < value < 1e11:
             from datetime import datetime
-            from datetime import timezone as tz
 
-            return datetime.fromtimestamp(value, tz=tz.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+            return datetime.fromtimestamp(value, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         if lowered.endswith(_SECONDS_SUFFIXES) or lowered in ("deadline", "time"):
             return duration(value)
         if isinstance(value, float):

@@ -27,9 +27,9 @@ from core.choices import ErrorCode, ObservationStatus, RunStatus, StopReason
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, bad_request, forbidden, permission_needed
+from runs import calls_in_flight, reconciliation, search, selectors, services, timeline, trace_json, trace_review
 from runs import dashboard as dashboard_data
 from runs import dashboard_active as active
-from runs import calls_in_flight, reconciliation, search, selectors, services, timeline, trace_json, trace_review
 from runs.labels import TOO_MANY_FILTERS, label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
 from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page

@@ -93,7 +93,8 @@ def _overflow(page) -> list[str]:
         .filter(e => !e.closest('.table-scroll, .chart-scroll, pre')
                      && (e.getBoundingClientRect().right > width + 1 || e.scrollWidth > e.clientWidth + 1)
                      && getComputedStyle(e).overflowX === 'visible')
-        .slice(0, 8).map(e => `${e.tagName.toLowerCase()}#${e.id}.${e.className} right=${Math.round(e.getBoundingClientRect().right)}`);
+        .slice(0, 8)
+        .map(e => `${e.tagName.toLowerCase()}#${e.id}.${e.className} right=${Math.round(e.getBoundingClientRect().right)}`);
       return [`the page is ${document.documentElement.scrollWidth} px wide`, ...culprits];
     }""")
 
@@ -121,8 +122,9 @@ def test_the_page_fits_the_screen_and_axe_finds_nothing(page, live_server, login
         if wide:
             problems[f"{width} px overflow"] = wide
         # Swagger UI's own rendering is the vendor's (its contrast is not ours to fix); the page around it is ours.
-        result = axe.run(page, context={"exclude": [["#swagger-ui"]]} if path == "/api/docs/" else None, options={"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "best-practice"]},
-                                        "rules": {rule: {"enabled": False} for rule in NOT_CHECKED}})
+        result = axe.run(page, context={"exclude": [["#swagger-ui"]]} if path == "/api/docs/" else None,
+                         options={"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "best-practice"]},
+                                  "rules": {rule: {"enabled": False} for rule in NOT_CHECKED}})
         for violation in result.response["violations"]:
             problems.setdefault(f"{width} px axe", []).append(
                 (violation["id"], [n["target"] for n in violation["nodes"]][:4]))

@@ -1,7 +1,7 @@
 """Issue 35 in Chromium: a saved view keeps the filters applied, a person reconciles an unknown
 outcome, Try it shows that it is running, the call in flight is on the trace."""
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from playwright.sync_api import expect
@@ -86,7 +86,7 @@ def test_the_trace_shows_the_call_in_flight(page, live_server, login, registry, 
                              planner_config={"plans": [[SEARCH]]}, completion=FOUND)
     Run.objects.filter(pk=run.pk).update(status="running", call_in_flight={
         "capability": "search_documents", "arguments": {"q": "archive"}, "attempt": 1, "timeout_s": 20,
-        "started_at": datetime.now(timezone.utc).isoformat()})
+        "started_at": datetime.now(UTC).isoformat()})
     login(operator).goto(f"{live_server.url}/runs/{run.pk}/")
     box = page.locator("#call-in-flight")
     expect(box).to_contain_text("Calling search_documents")

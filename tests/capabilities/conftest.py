@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -55,7 +55,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/rate-limited":
             return self.reply(429, {"error": "slow down"}, headers={"Retry-After": "7"})
         if path == "/unavailable":
-            when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=120), usegmt=True)
+            when = format_datetime(datetime.now(UTC) + timedelta(seconds=120), usegmt=True)
             return self.reply(503, {"error": "maintenance"}, headers={"Retry-After": when})
         if path == "/slow":
             time.sleep(float(query.get("s", ["2"])[0]))

@@ -16,7 +16,7 @@ def test_the_corpus_has_fifty_distinct_documents():
     documents = json.loads(search.CORPUS_PATH.read_text())["documents"]
     assert [d["id"] for d in documents] == [f"POL-{i}" for i in range(1, 51)]
     assert len({d["title"] for d in documents}) == 50
-    assert all(d["department"] and 2 <= d["body"].count(".") for d in documents)
+    assert all(d["department"] and d["body"].count(".") >= 2 for d in documents)
 
 
 @pytest.mark.parametrize("query, expected_first", [

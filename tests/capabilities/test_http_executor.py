@@ -1,6 +1,7 @@
 """The http executor against a real HTTP server on loopback."""
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from dataclasses import replace
@@ -249,10 +250,8 @@ class TestFailuresOnTheWire:
             fillers = [socket.socket() for _ in range(3)]
             for filler in fillers:
                 filler.setblocking(False)
-                try:
+                with contextlib.suppress(BlockingIOError):
                     filler.connect(("127.0.0.1", port))
-                except BlockingIOError:
-                    pass
             try:
                 time.sleep(0.1)
                 spec = http_spec(f"http://127.0.0.1:{port}/orders", method="POST", side_effect=SideEffect.WRITE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 import pytest
 
@@ -111,7 +111,7 @@ class TestRegistry:
     def test_it_derives_the_schema_from_the_signature(self):
         def sample(name: str, count: int, ratio: float = 0.5, flag: bool = False, tags: list[str] | None = None,
                    mode: Literal["fast", "slow"] = "fast", extra: dict[str, int] | None = None,
-                   note: Optional[str] = None, level: Annotated[int, "how loud", {"minimum": 0}] = 1, *,
+                   note: str | None = None, level: Annotated[int, "how loud", {"minimum": 0}] = 1, *,
                    context: CallContext | None = None) -> None:
             pass
 

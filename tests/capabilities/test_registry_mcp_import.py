@@ -62,7 +62,8 @@ def test_an_admin_adds_a_server_reviews_suggestions_and_imports_tools_in_the_bro
 
     # Importing the same tool name again is refused with a field error, nothing created.
     again = client.post(reverse("capabilities:mcp_import", args=[server.pk]),
-                        {"action": "import", f"tool__{tools['lookup'][0]}": "on", f"capability_name__{tools['lookup'][0]}": "delete_item"})
+                        {"action": "import", f"tool__{tools['lookup'][0]}": "on",
+                         f"capability_name__{tools['lookup'][0]}": "delete_item"})
     assert again.status_code == 400 and "already exists" in again.content.decode()
     assert not Capability.objects.filter(current_version__config__tool="lookup").exists()
 

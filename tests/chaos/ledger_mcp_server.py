@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 import time
 
+from chaos_ledger import _append, _lines, _locked
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-
-from chaos_ledger import _append, _lines, _locked
 
 server = MCPServer("agentops-chaos-ledger")
 

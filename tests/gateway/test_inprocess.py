@@ -11,7 +11,6 @@ import threading
 import time
 from datetime import timedelta
 
-import anyio
 import httpx2
 import mcp_types as types
 import pytest

@@ -1,6 +1,6 @@
 """A call that takes a while is shown on the trace while it runs, and cleared when it returns."""
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -43,7 +43,7 @@ def test_a_fast_call_writes_nothing(make_run, django_assert_num_queries):
 
 def test_the_trace_shows_the_call_with_its_elapsed_time_and_timeout(client_for, viewer, make_run, make_revision,
                                                                     make_step):
-    started = datetime.now(timezone.utc) - timedelta(seconds=12)
+    started = datetime.now(UTC) - timedelta(seconds=12)
     run = make_run(status="running", call_in_flight={"capability": "search_documents", "arguments": {"q": "travel"},
                                                      "attempt": 1, "timeout_s": 20, "started_at": started.isoformat()})
     make_step(make_revision(run))

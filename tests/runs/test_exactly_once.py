@@ -6,6 +6,7 @@ SIGSTOPped mid-call past its lease, taken over, then resumed. Effects are counte
 in tests/chaos/chaos_ledger.py's fsync'd ledger (its path in the workers' CHAOS_LEDGER), not
 by idempotency key. Runs on whichever stack the environment selects.
 """
+import contextlib
 import os
 import signal
 import subprocess
@@ -251,7 +252,6 @@ def _row_locked(run_id):
 
 def test_a_web_process_killed_inside_an_approval_post_decides_nothing_and_loses_nothing(
         celery_worker, ledger, worker_env, operator, second_operator, wait_until):
-    import httpx
 
     from core.tokens import token_create
     from runs.models import Approval
@@ -308,7 +308,5 @@ def _answers(url):
 def _post_quietly(url, key, body):
     import httpx
 
-    try:
+    with contextlib.suppress(httpx.HTTPError):  # the server was killed under it
         httpx.post(url, json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30)
-    except httpx.HTTPError:
-        pass   # the server was killed under it

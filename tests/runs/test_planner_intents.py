@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from runs import engine, services
 from runs.models import PlannerCall, Run
-from runs.planners.llm import LLMPlanner, _Answer
 from runs.planner_intents import PlannerCallIntents
+from runs.planners.llm import LLMPlanner, _Answer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -99,7 +99,7 @@ def workers(worker_env, provider, tmp_path, celery_worker):
     started = []
 
     def start(name):
-        log = open(tmp_path / f"{name}.log", "w")
+        log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - the worker process writes it
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency", "2",
              "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"{name}-{os.getpid()}@%h"],

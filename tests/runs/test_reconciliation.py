@@ -23,7 +23,7 @@ class TestThePage:
     def test_the_owner_records_what_they_found_and_the_run_says_so(self, client_for, operator, unknown_run):
         client = client_for(operator)
         page = client.get(f"/runs/{unknown_run.pk}/").content.decode()
-        assert 'action="/runs/%d/reconcile/"' % unknown_run.pk in page
+        assert f'action="/runs/{unknown_run.pk}/reconcile/"' in page
         assert "no fork of a run yet" in page
         response = client.post(f"/runs/{unknown_run.pk}/reconcile/",
                                {"committed": "yes", "evidence": "Ticket T-7 exists in the helpdesk, created 10:02"})
@@ -35,7 +35,7 @@ class TestThePage:
         page = client.get(f"/runs/{unknown_run.pk}/").content.decode()
         assert "found the side effect" in page and "<strong>committed</strong>" in page
         assert '<a href="#reconciliation">by otto: committed</a>' in page  # in the stop box too
-        assert "Ticket T-7 exists" in page and 'action="/runs/%d/reconcile/"' % unknown_run.pk not in page
+        assert "Ticket T-7 exists" in page and f'action="/runs/{unknown_run.pk}/reconcile/"' not in page
 
     def test_a_second_finding_is_refused(self, client_for, operator, unknown_run):
         client = client_for(operator)

@@ -1,4 +1,5 @@
 """A recorded run becomes a scenario file; run_scenario on it reproduces the run's decisions and stop."""
+import contextlib
 import json
 
 import pytest
@@ -26,10 +27,8 @@ def _replay(tmp_path, run):
     from io import StringIO
 
     out = StringIO()
-    try:
+    with contextlib.suppress(SystemExit):  # a failed expectation: the assertions below say which
         call_command("run_scenario", str(path), "--json", stdout=out)
-    except SystemExit:
-        pass  # a failed expectation: the assertions below say which
     return json.loads(out.getvalue())[0], json.loads(path.read_text())
 
 

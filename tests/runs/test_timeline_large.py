@@ -2,6 +2,7 @@
 the columns, the notable attempts are still named and linked, and the page costs the same queries."""
 import re
 from datetime import timedelta
+from itertools import pairwise
 
 import pytest
 from django.db import connection
@@ -99,7 +100,7 @@ def test_a_run_above_the_threshold_is_merged_by_the_database(client_for, viewer,
     failures = list(Attempt.objects.filter(run=big_run, status="retryable").order_by("started_at"))
     notable = {uid: (classes, float(x), int(y), title) for uid, classes, x, y, title in BAR.findall(merged)}
     assert set(notable) == {a.uid for a in failures[1:]}
-    for earlier, repeat in zip(failures, failures[1:]):
+    for earlier, repeat in pairwise(failures):
         classes, _, _, title = notable[repeat.uid]
         assert "repeated" in classes.split()
         assert f"r1·s1#{repeat.number} retry search_documents: retryable timeout; repeats r1·s1#{earlier.number} " \
@@ -114,7 +115,7 @@ def test_a_run_above_the_threshold_is_merged_by_the_database(client_for, viewer,
     exact_columns, merged_columns = columns_of(exact), columns_of(merged)
     attempt_lanes = {y for (y, _) in exact_columns if y >= timeline.TOP + 2 * timeline.LANE_H}  # below Planner, Waits
     expected = {key: list(value[:3]) for key, value in exact_columns.items() if key[0] in attempt_lanes}
-    for classes, x, y, _ in notable.values():
+    for _classes, x, y, _ in notable.values():
         pixel = int(x)
         column = expected[(y, pixel - pixel % timeline.MERGE_PX)]
         column[0] -= 1

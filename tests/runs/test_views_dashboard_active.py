@@ -1,7 +1,7 @@
 """The actionable dashboard: active runs by burn, stops per capability, trends, and where each figure leads."""
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -144,9 +144,8 @@ class TestRunListFilters:
 
 def test_an_upper_bound_rounds_up_to_the_next_second():
     from datetime import datetime
-    from datetime import timezone as tz
 
-    moment = datetime(2026, 12, 1, 15, 0, 5, 500_000, tzinfo=tz.utc)
+    moment = datetime(2026, 12, 1, 15, 0, 5, 500_000, tzinfo=UTC)
     assert dashboard_active.local_param(moment).endswith(":05")
     assert dashboard_active.local_param(moment, upper=True).endswith(":06")
     assert dashboard_active.local_param(moment.replace(microsecond=0), upper=True).endswith(":05")

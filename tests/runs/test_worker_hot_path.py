@@ -157,7 +157,8 @@ class TestTheFirstPlanInOneStatement:
     def two_step_run(self, owner):
         steps = [{"id": "a", "capability": "search_documents", "arguments": {"q": "travel"}},
                  {"id": "b", "capability": "search_documents", "arguments": {"q": "expenses"}}]
-        return services.run_start(owner=owner, goal="Find two policies", budgets={"deadline_s": 60}, completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
+        return services.run_start(owner=owner, goal="Find two policies", budgets={"deadline_s": 60},
+                                  completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
                                   planner="scripted", planner_config={"plans": [steps]})
 
     def test_the_fenced_update_the_revision_and_its_steps_are_one_statement(self, operator, demo_capabilities):

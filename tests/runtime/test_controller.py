@@ -81,7 +81,8 @@ def test_it_records_an_internal_error_instead_of_crashing():
 
 
 def test_it_checks_the_permission_again_immediately_before_execution():
-    rig = prepare_scenario(scenario(capabilities=[SEARCH, TICKET], completion={"capability": "ticket", "path": "ticket", "exists": True},
+    rig = prepare_scenario(scenario(capabilities=[SEARCH, TICKET],
+                                    completion={"capability": "ticket", "path": "ticket", "exists": True},
                                     planner={"plans": [[{"capability": "ticket", "arguments": {"title": "x"}}]]}))
     after_plan = rig.controller.advance(rig.state).state
     assert after_plan.revision == 1
@@ -261,7 +262,8 @@ class Recording:
 
 def test_the_timeout_is_the_smallest_of_capability_budget_and_remaining_deadline():
     rig = prepare_scenario(scenario(budgets={"deadline_s": 100, "per_call_timeout_s": 3},
-                                    capabilities=[dict(SEARCH, timeout_s=10, responses=[{"return": {"documents": []}, "latency_s": 1}])],
+                                    capabilities=[dict(SEARCH, timeout_s=10,
+                                                       responses=[{"return": {"documents": []}, "latency_s": 1}])],
                                     planner={"plans": [[{"capability": "search", "arguments": {"q": "a"}}],
                                                        [{"capability": "search", "arguments": {"q": "b"}}]]}))
     rig.controller.executor = recording = Recording(rig.executor)
@@ -309,7 +311,8 @@ def test_a_status_lookup_that_cannot_tell_stops_outcome_unknown():
 
 
 def test_a_retry_waits_for_its_backoff_before_the_next_call():
-    caps = [dict(SEARCH, retry={"max_attempts": 2, "backoff_s": 4}, responses=[{"raise": "server_error"}, {"return": {"documents": [{"id": "POL-7"}]}}])]
+    caps = [dict(SEARCH, retry={"max_attempts": 2, "backoff_s": 4},
+                 responses=[{"raise": "server_error"}, {"return": {"documents": [{"id": "POL-7"}]}}])]
     rig = prepare_scenario(scenario(capabilities=caps))
     state = rig.controller.advance(rig.state).state
     transition = rig.controller.advance(state)
@@ -336,7 +339,8 @@ def test_the_first_pass_marks_the_run_running():
 def test_a_revision_records_its_trigger_reason_and_changes():
     caps = [dict(SEARCH, responses=[{"return": {"documents": []}}, {"return": {"documents": [{"id": "POL-7"}]}}])]
     plans = [[{"capability": "search", "arguments": {"q": "a"}}],
-             {"steps": [{"capability": "search", "arguments": {"q": "b"}}], "reason_code": "step_unnecessary", "reason": "broaden"}]
+             {"steps": [{"capability": "search", "arguments": {"q": "b"}}], "reason_code": "step_unnecessary",
+              "reason": "broaden"}]
     result = run_scenario(scenario(capabilities=caps, planner={"plans": plans}))
     first, second = of_type(result.events, PlanProposed)
     attempt = of_type(result.events, AttemptFinished)[0]

@@ -26,7 +26,8 @@ def stepped(path):
             break
         rig.clock.sleep(transition.wait_s)
     state = RunState.from_dict(json.loads(saved))
-    return scenario_result(rig.scenario, state, events, rig.executor.eventual_commits(), rig.clock.now() - state.started_at), state
+    elapsed = rig.clock.now() - state.started_at
+    return scenario_result(rig.scenario, state, events, rig.executor.eventual_commits(), elapsed), state
 
 
 def shape(events):

@@ -1,3 +1,5 @@
+import itertools
+
 from runs.runtime.history import HistoryEntry, appended, repeated_without_progress
 from runs.runtime.observation import ErrorCode, Observation
 from runs.runtime.signatures import action_signature, outcome_fingerprint, signature_text
@@ -8,9 +10,11 @@ TIMEOUT = Observation.failure(ErrorCode.TIMEOUT)
 FP = outcome_fingerprint(TIMEOUT)
 
 
-def entry(signature=SIG, observation=TIMEOUT, kind="call", n=[0]):
-    n[0] += 1
-    return HistoryEntry(attempt_id=f"a{n[0]}", capability="search", arguments={}, signature=signature,
+ATTEMPT_NUMBERS = itertools.count(1)
+
+
+def entry(signature=SIG, observation=TIMEOUT, kind="call"):
+    return HistoryEntry(attempt_id=f"a{next(ATTEMPT_NUMBERS)}", capability="search", arguments={}, signature=signature,
                         fingerprint=outcome_fingerprint(observation), kind=kind, observation=observation)
 
 

@@ -4,7 +4,8 @@ from runs.runtime.plan import parse_plan
 from runs.runtime.sim.simulation import StaticAuthorizer, StaticRegistry
 from runs.runtime.validation import find_cycles, plan_depth, validate_plan
 
-SEARCH = CapabilitySpec(name="search", schema={"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
+SEARCH = CapabilitySpec(name="search", schema={"type": "object",
+                                               "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
                                                "required": ["q"], "additionalProperties": False},
                         max_argument_bytes=40)
 TICKET = CapabilitySpec(name="ticket", side_effect=SideEffect.WRITE, permission="tickets.create")
@@ -13,7 +14,10 @@ OLD = CapabilitySpec(name="old", enabled=False)
 REGISTRY = StaticRegistry([SEARCH, TICKET, OLD, READ_PROTECTED])
 
 
-def errors_of(steps, budgets=Budgets(), permissions=None):
+DEFAULT_BUDGETS = Budgets()
+
+
+def errors_of(steps, budgets=DEFAULT_BUDGETS, permissions=None):
     parsed = parse_plan(steps)
     assert parsed.errors == ()
     return validate_plan(parsed.plan, REGISTRY, budgets, StaticAuthorizer(permissions))
@@ -47,7 +51,8 @@ def test_it_rejects_arguments_over_the_size_limit():
 
 
 def test_it_rejects_an_unknown_dependency():
-    assert codes(errors_of([{"capability": "search", "arguments": {"q": "x"}, "depends_on": ["s9"]}])) == [("unknown_dependency", "s1")]
+    steps = [{"capability": "search", "arguments": {"q": "x"}, "depends_on": ["s9"]}]
+    assert codes(errors_of(steps)) == [("unknown_dependency", "s1")]
 
 
 def test_it_rejects_a_cyclic_dependency_once_per_cycle():

@@ -57,7 +57,7 @@ class TestApiBodies:
     def test_every_api_endpoint_refuses_deep_json_with_400(self, api, body):
         checked = 0
         for url in _api_routes():
-            response = _timed(lambda: api.post(url, data=body, content_type="application/json"))
+            response = _timed(lambda url=url: api.post(url, data=body, content_type="application/json"))
             # 404: an endpoint on a missing object, which never reads the body.
             assert response.status_code in (400, 404, 405), (url, response.status_code)
             if response.status_code == 400:
@@ -67,8 +67,8 @@ class TestApiBodies:
 
     @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e309"])
     def test_non_finite_numbers_in_a_body_are_refused(self, api, literal):
-        body = '{"goal": "g", "completion": {"capability": "search_documents", "exists": true}, ' \
-               '"budgets": {"max_cost": %s}}' % literal
+        body = ('{"goal": "g", "completion": {"capability": "search_documents", "exists": true}, '
+                '"budgets": {"max_cost": ' + literal + '}}')
         response = api.post("/api/runs/start/", data=body, content_type="application/json")
         assert response.status_code == 400
         assert response.json()["error"]["code"] == "malformed_json"

@@ -11,7 +11,7 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from notifications import channels, outbox, services
+from notifications import channels, services
 from notifications.errors import ChannelError
 from notifications.models import Channel, Delivery, Rule
 from tests.notifications.conftest import Hook, make_run, waiting_approval, webhook  # noqa: F401 (fixtures)

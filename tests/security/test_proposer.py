@@ -14,7 +14,7 @@ TICKET = {"id": "t1", "capability": "create_ticket", "arguments": {"title": "Pri
 
 
 def _user(username, *, group="lead operator", without=()):
-    from django.contrib.auth.models import Group, Permission, User
+    from django.contrib.auth.models import Group, User
 
     user = User.objects.create_user(username=username, password=f"pw-{username}")
     perms = Group.objects.get(name=group).permissions.exclude(codename__in=without)

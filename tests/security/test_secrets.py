@@ -132,8 +132,8 @@ def test_absurd_usage_numbers_are_clamped_never_a_crash(settings, recorder, oper
     settings.AGENTOPS_LLM_ENDPOINTS = {"fake": {"base_url": f"{recorder.url}/v1"}}
     content = json.dumps(json.dumps({"steps": [{"id": "s1", "capability": "search_documents",
                                                 "arguments": {"q": "travel"}, "expected_outcome": "a policy"}]}))
-    recorder.responses = [{"status": 200, "raw": '{"choices": [{"message": {"content": %s}}], "usage": %s}'
-                                                 % (content, usage)}]
+    recorder.responses = [{"status": 200, "raw": '{"choices": [{"message": {"content": ' + content + '}}], "usage": '
+                                                 + usage + '}'}]
     run = services.run_start(owner=operator, goal="g", planner="llm", planner_config={"endpoint": "fake", "model": "m"},
                              completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
                              budgets={"deadline_s": 60})

@@ -54,7 +54,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urljoin, urlsplit, urlunsplit
 
@@ -149,7 +149,8 @@ class HttpExecutor(BaseExecutor):
         headers, secret_names = self._headers(spec.config)
         if fence is not None:
             headers[FENCE_HEADER] = fence.token
-        answer = self._send(spec, "GET", url, headers=headers, secret_names=secret_names, json_body=None, timeout_s=timeout_s, allow_redirects=True)
+        answer = self._send(spec, "GET", url, headers=headers, secret_names=secret_names, json_body=None,
+                            timeout_s=timeout_s, allow_redirects=True)
         if isinstance(answer, Observation):
             return None
         if answer.status == 404:
@@ -590,8 +591,8 @@ def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> fl
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, round((when - (now or datetime.now(timezone.utc))).total_seconds(), 3))
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, round((when - (now or datetime.now(UTC))).total_seconds(), 3))
 
 
 def origin(url: str) -> tuple[str, str, int | None]:

@@ -157,7 +157,7 @@ def run_session(config: Mapping[str, Any], work: Callable[[Any, _Progress], Awai
 
         if on_start is not None:
             on_start()
-        errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - the server's stderr
         server = stdio_client(server, errlog=errlog)
     try:
         return _run_once(server, work, timeout_s, progress), progress

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import hashlib
 import json
 import os
@@ -226,10 +227,8 @@ class StdioPool:
             if tasks:
                 await asyncio.wait(tasks, timeout=timeout_s)
 
-        try:
+        with contextlib.suppress(Exception):  # shutting down: best effort
             asyncio.run_coroutine_threadsafe(wait(), loop).result(timeout=timeout_s + 1)
-        except Exception:  # noqa: BLE001 - shutting down: best effort
-            pass
 
     def truncate_logs(self) -> None:
         for session in list(self._sessions.values()):
@@ -244,10 +243,8 @@ class StdioPool:
 
 
 def _remove(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 def _key(params: Any) -> str:

@@ -16,6 +16,7 @@ call is looked up only once it has ended, and its worker keeps the run until the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import sys
 import threading
@@ -57,10 +58,8 @@ def call_with_timeout(function: Callable[[], Any], timeout_s: float, *,
             outcome["error"] = exc
         finally:
             if on_thread_exit is not None:
-                try:
+                with contextlib.suppress(Exception):
                     on_thread_exit()
-                except Exception:
-                    pass
             done.set()
 
     threading.Thread(target=target, name="capability-call", daemon=True).start()

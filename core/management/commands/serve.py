@@ -4,6 +4,7 @@ This is what the README's first command ends in. Ctrl-C (SIGINT) or SIGTERM
 stops all three. A process that dies (a worker killed, say) is started again,
 after a back-off that grows while it keeps dying quickly; the others go on.
 """
+import contextlib
 import os
 import signal
 import subprocess
@@ -40,7 +41,8 @@ class Supervisor:
 
 
 class Command(BaseCommand):
-    help = "Start web (uvicorn, ASGI: Django and the MCP gateway at /mcp/), a Celery worker and Celery beat; stop them all on Ctrl-C."
+    help = ("Start web (uvicorn, ASGI: Django and the MCP gateway at /mcp/), a Celery worker and Celery beat; "
+            "stop them all on Ctrl-C.")
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
@@ -87,10 +89,8 @@ class Command(BaseCommand):
         # SIGTERM lets the worker finish its current task (a warm shutdown).
         for proc in procs.values():
             if proc.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
         deadline = time.monotonic() + 20
         for proc in procs.values():
             try:
