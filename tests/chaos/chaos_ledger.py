@@ -14,7 +14,7 @@ returns, so a SIGKILL right after a call cannot lose an effect that happened.
 - ledger_late / ledger_late_fenced: NOT idempotent, with a status lookup; the effect
   lands `seconds` after the call was sent, past its 2 s timeout (the seed's central case).
   The fenced one commits only while `context.fence.still_current()`, in one transaction
-  with that check (commit_fenced), as README "Exactly once" asks of a callee.
+  with that check (commit_fenced), as docs/operations.md "Exactly once" asks of a callee.
 - ledger_late_idempotent: the idempotent twin.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A real stdio MCP server whose one tool writes to the chaos ledger (CHAOS_LEDGER).
 
 Run as `python -m ledger_mcp_server` with tests/chaos on the path. The tool is a well-behaved
-callee as README "What a callee must do" describes it: idempotent by the call's
+callee as docs/operations.md "What a callee must do" describes it: idempotent by the call's
 `io.agentops/idempotency-key`, and fenced by `io.agentops/fence`: it keeps the highest lease
 token seen per key and refuses a write that carries a lower one (a worker's late call after a
 takeover). A `received` line is written when a call arrives, `exec`/`effect` when it lands.

@@ -1,7 +1,7 @@
 """The chaos suite, reduced: bench/chaos.py on its own PostgreSQL cluster and Redis.
 
 Ports come from CHAOS_PG_PORT (5441) and CHAOS_REDIS_PORT (6391). The full size is
-`.venv/bin/python bench/chaos.py` (300 runs, 120 s of chaos); see the README.
+`.venv/bin/python bench/chaos.py` (300 runs, 120 s of chaos); see docs/operations.md.
 """
 import json
 import os

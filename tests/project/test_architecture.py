@@ -13,7 +13,7 @@ from importlinter.cli import lint_imports
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("runtime", "agentops", "core", "capabilities", "runs", "notifications", "evaluation", "gateway")
 
-# Every import of our own modules placed inside a function, with its reason (README, "Architecture").
+# Every import of our own modules placed inside a function, with its reason (docs/architecture.md).
 # Django's AppConfig.ready() is where an app hooks into others once every app's models are loaded.
 FUNCTION_LEVEL_IMPORTS = {
     # apps.py signal handlers: after migrate, sync the @capability registry; at worker exit, stop the stdio MCP pool

@@ -281,13 +281,12 @@ class TestWithAWorker:
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_the_readme_client_example_runs_as_written(celery_worker, live_server, operator, demo_capabilities):
+def test_the_docs_client_example_runs_as_written(celery_worker, live_server, operator, demo_capabilities):
     from core.tokens import token_create
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("\n## Planners"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    _, key = token_create(user=operator, name="readme example")
+    planners = (ROOT / "docs" / "planners.md").read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", planners, re.S).group(1)
+    _, key = token_create(user=operator, name="docs example")
     env = {**os.environ, "AGENTOPS_URL": live_server.url, "AGENTOPS_TOKEN": key}
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=120)
