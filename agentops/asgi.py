@@ -1,7 +1,7 @@
 """The web server's ASGI application: /mcp/ is the MCP gateway, the planning long poll is held on the
 event loop (runs.api.planning_front), everything else Django.
 
-`manage.py serve` runs it under uvicorn; production runs it under uvicorn workers (README
+`manage.py serve` runs it under uvicorn; production runs it under uvicorn workers (docs/operations.md,
 "Production"). The lifespan starts the gateway's session manager, which Django's ASGI
 handler (HTTP only) would refuse.
 """

@@ -347,7 +347,7 @@ AGENTOPS_JSON_FIELD_MAX_BYTES = env_int("AGENTOPS_JSON_FIELD_MAX_BYTES", 262_144
 AGENTOPS_API_TOKEN_MAX_DAYS = env_int("AGENTOPS_API_TOKEN_MAX_DAYS", 365, minimum=1)
 AGENTOPS_API_TOKEN_DEFAULT_DAYS = env_int("AGENTOPS_API_TOKEN_DEFAULT_DAYS", 90, minimum=1)
 
-# The MCP gateway (gateway/, README "MCP gateway"): how long a tools/call waits for an approval
+# The MCP gateway (gateway/, docs/planners.md, "gateway"): how long a tools/call waits for an approval
 # decision before answering "approval pending", how long for the call's outcome, and how long a
 # session may sit idle before it (and its run) ends.
 AGENTOPS_GATEWAY_APPROVAL_HOLD_S = env_int("AGENTOPS_GATEWAY_APPROVAL_HOLD_S", 30, minimum=0)
@@ -495,7 +495,7 @@ AGENTOPS_APPROVAL_TTL_SECONDS = env_int("AGENTOPS_APPROVAL_TTL_SECONDS", 86_400,
 # every web process; one more is answered 429 with Retry-After (runs.long_polls).
 AGENTOPS_LONG_POLL_MAX_PER_USER = env_int("AGENTOPS_LONG_POLL_MAX_PER_USER", 16, minimum=1)
 
-# --- Integrations (README "Integrations") ---------------------------------------
+# --- Integrations (docs/integrations.md) ---------------------------------------
 # Where people reach this instance: links in notifications (login required).
 AGENTOPS_BASE_URL = env_str("AGENTOPS_BASE_URL", "http://localhost:8000").rstrip("/")
 # Notifications: the scheduler looks for events and drains the outbox this often.
@@ -506,13 +506,13 @@ AGENTOPS_NOTIFY_BACKOFF_S = env_int("AGENTOPS_NOTIFY_BACKOFF_S", 30, minimum=1)
 AGENTOPS_NOTIFY_BACKOFF_CAP_S = env_int("AGENTOPS_NOTIFY_BACKOFF_CAP_S", 3600, minimum=1)
 # Channel schemes beyond the ones we send ourselves (json, xml, form, mailto, slack, discord, workflow: their
 # connections are pinned to the checked address), allowed by name, e.g. "tgram,ntfys". Apprise
-# sends these itself: hosts they take are checked first, but not pinned (README "Notifications").
+# sends these itself: hosts they take are checked first, but not pinned (docs/integrations.md "Notifications").
 AGENTOPS_NOTIFY_EXTRA_SCHEMES = [s.lower() for s in env_list("AGENTOPS_NOTIFY_EXTRA_SCHEMES")]
 # Which hosts (and channels) each ${AGENTOPS_NOTIFY_...} secret may be sent to; unbound: never.
 AGENTOPS_NOTIFY_SECRET_BINDINGS = env_secret_bindings("AGENTOPS_NOTIFY_SECRET_BINDINGS")
 # Retention: finished runs older than this many days are purged daily (0: keep forever).
 AGENTOPS_RETENTION_DAYS = env_int("AGENTOPS_RETENTION_DAYS", 0, minimum=0)
-# Approvals from Slack and e-mail (README "Approvals from Slack and e-mail").
+# Approvals from Slack and e-mail (docs/integrations.md "Approvals from Slack and e-mail").
 # The Slack app's signing secret: interaction requests signed with anything else are refused.
 AGENTOPS_SLACK_SIGNING_SECRET = env_str("AGENTOPS_SLACK_SIGNING_SECRET")
 # The Slack app's bot token (xoxb-...): every Web API call (slackapp:// channels, replies, users.info).

@@ -3,7 +3,7 @@
 The agent learns what the runtime decided: an ok observation is structuredContent plus the
 same JSON as text; a failure or a refusal is an isError result carrying the normalized
 status, error code, category and retry guidance, and the run's stop reason once it stopped.
-Every result's _meta names the run and the attempt (README "MCP gateway").
+Every result's _meta names the run and the attempt (docs/planners.md, "gateway").
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A scheme an admin allowed by name (AGENTOPS_NOTIFY_EXTRA_SCHEMES): Apprise sends it itself.
 
 Where the URL names the host, the guard checks that host first (as Apprise reads it); Apprise
-then resolves it again through requests, so this path is not pinned (README "Notifications").
+then resolves it again through requests, so this path is not pinned (docs/integrations.md "Notifications").
 """
 from __future__ import annotations
 
