@@ -130,7 +130,7 @@ class TestThePlanningAnswerOffersTheIntersection:
         assert "create_ticket" in self._offered(api_for(operator), external_run)   # the owner holds it
         assert "create_ticket" in self._offered(api_for(_user("lars")), external_run)   # so does this lead
 
-    def test_a_lead_is_not_offered_what_the_owner_lacks(self, db, api_for):
+    def test_a_lead_is_not_offered_what_the_owner_lacks(self, roles, api_for):
         from capabilities.kinds.python.sync import python_capabilities_sync
 
         python_capabilities_sync()
