@@ -22,6 +22,8 @@ FUNCTION_LEVEL_IMPORTS = {
     ("core/apps.py", "core"),  # ready(): connect the token-revoking signal handlers
     ("runs/apps.py", "capabilities"),  # ready(): plug the runs' usage reader into the registry pages
     ("runs/apps.py", "runs"),  # ready(): instrument the frameworks for OpenTelemetry
+    ("notifications/apps.py", "notifications"),  # ready(): refresh Slack messages when an approval is decided
+    ("notifications/apps.py", "runs.signals"),  # ready(): ... connected to the runs' approval_decided signal
     ("runs/apps.py", "runs.dashboard"),  # ready(): the usage reader the registry pages ask (capability_usage)
 }
 
