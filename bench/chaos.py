@@ -472,7 +472,8 @@ def experiment(args) -> dict:
                     if approval is not None:
                         from runs import services
 
-                        retrying(services.approval_decide, approval_id=approval.pk, user=user, approve=True)
+                        retrying(services.approval_decide, approval_id=approval.pk, user=user, approve=True,
+                                 expected_hash=approval.arguments_hash or approval.plan_hash, channel="api")
                         decided_in_outage = True
                         log("approval decided while the broker is down")
                 time.sleep(2)
