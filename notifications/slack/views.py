@@ -5,7 +5,6 @@ on the raw body before anything in it is read.
 """
 from __future__ import annotations
 
-import json
 import logging
 from urllib.parse import parse_qs
 
@@ -16,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
+from core import jsonlimits
 from notifications.models import SlackLink
 from notifications.slack import interactions, linking, signing
 
@@ -41,7 +41,9 @@ def slack_interactions(request):
     if isinstance(form, HttpResponse):
         return form
     try:
-        payload = json.loads(form.get("payload", ""))
+        payload = jsonlimits.loads(form.get("payload", ""))
+    except jsonlimits.JSONLimitError as exc:
+        return HttpResponse(f"The payload is refused: {exc}", status=400, content_type="text/plain")
     except ValueError:
         return HttpResponse("The payload is not JSON.", status=400, content_type="text/plain")
     if not isinstance(payload, dict):

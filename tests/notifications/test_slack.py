@@ -107,6 +107,13 @@ class TestRefusals:
         assert client.post(INTERACTIONS, body).status_code == 401
         self._nothing_decided(waiting_approval)
 
+    @pytest.mark.parametrize("payload", ["[" * 10_000 + "]" * 10_000, "not json", "[1]", '{"a": NaN}'],
+                             ids=["deep", "not-json", "not-an-object", "non-finite"])
+    def test_a_signed_but_bad_payload_is_a_400(self, posted, linked, slack, client, waiting_approval, payload):
+        response = slack.post(client, INTERACTIONS, {"payload": payload})
+        assert response.status_code == 400
+        self._nothing_decided(waiting_approval)
+
     def test_an_old_timestamp_is_refused(self, posted, linked, slack, client, waiting_approval):
         response = click(slack, client, slack_click(posted, user="U_OLGA"), timestamp=int(time.time()) - 301)
         assert response.status_code == 401 and b"too old" in response.content
