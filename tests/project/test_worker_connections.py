@@ -93,25 +93,28 @@ def test_a_real_worker_advances_its_next_run_on_the_session_it_already_has(opera
         wait_until(lambda: Run.objects.get(pk=run.pk).status == "completed", timeout=60,
                    message=f"run {run.pk} to complete")
 
+    app_name = f"reuse-{time.time_ns()}"
+
     def sessions():
-        """Sessions ever established to this database (PostgreSQL counts one as it ends), and those open."""
+        """The spawned worker's open sessions (libpq names them by PGAPPNAME): other processes of a
+        parallel suite open and close sessions on this database too, so only this worker's count."""
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_stat_clear_snapshot()")
-            cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
-            ended = cursor.fetchone()[0]
-            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND pid <> pg_backend_pid()")
-            return ended, {pid for (pid,) in cursor.fetchall()}
+            cursor.execute("SELECT pid, backend_start FROM pg_stat_activity WHERE application_name = %s",
+                           [app_name])
+            return set(cursor.fetchall())
 
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency", "1",
-         "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"reuse-{time.time_ns()}@%h"],
-        cwd=Path(__file__).resolve().parents[2], env=worker_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"{app_name}@%h"],
+        cwd=Path(__file__).resolve().parents[2], env={**worker_env, "PGAPPNAME": app_name},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         run_to_completion()
-        ended, open_before = sessions()
+        before = sessions()
+        assert before, "the worker's sessions are named by PGAPPNAME"
         run_to_completion()
-        assert sessions() == (ended, open_before)
+        assert sessions() == before
     finally:
         worker.terminate()
         worker.wait(timeout=20)
