@@ -61,8 +61,7 @@ class TokenListCreateApi(APIView):
 
     @extend_schema(request=TokenCreateInput, responses={201: NewTokenOutput})
     def post(self, request):
-        minted_by = request.auth if isinstance(request.auth, tokens.ApiToken) else None  # None: a session
-        token, key = tokens.token_create(user=request.user, minted_by=minted_by,
+        token, key = tokens.token_create(user=request.user, minted_by=tokens.minting_token(request),
                                          **validated(TokenCreateInput, request.data))
         return Response(new_token_body(token, key), status=201)
 

@@ -54,14 +54,22 @@ def token_create(*, user, name: str, expires_in_days: int | None = None,
     if errors:
         raise InvalidInput("The token could not be created: " + "; ".join(errors.values()), fields=errors)
     key = KEY_PREFIX + secrets.token_urlsafe(32)
-    expires_at = timezone.now() + timedelta(days=days)
-    if minted_by is not None:
-        expires_at = min(expires_at, minted_by.expires_at)
+    expires_at = capped_expiry(timezone.now() + timedelta(days=days), minted_by)
     token = ApiToken.objects.create(user=user, name=name, key_hash=hash_key(key), prefix=key[:10],
                                     expires_at=expires_at)
     audit(actor=user, action=AuditAction.TOKEN_CREATED, target=token, summary=f"API token {name!r} created",
           details={"prefix": token.prefix, "expires_at": token.expires_at.isoformat()})
     return token, key
+
+
+def minting_token(request) -> ApiToken | None:
+    """The API token a request authenticated with (None for a browser session): a token it mints,
+    for its user or for an agent, never outlives it."""
+    return request.auth if isinstance(request.auth, ApiToken) else None
+
+
+def capped_expiry(expires_at, minted_by: ApiToken | None):
+    return expires_at if minted_by is None else min(expires_at, minted_by.expires_at)
 
 
 def tokens_of(user):

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from core.api import PAGE_PARAMETERS, page_response, paginated, validated
 from core.api_accounts import TokenCreateInput, TokenOutput, new_token_body
 from core.permissions import MethodPermission
+from core.tokens import minting_token
 from gateway import selectors, services
 from gateway.models import Agent
 
@@ -124,7 +125,7 @@ class AgentTokenListApi(APIView):
     @extend_schema(request=AgentTokenInput, responses={201: NewAgentTokenOutput})
     def post(self, request, agent_id: int):
         agent = get_object_or_404(Agent, pk=agent_id)
-        token, key = services.agent_token_issue(user=request.user, agent=agent,
+        token, key = services.agent_token_issue(user=request.user, agent=agent, minted_by=minting_token(request),
                                                 **validated(AgentTokenInput, request.data))
         return Response(new_token_body(token, key, AgentTokenOutput), status=201)
 

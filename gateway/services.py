@@ -18,7 +18,7 @@ from core.audit import audit
 from core.errors import Conflict, InvalidInput, NotAllowed, ServiceError
 from core.models import AuditAction
 from core.permissions import require
-from core.tokens import TokenNotFound
+from core.tokens import ApiToken, TokenNotFound, capped_expiry
 from gateway.models import Agent, AgentToken, GatewaySession
 from gateway.tokens import default_expiry, new_key
 from runs import services as run_services
@@ -114,9 +114,11 @@ def agent_save(*, user, name: str, owner, capabilities: list[str], budgets: dict
 
 
 @transaction.atomic
-def agent_token_issue(*, user, agent: Agent, name: str = "", expires_in_days: int | None = None
-                      ) -> tuple[AgentToken, str]:
-    """A new token for the agent; returns the row and the key, which is never shown again."""
+def agent_token_issue(*, user, agent: Agent, name: str = "", expires_in_days: int | None = None,
+                      minted_by: ApiToken | None = None) -> tuple[AgentToken, str]:
+    """A new token for the agent; returns the row and the key, which is never shown again.
+
+    minted_by: the API token the request authenticated with; the agent's token never outlives it."""
     _require_manager(user, "issue agent tokens")
     days = settings.AGENTOPS_GATEWAY_TOKEN_DEFAULT_DAYS if expires_in_days is None else expires_in_days
     if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= settings.AGENTOPS_API_TOKEN_MAX_DAYS:
@@ -124,7 +126,7 @@ def agent_token_issue(*, user, agent: Agent, name: str = "", expires_in_days: in
                            fields={"expires_in_days": "out of range"})
     key, key_hash, prefix = new_key()
     token = AgentToken.objects.create(agent=agent, name=(name or "token")[:100], key_hash=key_hash, prefix=prefix,
-                                      created_by=user, expires_at=default_expiry(days))
+                                      created_by=user, expires_at=capped_expiry(default_expiry(days), minted_by))
     audit(actor=user, action=AuditAction.AGENT_TOKEN_CREATED, target=token,
           summary=f"Token {prefix}… issued to agent {agent.name!r}",
           details={"agent": agent.name, "prefix": prefix, "expires_at": token.expires_at.isoformat()})

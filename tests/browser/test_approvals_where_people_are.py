@@ -73,6 +73,24 @@ def test_the_four_eyes_refusal_is_shown_before_the_click(page, live_server, logi
     assert Approval.objects.get(pk=approval.pk).state == "pending"
 
 
+def test_the_proposer_s_four_eyes_refusal_is_shown_before_the_click(page, live_server, login, registry,
+                                                                    manual_advance, operator, second_operator,
+                                                                    settings):
+    """olga proposed the step on otto's run: she may not decide it either, and sees why before any click."""
+    from runs.models import PlanRevision
+
+    settings.AGENTOPS_FOUR_EYES = True
+    approval = paused_run(operator, "Proposed by olga")
+    PlanRevision.objects.filter(pk=approval.revision_id).update(proposed_by=second_operator)
+    login(second_operator)
+    page.goto(f"{live_server.url}/runs/approvals/")
+    card = page.locator(f"#approval-{approval.pk}")
+    expect(card).to_contain_text("Four-eyes rule: you cannot approve or reject steps you proposed.")
+    expect(card.get_by_role("button", name=re.compile("Approve"))).to_have_count(0)
+    page.keyboard.press("a")
+    assert Approval.objects.get(pk=approval.pk).state == "pending"
+
+
 def test_an_emailed_link_followed_on_a_phone(browser, live_server, registry, manual_advance, inbox, operator,
                                               second_operator, settings):
     from notifications import outbox, services
@@ -117,3 +135,33 @@ def test_an_emailed_link_followed_on_a_phone(browser, live_server, registry, man
         expect(page.locator("body")).to_contain_text("used already")
     finally:
         phone.close()
+
+
+def test_a_forwarded_or_expired_link_decides_nothing_in_the_browser(page, live_server, login, registry,
+                                                                   manual_advance, operator, second_operator,
+                                                                   settings):
+    """A link mailed to olga, opened by otto (a forwarded mail), then by olga after it expired."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from notifications import email_links
+    from notifications.models import EmailDecisionLink
+
+    settings.AGENTOPS_BASE_URL = live_server.url
+    approval = paused_run(operator, "Forwarded mail")
+    link = email_links.issue(approval=approval, user=second_operator)["approve"]
+
+    login(operator)
+    page.goto(link)
+    expect(page.locator("body")).to_contain_text("This link was sent to another person")
+    expect(page.get_by_role("button", name="Approve")).to_have_count(0)
+
+    EmailDecisionLink.objects.filter(approval=approval).update(expires_at=timezone.now() - timedelta(minutes=1))
+    page.context.clear_cookies()
+    login(second_operator)
+    page.goto(link)
+    expect(page.locator("body")).to_contain_text("This link expired at")
+    expect(page.get_by_role("button", name="Approve")).to_have_count(0)
+    assert Approval.objects.get(pk=approval.pk).state == "pending"
+    assert EmailDecisionLink.objects.get(approval=approval).used_at is None

@@ -28,6 +28,14 @@ class TestTheApiAndTheInbox:
         assert response.status_code == 400 and "expected_hash" in response.content.decode()
         assert Approval.objects.get(pk=waiting_approval.pk).state == "pending"
 
+    def test_the_api_refuses_arguments_it_did_not_see(self, api_for, second_operator, waiting_approval):
+        url = f"/api/approvals/{waiting_approval.pk}/decide/"
+        response = api_for(second_operator).post(url, {"decision": "approve", "expected_hash": "not-h1"},
+                                                  format="json")
+        assert response.status_code == 409, response.content
+        assert Approval.objects.get(pk=waiting_approval.pk).state == "pending"
+        assert not AuditEvent.objects.filter(action__in=DECISIONS).exists()
+
     def test_the_api_refuses_another_revision_and_names_itself_in_the_audit_row(
             self, api_for, second_operator, waiting_approval):
         url = f"/api/approvals/{waiting_approval.pk}/decide/"

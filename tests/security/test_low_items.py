@@ -102,6 +102,27 @@ class TestTokens:
         assert minted.expires_at <= short.expires_at
         assert minted.expires_at < timezone.now() + timedelta(days=2)
 
+    def test_a_token_cannot_mint_an_agent_token_that_outlives_it(self, registry_admin):
+        from rest_framework.test import APIClient
+
+        from capabilities.kinds.python.sync import python_capabilities_sync
+        from core import tokens
+        from gateway import services as gateway_services
+        from gateway.models import AgentToken
+
+        python_capabilities_sync()
+        agent = gateway_services.agent_save(user=registry_admin, name="short-lived", owner=registry_admin,
+                                            capabilities=["search_documents"])
+        short, key = tokens.token_create(user=registry_admin, name="ci", expires_in_days=1)
+        api = APIClient()
+        api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        response = api.post(f"/api/agents/{agent.pk}/tokens/", {"name": "forever", "expires_in_days": 365},
+                            format="json")
+        assert response.status_code == 201, response.content
+        minted = AgentToken.objects.get(name="forever")
+        assert minted.expires_at <= short.expires_at
+        assert minted.expires_at < timezone.now() + timedelta(days=2)
+
     def test_a_session_still_chooses_the_lifetime(self, operator, client_for):
         from core.models import ApiToken
 
