@@ -1,4 +1,4 @@
-"""The registry's JSON API: one APIView per URL, nested Input/Output serializers, services for writes.
+"""The registry's JSON API: one API view per URL, nested Input/Output serializers, services for writes.
 
 Serializers only check types; ranges, schema validity and the URL allowlist are
 checked by capabilities.policy and the kinds' config rules (so the pages and the API refuse the same things with the same
@@ -9,20 +9,19 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from capabilities import policy, selectors, try_it
 from capabilities.kinds.mcp import servers
 from capabilities.kinds.table import BROWSER_KINDS
 from capabilities.models import Capability, CapabilityVersion, Kind, McpServer
-from core.api import page_response, validated
+from core.api import PAGE_PARAMETERS, ApiView, page_response, validated
 from core.permissions import MethodPermission
 
 
-class RegistryApi(APIView):
+class RegistryApi(ApiView):
     permission_classes = [MethodPermission]
     required_perms: dict[str, str] = {}
 
@@ -142,18 +141,20 @@ class CapabilityListCreateApi(RegistryApi):
         "count": serializers.IntegerField(), "next": serializers.URLField(allow_null=True),
         "previous": serializers.URLField(allow_null=True), "results": CapabilityOutput(many=True)})
 
-    @extend_schema(
-        operation_id="capabilities_list", responses=PageOutput,
-        parameters=[OpenApiParameter("q", str, description="search name and description"),
-                    OpenApiParameter("kind", str, enum=[k.value for k in Kind]),
-                    OpenApiParameter("side_effect", str, enum=list(policy.SIDE_EFFECTS)),
-                    OpenApiParameter("enabled", bool),
-                    OpenApiParameter("page", int), OpenApiParameter("page_size", int)])
+    class FilterInput(serializers.Serializer):
+        q = serializers.CharField(required=False, allow_blank=True, max_length=200,
+                                  help_text="search name and description")
+        kind = serializers.ChoiceField(choices=[k.value for k in Kind], required=False)
+        side_effect = serializers.ChoiceField(choices=list(policy.SIDE_EFFECTS), required=False)
+        enabled = serializers.BooleanField(required=False, allow_null=True, default=None)
+
+    query_input = FilterInput
+
+    @extend_schema(operation_id="capabilities_list", responses=PageOutput,
+                   parameters=[FilterInput, *PAGE_PARAMETERS])
     def get(self, request):
-        qs = selectors.capability_list(search=request.query_params.get("q", ""),
-                                       kind=request.query_params.get("kind", ""),
-                                       side_effect=request.query_params.get("side_effect", ""),
-                                       enabled=request.query_params.get("enabled"))
+        qs = selectors.capability_list(search=self.query.get("q", ""), kind=self.query.get("kind", ""),
+                                       side_effect=self.query.get("side_effect", ""), enabled=self.query["enabled"])
         return page_response(self, request, qs, CapabilityOutput, item=capability_data)
 
     @extend_schema(operation_id="capabilities_create", request=InputSerializer, responses={201: CapabilityOutput})

@@ -11,6 +11,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
+from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.errors import InvalidInput, ServiceError, TooBusy
@@ -45,12 +46,12 @@ def paginated(serializer_class: type) -> type:
 COMMON_PARAMETERS = frozenset({"page", "page_size", "format"})
 
 
-def validated(input_class: type[serializers.Serializer], data) -> dict:
+def validated(input_class: type[serializers.Serializer], data, *, partial: bool = False) -> dict:
     """The input's validated data; invalid input raises, and the handler answers it as 400 with its fields.
 
     An unknown field or query parameter is refused by name: silently ignoring a misspelt
     filter answers with every run, and an ignored field saves something else than was sent."""
-    serializer = input_class(data=data)
+    serializer = input_class(data=data, partial=partial)
     if hasattr(data, "keys"):
         unknown = sorted(set(data.keys()) - set(serializer.fields) - COMMON_PARAMETERS)
         if unknown:
@@ -59,6 +60,23 @@ def validated(input_class: type[serializers.Serializer], data) -> dict:
                                fields={name: "unknown field" for name in unknown})
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+class NoQuery(serializers.Serializer):
+    """The query of a request that takes no parameter (paging and format aside)."""
+
+
+class ApiView(APIView):
+    """The base of every API view. Its query parameters are validated on every method, once
+    authentication and permissions have passed: an unknown or misspelt parameter is a 400 naming
+    it, never silently ignored. A view that takes some declares them as `query_input` (also what
+    its OpenAPI parameters document) and reads them from `self.query`."""
+    query_input: type[serializers.Serializer] = NoQuery
+    query: dict[str, Any]
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        self.query = validated(self.query_input, request.query_params)
 
 
 def page_response(view, request, items, output_class: type[serializers.Serializer], *,

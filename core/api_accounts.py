@@ -12,11 +12,10 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from core import tokens
 from core.accounts import lockout_message
-from core.api import PAGE_PARAMETERS, page_response, paginated, validated
+from core.api import PAGE_PARAMETERS, ApiView, page_response, paginated, validated
 
 
 class TokenOutput(serializers.Serializer):
@@ -52,7 +51,7 @@ def new_token_body(token, key: str, output=TokenOutput) -> dict:
     return {**output(token).data, "key": key}
 
 
-class TokenListCreateApi(APIView):
+class TokenListCreateApi(ApiView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(operation_id="tokens_list", parameters=PAGE_PARAMETERS, responses=paginated(TokenOutput))
@@ -66,7 +65,7 @@ class TokenListCreateApi(APIView):
         return Response(new_token_body(token, key), status=201)
 
 
-class TokenRevokeApi(APIView):
+class TokenRevokeApi(ApiView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(request=None, responses=TokenOutput)
@@ -74,7 +73,7 @@ class TokenRevokeApi(APIView):
         return Response(TokenOutput(tokens.token_revoke(user=request.user, token_id=token_id)).data)
 
 
-class TokenLoginApi(APIView):
+class TokenLoginApi(ApiView):
     """Exchange a username and password for a new token (throttled like the login page)."""
 
     authentication_classes = []

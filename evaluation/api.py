@@ -8,9 +8,8 @@ from django.http import Http404
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from core.api import PAGE_PARAMETERS, page_response, paginated, validated
+from core.api import PAGE_PARAMETERS, ApiView, page_response, paginated, validated
 from core.errors import InvalidInput
 from core.permissions import MethodPermission, require_perm
 from evaluation import selectors, services
@@ -74,7 +73,7 @@ class EvaluationDetailOutput(EvaluationOutput):
         return ResultOutput(selectors.results_of(evaluation), many=True).data
 
 
-class EvaluationListStartApi(APIView):
+class EvaluationListStartApi(ApiView):
     """GET: recent evaluations. POST: queue an evaluation of a suite (202)."""
 
     permission_classes = [MethodPermission]
@@ -109,7 +108,7 @@ class EvaluationListStartApi(APIView):
                          "url": f"/api/evaluations/{evaluation.pk}/"}, status=202)
 
 
-class EvaluationDetailApi(APIView):
+class EvaluationDetailApi(ApiView):
     permission_classes = [require_perm("evaluation.view_evaluation")]
 
     @extend_schema(responses=EvaluationDetailOutput)
@@ -120,7 +119,7 @@ class EvaluationDetailApi(APIView):
         return Response(EvaluationDetailOutput(evaluation).data)
 
 
-class EvaluationSuiteListApi(APIView):
+class EvaluationSuiteListApi(ApiView):
     permission_classes = [require_perm("evaluation.view_evaluationsuite")]
 
     @extend_schema(responses=SuiteOutput(many=True))

@@ -9,9 +9,8 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from core.api import PAGE_PARAMETERS, page_response, paginated, validated
+from core.api import PAGE_PARAMETERS, ApiView, page_response, paginated, validated
 from core.api_accounts import TokenCreateInput, TokenOutput, new_token_body
 from core.permissions import MethodPermission
 from core.tokens import minting_token
@@ -74,7 +73,7 @@ def _agent_fields(agent: Agent) -> dict:
             "enabled": agent.enabled}
 
 
-class AgentListApi(APIView):
+class AgentListApi(ApiView):
     permission_classes = [MethodPermission]
     required_perms = {"GET": VIEW, "POST": services.MANAGE}
 
@@ -88,7 +87,7 @@ class AgentListApi(APIView):
         return Response(AgentOutput(agent).data, status=201)
 
 
-class AgentDetailApi(APIView):
+class AgentDetailApi(ApiView):
     permission_classes = [MethodPermission]
     required_perms = {"GET": VIEW, "PUT": services.MANAGE, "PATCH": services.MANAGE}
 
@@ -105,14 +104,12 @@ class AgentDetailApi(APIView):
     @extend_schema(request=AgentInput(partial=True), responses=AgentOutput)
     def patch(self, request, agent_id: int):
         agent = get_object_or_404(Agent.objects.select_related("owner"), pk=agent_id)
-        changes = AgentInput(data=request.data, partial=True)
-        changes.is_valid(raise_exception=True)
-        agent = services.agent_save(user=request.user, agent_id=agent_id,
-                                    **{**_agent_fields(agent), **changes.validated_data})
+        changes = validated(AgentInput, request.data, partial=True)
+        agent = services.agent_save(user=request.user, agent_id=agent_id, **{**_agent_fields(agent), **changes})
         return Response(AgentOutput(agent).data)
 
 
-class AgentTokenListApi(APIView):
+class AgentTokenListApi(ApiView):
     permission_classes = [MethodPermission]
     required_perms = {"GET": VIEW, "POST": services.MANAGE}
 
@@ -130,7 +127,7 @@ class AgentTokenListApi(APIView):
         return Response(new_token_body(token, key, AgentTokenOutput), status=201)
 
 
-class AgentTokenRevokeApi(APIView):
+class AgentTokenRevokeApi(ApiView):
     permission_classes = [MethodPermission]
     required_perms = {"POST": services.MANAGE}
 

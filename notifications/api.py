@@ -5,9 +5,8 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from core.api import PAGE_PARAMETERS, page_response, paginated, validated
+from core.api import PAGE_PARAMETERS, ApiView, page_response, paginated, validated
 from core.permissions import require_perm
 from notifications import channels, services
 from notifications.errors import shown_error
@@ -58,7 +57,7 @@ class RuleInput(serializers.Serializer):
     enabled = serializers.BooleanField(default=True)
 
 
-class ChannelListApi(APIView):
+class ChannelListApi(ApiView):
     permission_classes = [require_perm("notifications.view_channel")]
 
     @extend_schema(responses=ChannelOutput(many=True))
@@ -71,7 +70,7 @@ class ChannelListApi(APIView):
         return Response(ChannelOutput(channel).data, status=201)
 
 
-class ChannelDetailApi(APIView):
+class ChannelDetailApi(ApiView):
     permission_classes = [require_perm("notifications.view_channel")]
 
     @extend_schema(request=None, responses={204: None})
@@ -87,7 +86,7 @@ def _rule_arguments(data: dict) -> dict:
     return data
 
 
-class RuleListApi(APIView):
+class RuleListApi(ApiView):
     permission_classes = [require_perm("notifications.view_rule")]
 
     @extend_schema(responses=RuleOutput(many=True))
@@ -100,7 +99,7 @@ class RuleListApi(APIView):
         return Response(RuleOutput(rule).data, status=201)
 
 
-class RuleDetailApi(APIView):
+class RuleDetailApi(ApiView):
     permission_classes = [require_perm("notifications.view_rule")]
 
     @extend_schema(responses=RuleOutput)
@@ -121,16 +120,18 @@ class RuleDetailApi(APIView):
         return Response(status=204)
 
 
-class DeliveryListApi(APIView):
+class DeliveryListApi(ApiView):
     permission_classes = [require_perm("notifications.view_delivery")]
 
     class DeliveryFilterInput(serializers.Serializer):
         status = serializers.ChoiceField(choices=Delivery.Status.choices, required=False)
 
+    query_input = DeliveryFilterInput
+
     @extend_schema(operation_id="notification_deliveries_list", parameters=[DeliveryFilterInput, *PAGE_PARAMETERS],
                    responses=paginated(DeliveryOutput))
     def get(self, request):
-        filters = validated(self.DeliveryFilterInput, request.query_params)
+        filters = self.query
         deliveries = Delivery.objects.order_by("-created_at", "-id")
         if "status" in filters:
             deliveries = deliveries.filter(status=filters["status"])

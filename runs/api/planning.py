@@ -20,9 +20,8 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from core.api import validated
+from core.api import ApiView, validated
 from core.permissions import require_perm
 from runs import services
 from runs.models import PlanSubmission, Run
@@ -67,13 +66,15 @@ class SubmissionOutput(serializers.ModelSerializer):
                   "submitted_by", "submitted_at"]
 
 
-class RunPlanningApi(APIView):
+class RunPlanningApi(ApiView):
     permission_classes = [require_perm("runs.view_run")]
 
     class PlanningQueryInput(serializers.Serializer):
         wait = serializers.IntegerField(required=False, default=0, min_value=0, max_value=MAX_WAIT_S,
                                         help_text="Long-poll: wait up to this many seconds for a plan to be needed "
                                                   "or the run to change.")
+
+    query_input = PlanningQueryInput
 
     @extend_schema(parameters=[OpenApiParameter("wait", int, description="seconds to wait (0-25)")],
                    responses={200: PlanningOutput,
@@ -83,7 +84,7 @@ class RunPlanningApi(APIView):
                                "seconds have passed. One user holds at most AGENTOPS_LONG_POLL_MAX_PER_USER open "
                                "long polls; one more is answered 429 with Retry-After.")
     def get(self, request, run_id: int):
-        params = validated(self.PlanningQueryInput, request.query_params)
+        params = self.query
         run = get_object_or_404(Run.objects.select_related("owner"), pk=run_id)
         front = getattr(request._request, "scope", {}).get(HELD_BY_FRONT)
         if front is not None:   # served by the ASGI router: the front has held the wait on the event loop
@@ -96,7 +97,7 @@ class RunPlanningApi(APIView):
         return Response(PlanningOutput(planning_needs(run, proposer_id=request.user.pk)).data)
 
 
-class RunPlanSubmitApi(APIView):
+class RunPlanSubmitApi(ApiView):
     permission_classes = [require_perm("runs.start_run")]
 
     # Named apart from the other views' Input: OpenAPI component names must be unique.

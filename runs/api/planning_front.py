@@ -21,7 +21,6 @@ from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
 from rest_framework.exceptions import APIException
 
-from core.api import validated
 from core.errors import ServiceError, TooBusy
 from core.outages import DATABASE_ERRORS
 from runs.api.planning import RunPlanningApi
@@ -57,7 +56,7 @@ def _admitted(scope, run_id: int) -> tuple[int, int] | None:
     view.request = drf_request = view.initialize_request(request, run_id=run_id)
     try:
         view.initial(drf_request, run_id=run_id)
-        wait_s = validated(view.PlanningQueryInput, drf_request.query_params)["wait"]
+        wait_s = view.query["wait"]
     except (APIException, ServiceError):
         return None
     return (drf_request.user.pk, wait_s) if wait_s else None

@@ -6,10 +6,9 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from capabilities.models import StoredOutput
-from core.api import PAGE_PARAMETERS, Pagination, paginated, validated
+from core.api import PAGE_PARAMETERS, ApiView, Pagination, paginated, validated
 from core.choices import DecisionChannel, ErrorCategory, ErrorCode, RunStatus, SideEffectStatus, StopReason
 from core.permissions import require_perm
 from runs import search, selectors, services
@@ -126,7 +125,7 @@ class ApprovalOutput(serializers.ModelSerializer):
                   "plan_hash", "state", "requested_at", "expires_at", "decided_at", "decided_by", "comment"]
 
 
-class RunListApi(APIView):
+class RunListApi(ApiView):
     permission_classes = [require_perm("runs.view_run")]
 
     class RunFilterInput(serializers.Serializer):
@@ -155,9 +154,11 @@ class RunListApi(APIView):
                 raise serializers.ValidationError(problems)
             return wanted
 
+    query_input = RunFilterInput
+
     @extend_schema(operation_id="runs_list", parameters=[RunFilterInput, *PAGE_PARAMETERS], responses=paginated(RunOutput))
     def get(self, request):
-        filters = validated(self.RunFilterInput, request.query_params)
+        filters = dict(self.query)
         paginator = Pagination()
         runs = Run.objects.select_related("owner", "stop_attempt").order_by("-created_at", "-id")
         searched = {k: filters.pop(k) for k in ("label", "goal", "stall_kind")
@@ -175,7 +176,7 @@ class RunListApi(APIView):
         return paginator.get_paginated_response([run_dict(run) for run in page])
 
 
-class RunStartApi(APIView):
+class RunStartApi(ApiView):
     permission_classes = [require_perm("runs.start_run")]
 
     class RunStartInput(serializers.Serializer):
@@ -196,7 +197,7 @@ class RunStartApi(APIView):
         return Response(run_dict(run), status=201)
 
 
-class RunDetailApi(APIView):
+class RunDetailApi(ApiView):
     permission_classes = [require_perm("runs.view_run")]
 
     @extend_schema(responses=RunOutput)
@@ -204,7 +205,7 @@ class RunDetailApi(APIView):
         return Response(run_dict(get_object_or_404(Run.objects.select_related("owner", "stop_attempt"), pk=run_id)))
 
 
-class RunCancelApi(APIView):
+class RunCancelApi(ApiView):
     permission_classes = [require_perm("runs.cancel_run")]
 
     @extend_schema(request=None, responses=RunOutput)
@@ -213,7 +214,7 @@ class RunCancelApi(APIView):
         return Response(run_dict(services.run_cancel(run_id=run_id, user=request.user)))
 
 
-class RunReconcileApi(APIView):
+class RunReconcileApi(ApiView):
     """What a person found about the unknown side effect the run stopped on (runs.trace.reconciliation)."""
     permission_classes = [require_perm("runs.reconcile_run")]
 
@@ -241,7 +242,7 @@ class RunReconcileApi(APIView):
         return Response(self.ReconcileOutput(found).data, status=201)
 
 
-class RunRevisionsApi(APIView):
+class RunRevisionsApi(ApiView):
     permission_classes = [require_perm("runs.view_run")]
 
     @extend_schema(responses=RevisionOutput(many=True))
@@ -250,7 +251,7 @@ class RunRevisionsApi(APIView):
         return Response([revision_dict(revision) for revision in selectors.trace_revisions(run=run)])
 
 
-class RunAttemptsApi(APIView):
+class RunAttemptsApi(ApiView):
     permission_classes = [require_perm("runs.view_run")]
 
     @extend_schema(operation_id="runs_attempts_list", parameters=PAGE_PARAMETERS, responses=paginated(AttemptOutput))
@@ -261,17 +262,19 @@ class RunAttemptsApi(APIView):
         return paginator.get_paginated_response(attempt_values(run, page))
 
 
-class ApprovalListApi(APIView):
+class ApprovalListApi(ApiView):
     permission_classes = [require_perm("runs.view_approval")]
 
     class ApprovalFilterInput(serializers.Serializer):
         state = serializers.ChoiceField(choices=["pending", "approved", "rejected", "expired"], default="pending")
         run = serializers.IntegerField(required=False)
 
+    query_input = ApprovalFilterInput
+
     @extend_schema(operation_id="approvals_list", parameters=[ApprovalFilterInput, *PAGE_PARAMETERS],
                    responses=paginated(ApprovalOutput))
     def get(self, request):
-        filters = validated(self.ApprovalFilterInput, request.query_params)
+        filters = self.query
         approvals = Approval.objects.filter(state=filters["state"]).select_related(
             "run", "revision", "step", "decided_by").order_by("requested_at", "id")
         if "run" in filters:
@@ -281,7 +284,7 @@ class ApprovalListApi(APIView):
         return paginator.get_paginated_response([approval_dict(approval) for approval in page])
 
 
-class ApprovalDecideApi(APIView):
+class ApprovalDecideApi(ApiView):
     permission_classes = [require_perm("runs.decide_approval")]
 
     class ApprovalDecideInput(serializers.Serializer):

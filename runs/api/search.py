@@ -5,9 +5,8 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from core.api import validated
+from core.api import ApiView, validated
 from core.permissions import require_perm
 from runs import search
 from runs.models import SavedView
@@ -19,7 +18,7 @@ class SavedViewOutput(serializers.ModelSerializer):
         fields = ["id", "name", "query", "created_at"]
 
 
-class SavedViewListApi(APIView):
+class SavedViewListApi(ApiView):
     permission_classes = [require_perm("runs.view_run")]
 
     class SavedViewInput(serializers.Serializer):
@@ -37,7 +36,7 @@ class SavedViewListApi(APIView):
         return Response(SavedViewOutput(view).data, status=201)
 
 
-class SavedViewDetailApi(APIView):
+class SavedViewDetailApi(ApiView):
     permission_classes = [require_perm("runs.view_run")]
 
     @extend_schema(request=None, responses={204: None})

@@ -74,3 +74,56 @@ def test_the_openapi_schema_generates_without_warnings(tmp_path):
     GENERATOR_STATS.reset()  # what schema requests of earlier tests left behind
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yml"))
     assert (tmp_path / "schema.yml").read_text().startswith("openapi: 3")
+
+
+def _api_operations():
+    """(method, path, declared query parameters) of every operation the OpenAPI schema documents."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            declared = {p["name"] for p in operation.get("parameters", []) if p["in"] == "query"}
+            yield method, path, declared
+
+
+def test_every_api_view_validates_its_query():
+    """Every view under /api/ is an ApiView, so none can ignore a parameter it does not know."""
+    from django.urls import URLPattern, URLResolver
+
+    from agentops import api_urls
+    from core.api import ApiView
+
+    def views(patterns):
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                yield from views(pattern.url_patterns)
+            elif isinstance(pattern, URLPattern):
+                yield pattern.callback.view_class
+
+    found = list(views(api_urls.urlpatterns))
+    assert found and all(issubclass(view, ApiView) for view in found), [v for v in found if not issubclass(v, ApiView)]
+
+
+@pytest.mark.django_db
+def test_every_operation_refuses_an_unknown_query_parameter_by_name_and_takes_the_ones_it_documents(api_for):
+    """Issue 35: unknown query parameters were ignored (a misspelt filter answered every run).
+    The refusal comes before the handler, so nothing is read, changed or looked up."""
+    import re
+
+    from tests.conftest import _make_user
+
+    admin = _make_user("ada", is_superuser=True, is_staff=True)
+    api = api_for(admin)
+    checked = 0
+    for method, path, declared in _api_operations():
+        url = re.sub(r"\{[^}]+\}", "1", path)
+        response = getattr(api, method)(f"{url}?zzz_unknown=1", format="json")
+        assert response.status_code == 400, (method, path, response.status_code)
+        assert response.json()["error"]["fields"] == {"zzz_unknown": "unknown field"}, (method, path)
+        for name in declared:
+            answer = getattr(api, method)(f"{url}?{name}=1", format="json")
+            fields = answer.json().get("error", {}).get("fields", {}) if answer.status_code == 400 else {}
+            assert fields.get(name) != "unknown field", (method, path, name)
+        checked += 1
+    assert checked > 40
