@@ -1,7 +1,8 @@
 /* AgentOps page behaviour. Served from our own static files: no inline scripts or
  * inline event handlers anywhere (the Content-Security-Policy forbids them).
  * Every page works without this file; it only adds live updates that keep the
- * reader's place, copy buttons, countdowns, confirmations and focus handling. */
+ * reader's place, copy buttons, countdowns, confirmations, focus handling and
+ * keyboard access to boxes that scroll. */
 (function () {
   "use strict";
   document.documentElement.classList.add("js");
@@ -124,8 +125,32 @@
     button.click();
   });
 
+  // --- A box that scrolls (a wide table on a phone, a long JSON output) can be reached and
+  // scrolled by keyboard: it takes the focus. Tables keep their role; other boxes become a
+  // named region. Checked on load, after each swap and when the window is resized.
+  function scrollRegionsFocusable(root) {
+    each(root, "table, pre, .table-scroll, .chart-scroll", function (box) {
+      if (box.hasAttribute("tabindex")) return;
+      var style = getComputedStyle(box);
+      var scrolls = (box.scrollWidth > box.clientWidth + 1 && /auto|scroll/.test(style.overflowX)) ||
+                    (box.scrollHeight > box.clientHeight + 1 && /auto|scroll/.test(style.overflowY));
+      if (!scrolls) return;
+      box.tabIndex = 0;
+      if (box.tagName !== "TABLE" && !box.hasAttribute("role")) {
+        box.setAttribute("role", "region");
+        box.setAttribute("aria-label", box.tagName === "PRE" ? "Text (scrolls)" : "Scrolling content");
+      }
+    });
+  }
+  var resizing = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizing);
+    resizing = setTimeout(function () { scrollRegionsFocusable(document); }, 200);
+  });
+
   function onLoad(root) {
     revealCopyButtons(root);
+    scrollRegionsFocusable(root);
     tick();
     if (root && root.matches && root.matches("article.approval[data-just-decided]")) focusAfterDecision(root);
   }

@@ -15,7 +15,7 @@ FOUND = {"capability": "search_documents", "path": "documents.0.id", "exists": T
 # Best-practice rules outside what the issue asks (landmark-unique is checked): region would want every
 # line inside a landmark, heading-order forbids the trace's h3 below an h1 card, and so on.
 NOT_CHECKED = ("region", "heading-order", "page-has-heading-one", "landmark-complementary-is-top-level",
-               "scrollable-region-focusable", "empty-table-header")
+               "empty-table-header")
 
 
 def _stalled(admin):
@@ -70,7 +70,26 @@ def _decide(admin):
     return email_links.issue(approval=approval, user=admin)["approve"].split("/decide/")[1].split("/")[0]
 
 
-BUILD = {"decide": _decide, "stalled": _stalled, "waiting": _waiting, "unknown": _unknown, "evaluation": _evaluation,
+def _agent(admin):
+    from gateway import services
+
+    return services.agent_save(user=admin, name="triage-bot", owner=admin, capabilities=["search_documents"],
+                               description="Answers travel questions")
+
+
+def _rule(admin):
+    from notifications.models import Channel, Rule
+
+    rule = Rule.objects.create(name="stops", event="run_stopped")
+    rule.channels.add(Channel.objects.create(name="ops-hook", url="json://hooks.example.com/agentops"))
+    return rule
+
+
+def _channel(admin):
+    return _rule(admin).channels.get()
+
+
+BUILD = {"decide": _decide, "agent": _agent, "rule": _rule, "channel": _channel, "stalled": _stalled, "waiting": _waiting, "unknown": _unknown, "evaluation": _evaluation,
          "server": _server, "attempt": lambda admin: (lambda a: f"{a.run_id}/attempts/{a.uid}")(
              _stalled(admin).attempts.order_by("id").first())}
 
@@ -82,7 +101,8 @@ PAGES = [
     "/capabilities/mcp-servers/new/", "/capabilities/mcp-servers/{server}/import/", "/evaluations/",
     "/evaluations/readiness/", "/evaluations/{evaluation}/", "/notifications/",
     "/notifications/deliveries/", "/notifications/decide/{decide}/", "/account/tokens/", "/account/slack/",
-    "/account/password/", "/roles/", "/api/docs/", "/login/",
+    "/account/password/", "/roles/", "/api/docs/", "/login/", "/agents/", "/agents/{agent}/",
+    "/notifications/rules/{rule}/delete/", "/notifications/channels/{channel}/delete/",
 ]
 
 
