@@ -7,12 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .records import declared_numbers, replace
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
+from .records import Record, declared_numbers, replace
 
 SIDE_EFFECT_WINDOW_S = 60.0
 
@@ -32,7 +29,7 @@ class BudgetName(StrEnum):
 class _Record:
     """A budgets or usage record, as JSON data: its dicts copied, its tuples as lists."""
 
-    def to_dict(self: DataclassInstance) -> dict[str, Any]:
+    def to_dict(self: Record) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
 

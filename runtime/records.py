@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import Field, fields
+from typing import Any, ClassVar, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
 
-R = TypeVar("R", bound="DataclassInstance")
+class Record(Protocol):
+    """Any dataclass instance (what dataclasses.fields() takes)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+
+R = TypeVar("R", bound=Record)
 
 
 def declared_numbers(cls: type, data: dict[str, Any]) -> dict[str, int | float]:
