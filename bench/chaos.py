@@ -44,6 +44,8 @@ from pathlib import Path
 
 import benchenv  # noqa: E402  (bench/ is on sys.path: these run as scripts)
 
+from runtime.stop import RunStatus, StopKind  # noqa: E402
+
 benchenv.prepare()
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -512,7 +514,7 @@ def experiment(args) -> dict:
         while time.monotonic() < deadline:
             procs.supervise()
             if not retrying(lambda: Run.objects.filter(pk__in=run_ids).exclude(
-                    status__in=["completed", "stopped", "cancelled"]).exists()):
+                    status__in=[s for s in RunStatus if s.is_terminal]).exists()):
                 break
             time.sleep(1)
         figures.update(elapsed_s=round(time.monotonic() - began), worker_kills=kills, redis_restarts=redis_restarts,
@@ -560,9 +562,9 @@ def check(run_ids, ledger: Path, slow_id: int, approved_id: int, contested_id: i
     return {
         "statuses": dict(statuses), "stop_reasons": dict(reasons),
         "not_finished": statuses.get("queued", 0) + statuses.get("running", 0) + statuses.get("awaiting_approval", 0),
-        "internal_error": reasons.get("internal_error", 0),
+        "internal_error": reasons.get(StopKind.INTERNAL_ERROR, 0),
         "not_completed_examples": [f"run {pk} ({planner}): {reason}: {detail[:300]}" for pk, planner, reason, detail in
-                                   runs.exclude(status="completed").values_list("pk", "planner", "stop_reason",
+                                   runs.exclude(status=RunStatus.COMPLETED).values_list("pk", "planner", "stop_reason",
                                                                                 "stop_detail")[:5]],
         "executions": len(execs), "effects": sum(effects.values()), "duplicate_effects": duplicates,
         "late_landing_items": len(late), "late_landing_effects": sum(late.values()),
@@ -596,17 +598,17 @@ def verdict(f: dict) -> list[str]:
     if f["not_finished"]:
         failures.append(f"{f['not_finished']} runs lost or stranded")
     if f["internal_error"]:
-        failures.append(f"{f['internal_error']} internal_error runs")
+        failures.append(f"{f['internal_error']} runs stopped by an internal error")
     if f["duplicate_effects"]:
         failures.append(f"duplicate effects: {f['duplicate_effects']}")
     if f["executions_missing_from_trace"]:
         failures.append(f"{f['executions_missing_from_trace']} executions missing from the trace")
-    if f["slow_call_executions"] != 1 or f["slow_run"] != "completed":
+    if f["slow_call_executions"] != 1 or f["slow_run"] != RunStatus.COMPLETED:
         failures.append(f"the call longer than the lease ran {f['slow_call_executions']} times ({f['slow_run']})")
-    if not f.get("approval_decided_in_outage") or f["approved_in_outage_run"] != "completed":
+    if not f.get("approval_decided_in_outage") or f["approved_in_outage_run"] != RunStatus.COMPLETED:
         failures.append(f"the approval decided in a broker outage: run {f['approved_in_outage_run']}")
     wins = f["concurrent_approvals"].get("won", 0)
-    if wins != 1 or f["contested_audit_rows"] != 1 or f["contested_run"] != "completed":
+    if wins != 1 or f["contested_audit_rows"] != 1 or f["contested_run"] != RunStatus.COMPLETED:
         failures.append(f"concurrent approvals: {f['concurrent_approvals']}, run {f['contested_run']}")
     # Every call the provider saw was written ahead; a record beyond them is a call its worker died
     # before sending, and only a lost (counted-as-estimate) call may be one.
@@ -621,7 +623,7 @@ def verdict(f: dict) -> list[str]:
         failures.append(f"late landings: {f['late_landing_effects']} effects for {f['late_landing_items']} items")
     if f["unexpected_process_deaths"]:
         failures.append(f"processes died by themselves: {f['unexpected_process_deaths']}")
-    completed = f["statuses"].get("completed", 0)
+    completed = f["statuses"].get(RunStatus.COMPLETED, 0)
     if completed != f["runs"] + 3:
         failures.append(f"only {completed} of {f['runs'] + 3} runs completed: {f['stop_reasons']}")
     return failures

@@ -33,6 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 import benchenv  # noqa: E402  (bench/ is on sys.path: these run as scripts)
 
+from runtime.stop import RunStatus  # noqa: E402
+
 benchenv.prepare()
 CAPABILITY = "bench_slow_lookup"
 
@@ -241,7 +243,7 @@ def measure(pool: str, concurrency: int, runs: int, steps: int, delay: float, en
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait()
-    if outcomes != {("completed", steps)}:
+    if outcomes != {(RunStatus.COMPLETED, steps)}:
         raise SystemExit(f"{pool}: runs did not all complete with {steps} calls: {outcomes} (log {log.name})")
     wall = finished - queued
     ideal = steps * delay

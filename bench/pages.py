@@ -29,13 +29,19 @@ sys.path.insert(0, str(ROOT))
 
 import benchenv  # noqa: E402  (bench/ is on sys.path: these run as scripts)
 
+from runtime.budgets import BudgetName  # noqa: E402
+from runtime.observation import ErrorCode  # noqa: E402
+from runtime.stop import RunStatus, StopKind, StopReason, status_for_stop, stop_kind  # noqa: E402
+
 benchenv.prepare()
 
 # Best of 5: on a shared machine the fastest round is the closest to the page's own cost.
 ROUNDS = 5
 CAPABILITIES = ["search_documents", "get_document", "create_ticket", "get_ticket_status", "send_notification"]
-REASONS = ["completed"] * 6 + ["stalled", "budget_exhausted:deadline", "budget_exhausted:tool_calls",
-                               "terminal_failure:timeout", "approval_rejected", "cancelled"]
+REASONS = [str(r) for r in [StopReason(StopKind.COMPLETED)] * 6 + [
+    StopReason(StopKind.STALLED), StopReason(StopKind.BUDGET_EXHAUSTED, BudgetName.DEADLINE),
+    StopReason(StopKind.BUDGET_EXHAUSTED, BudgetName.TOOL_CALLS), StopReason(StopKind.TERMINAL_FAILURE, ErrorCode.TIMEOUT),
+    StopReason(StopKind.APPROVAL_REJECTED), StopReason(StopKind.CANCELLED)]]
 
 
 class Loader:
@@ -128,7 +134,7 @@ def build(runs: int, big_attempts: int, approvals: int, attempt_every: int) -> d
                 status, reason, finished = "running", "", None
             else:
                 reason = REASONS[i % len(REASONS)]
-                status = "completed" if reason == "completed" else "cancelled" if reason == "cancelled" else "stopped"
+                status = status_for_stop(stop_kind(reason)).value
                 finished = created + timedelta(seconds=5 + i % 90)
             loader.add(f"bench run {i}", {"capability": "search_documents", "path": "documents.0.id",
                                           "exists": True},
@@ -139,8 +145,8 @@ def build(runs: int, big_attempts: int, approvals: int, attempt_every: int) -> d
         run_ids = _ids(Run, first_run)
         # The big run: one step polled 50,000 times, outputs of ~1 KB.
         big = Run.objects.create(goal="big run", completion={"capability": "get_ticket_status", "exists": True},
-                                 budgets={"deadline_s": 86_400}, planner="rules", owner=user, status="stopped",
-                                 stop_reason="stalled", stop_detail="bench", trace_id="b" * 32,
+                                 budgets={"deadline_s": 86_400}, planner="rules", owner=user, status=RunStatus.STOPPED,
+                                 stop_reason=StopKind.STALLED, stop_detail="bench", trace_id="b" * 32,
                                  tool_calls=big_attempts, finished_at=now)
         # Plans and steps: one per run with attempts, one per run awaiting approval, one for the big run.
         with_attempts = [rid for n, rid in enumerate(run_ids) if n % attempt_every == 0] if attempt_every else []
@@ -236,7 +242,8 @@ def time_pages(user, big, runs: int) -> list[tuple]:
         ("runs list", "/runs/", None),
         ("runs list, filtered + sorted", f"/runs/?{filtered}", 200),
         (f"runs list, filtered, {deep:,} rows in (cursor)",
-         f"/runs/?{filtered}&after={_deep_cursor('-tool_calls', deep // 12, status='stopped', stop_reason='stalled')}"
+         f"/runs/?{filtered}&after="
+         f"{_deep_cursor('-tool_calls', deep // 12, status=RunStatus.STOPPED, stop_reason=StopKind.STALLED)}"
          f"&page={deep // 12 // 50 + 1}", 200),
         (f"runs list, {deep:,} rows in (cursor)", f"/runs/?after={_deep_cursor('-created', deep)}&page=501", 200),
         ("runs list, by capability + cost", "/runs/?capability=search_documents&sort=-cost", 200),

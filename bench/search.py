@@ -25,6 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 import benchenv  # noqa: E402  (bench/ is on sys.path: these run as scripts)
 
+from runtime.budgets import BudgetName  # noqa: E402
+from runtime.observation import ErrorCode  # noqa: E402
+from runtime.stop import StopKind, StopReason, status_for_stop, stop_kind  # noqa: E402
+
 benchenv.prepare()
 
 TEAMS = ["payments", "search", "support", "billing", "growth", "platform", "risk", "ops", "legal", "data"]
@@ -42,7 +46,9 @@ def build(runs: int):
     if Run.objects.count() >= runs:
         return user
     now = timezone.now()
-    reasons = ["completed", "stalled", "budget_exhausted:deadline", "terminal_failure:timeout"]
+    reasons = [str(r) for r in (StopReason(StopKind.COMPLETED), StopReason(StopKind.STALLED),
+                                StopReason(StopKind.BUDGET_EXHAUSTED, BudgetName.DEADLINE),
+                                StopReason(StopKind.TERMINAL_FAILURE, ErrorCode.TIMEOUT))]
     for start in range(0, runs, 5000):
         batch = []
         for i in range(start, min(runs, start + 5000)):
@@ -51,7 +57,7 @@ def build(runs: int):
             batch.append(Run(goal=f"bench run {i} about {'refund' if i % 50 == 0 else 'policy'} {i % 997}",
                              completion={"capability": "search_documents", "exists": True},
                              budgets={"deadline_s": 600}, planner="rules", owner=user,
-                             status="completed" if reason == "completed" else "stopped", stop_reason=reason,
+                             status=status_for_stop(stop_kind(reason)).value, stop_reason=reason,
                              stop_detail="bench", trace_id=f"{i:032x}", created_at=created, started_at=created,
                              finished_at=created + timedelta(seconds=30),
                              labels={"team": TEAMS[i % len(TEAMS)], "agent": AGENTS[i % len(AGENTS)]}))

@@ -25,10 +25,13 @@ capability_name_validator = RegexValidator(
 Kind = CapabilityKind
 
 
+class McpTransport(models.TextChoices):
+    STDIO = "stdio", "stdio (local command)"
+    HTTP = "http", "streamable HTTP"
+
+
 class McpServer(models.Model):
-    class Transport(models.TextChoices):
-        STDIO = "stdio", "stdio (local command)"
-        HTTP = "http", "streamable HTTP"
+    Transport = McpTransport
 
     name = models.CharField(max_length=80, unique=True, validators=[capability_name_validator])
     transport = models.CharField(max_length=10, choices=Transport.choices)
@@ -46,9 +49,10 @@ class McpServer(models.Model):
         # Not part of "registry admin": a stdio server is a program run on the web and worker hosts.
         permissions = [("run_stdio_mcpserver", "Can register and start stdio MCP servers (runs commands on the hosts)")]
         constraints = [
-            models.CheckConstraint(condition=Q(transport__in=["stdio", "http"]), name="mcp_transport_valid"),
+            models.CheckConstraint(condition=Q(transport__in=values_of(McpTransport)), name="mcp_transport_valid"),
             models.CheckConstraint(
-                condition=(Q(transport="stdio") & ~Q(command="")) | (Q(transport="http") & ~Q(url="")),
+                condition=(Q(transport=McpTransport.STDIO) & ~Q(command=""))
+                | (Q(transport=McpTransport.HTTP) & ~Q(url="")),
                 name="mcp_server_has_endpoint",
             ),
         ]
@@ -229,10 +233,13 @@ class StoredOutput(models.Model):
 # --- Demo data the bundled capabilities act on --------------------------------
 
 
+class TicketStatus(models.TextChoices):
+    OPEN = "open"
+    RESOLVED = "resolved"
+
+
 class Ticket(models.Model):
-    class Status(models.TextChoices):
-        OPEN = "open"
-        RESOLVED = "resolved"
+    Status = TicketStatus
 
     idempotency_key = models.CharField(max_length=128, unique=True)
     title = models.CharField(max_length=200)
@@ -246,7 +253,7 @@ class Ticket(models.Model):
         ordering = ["-created_at"]
         permissions = [("create_ticket", "Can open tickets through agent runs")]
         constraints = [
-            models.CheckConstraint(condition=Q(status__in=["open", "resolved"]), name="ticket_status_valid"),
+            models.CheckConstraint(condition=Q(status__in=values_of(TicketStatus)), name="ticket_status_valid"),
         ]
 
     def __str__(self):

@@ -61,6 +61,7 @@ RunStatus = _choices("RunStatus", [s.value for s in _RunStatus], label=_worded)
 
 
 FINISHED_STATUSES = (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.CANCELLED)
+LIVE_STATUSES = tuple(s for s in RunStatus if s not in FINISHED_STATUSES)
 
 # "initial" marks the first plan, which answers no observation.
 ReplanReason = _choices("ReplanReason", ["initial"] + [r.value for r in _ReplanReason])

@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from core.choices import values_of
+
 
 class EvaluationSuite(models.Model):
     """A set of tasks in the scenario format, each solvable directly or with planning."""
@@ -29,14 +31,22 @@ class EvaluationSuite(models.Model):
         return self.name
 
 
+class EvaluationStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class EvaluationMode(models.TextChoices):
+    DIRECT = "direct"
+    PLANNING = "planning"
+
+
 class Evaluation(models.Model):
     """One run of a suite in both modes under equivalent limits."""
 
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        COMPLETED = "completed"
-        FAILED = "failed"
+    Status = EvaluationStatus
 
     suite = models.ForeignKey(EvaluationSuite, on_delete=models.PROTECT, related_name="evaluations")
     label = models.CharField(max_length=200, blank=True, help_text="e.g. 'before the retry policy change'")
@@ -60,7 +70,7 @@ class Evaluation(models.Model):
         permissions = [("run_evaluation", "Can start evaluations")]
         indexes = [models.Index(fields=["suite", "-created_at"], name="evaluation_suite_created_idx")]
         constraints = [
-            models.CheckConstraint(condition=Q(status__in=["queued", "running", "completed", "failed"]),
+            models.CheckConstraint(condition=Q(status__in=values_of(EvaluationStatus)),
                                    name="evaluation_status_valid"),
             models.CheckConstraint(condition=Q(tasks_done__lte=F("tasks_total")), name="evaluation_progress_bounded"),
         ]
@@ -72,9 +82,7 @@ class Evaluation(models.Model):
 class EvaluationResult(models.Model):
     """One task in one mode: the measures the seed's section 8 asks for."""
 
-    class Mode(models.TextChoices):
-        DIRECT = "direct"
-        PLANNING = "planning"
+    Mode = EvaluationMode
 
     evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="results")
     task = models.CharField(max_length=200)
@@ -100,7 +108,7 @@ class EvaluationResult(models.Model):
         ordering = ["evaluation", "task", "mode"]
         constraints = [
             models.UniqueConstraint(fields=["evaluation", "task", "mode"], name="evaluation_result_unique"),
-            models.CheckConstraint(condition=Q(mode__in=["direct", "planning"]), name="evaluation_result_mode_valid"),
+            models.CheckConstraint(condition=Q(mode__in=values_of(EvaluationMode)), name="evaluation_result_mode_valid"),
         ]
 
     def __str__(self):

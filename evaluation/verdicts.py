@@ -27,7 +27,7 @@ from enum import StrEnum
 from statistics import fmean
 from typing import Any
 
-from runtime.stop import StopKind, stop_kind
+from runtime.stop import RunStatus, StopKind, stop_kind
 
 
 class VerdictCode(StrEnum):
@@ -93,7 +93,7 @@ def _cheaper_on(a: Outcome, b: Outcome) -> list[str]:
 
 def task_verdict(direct: Outcome, planning: Outcome) -> Verdict:
     if planning.success and not direct.success:
-        how = "recovered after a failed observation" if planning.recovered else "completed"
+        how = "recovered after a failed observation" if planning.recovered else RunStatus.COMPLETED.value
         return Verdict(VerdictCode.PLANNING_EARNED,
                        f"planning {how}; direct stopped: {direct.stop_reason or 'did not finish'}")
     if direct.success and not planning.success:

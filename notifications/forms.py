@@ -5,6 +5,7 @@ from django import forms
 
 from notifications.models import Channel, RuleEvent
 from runs.labels import LabelsField
+from runtime.stop import StopKind
 
 # Which optional fields belong to which kind of rule.
 EVENT_FIELDS = {
@@ -38,7 +39,7 @@ class RuleForm(forms.Form):
     capabilities = forms.CharField(required=False, label="Capabilities", max_length=1000,
                                    help_text="comma separated, e.g. create_ticket; empty: any request")
     stop_reasons = forms.CharField(required=False, label="Stop reasons", max_length=1000,
-                                   help_text="comma separated, e.g. stalled, budget_exhausted; empty: any")
+                                   help_text=f"comma separated, e.g. {StopKind.STALLED}, {StopKind.BUDGET_EXHAUSTED}; empty: any")
     percent = forms.FloatField(required=False, label="Budget used (%)", min_value=0, max_value=100, initial=80)
     budgets = forms.CharField(required=False, label="Budgets", max_length=300,
                               help_text="comma separated, e.g. tokens, cost; empty: any")

@@ -11,6 +11,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from core.choices import values_of
+
 
 class Channel(models.Model):
     """Where notifications go: one Apprise URL (mailto://, json://, slack://, msteams://, ...)."""
@@ -59,21 +61,24 @@ class Rule(models.Model):
     class Meta:
         ordering = ["name", "id"]
         permissions = [("manage_notifications", "Can manage notification rules and channels")]
-        constraints = [models.CheckConstraint(condition=Q(event__in=[e.value for e in RuleEvent]),
+        constraints = [models.CheckConstraint(condition=Q(event__in=values_of(RuleEvent)),
                                               name="rule_event_valid")]
 
     def __str__(self):
         return self.name
 
 
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"      # waiting for its (next) try
+    SENDING = "sending"      # claimed by a sender until claimed_until
+    SENT = "sent"
+    FAILED = "failed"        # tries spent, or the channel can never work
+
+
 class Delivery(models.Model):
     """One notification for one channel: the outbox row the scheduler sends and retries."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending"      # waiting for its (next) try
-        SENDING = "sending"      # claimed by a sender until claimed_until
-        SENT = "sent"
-        FAILED = "failed"        # tries spent, or the channel can never work
+    Status = DeliveryStatus
 
     # Deleting a rule or channel keeps its deliveries on the deliveries page.
     rule = models.ForeignKey(Rule, null=True, on_delete=models.SET_NULL, related_name="deliveries")
@@ -102,7 +107,7 @@ class Delivery(models.Model):
                    models.Index(fields=["-created_at"], name="delivery_created_idx")]
         constraints = [
             models.UniqueConstraint(fields=["rule", "channel", "event_key"], name="delivery_once_per_event"),
-            models.CheckConstraint(condition=Q(status__in=["pending", "sending", "sent", "failed"]),
+            models.CheckConstraint(condition=Q(status__in=values_of(DeliveryStatus)),
                                    name="delivery_status_valid"),
         ]
 

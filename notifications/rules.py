@@ -13,20 +13,24 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Q
 
-from core.choices import StopReason
+from core.choices import LIVE_STATUSES
 from notifications.models import RuleEvent
 from runs.dashboard.budget_usage import run_budget_usage
 from runs.labels import runs_with_labels
 from runs.models import Approval, Run
-from runs.selectors import LIVE_STATUSES
-from runtime.stop import StopKind
+from runtime.budgets import BudgetName
+from runtime.stop import StopKind, StopReason
 
 # How far back a tick looks for approvals requested and runs stopped. Nothing that happened
 # before the rule existed is ever notified (a new rule does not replay history): every finder
 # looks only after the rule's creation.
 LOOKBACK = timedelta(hours=6)
 MAX_EVENTS_PER_RULE = 500
-BUDGETS = ("iterations", "revisions", "tool_calls", "tokens", "cost", "retries", "deadline")
+BUDGETS = tuple(b.value for b in (BudgetName.ITERATIONS, BudgetName.REVISIONS, BudgetName.TOOL_CALLS,
+                                   BudgetName.TOKENS, BudgetName.COST, BudgetName.RETRIES, BudgetName.DEADLINE))
+STOP_REASONS_HELP = (f"a list of stop reasons (e.g. {StopKind.STALLED}, "
+                     f"{StopReason(StopKind.BUDGET_EXHAUSTED, BudgetName.COST)}, "
+                     f"or {StopKind.BUDGET_EXHAUSTED} for all budgets); empty: any")
 
 DEFAULTS = {
     RuleEvent.APPROVAL_REQUESTED: {},
@@ -72,10 +76,9 @@ def params_errors(event: str, params: Any) -> dict[str, str]:
             errors["params.capabilities"] = "a list of capability names (empty: any capability, and plans)"
     if event == RuleEvent.RUN_STOPPED:
         reasons = p["stop_reasons"]
-        known = set(StopReason.values) | {k.value for k in StopKind}
+        known = {str(r) for r in StopReason.every()} | {k.value for k in StopKind}
         if not isinstance(reasons, list) or any(r not in known for r in reasons):
-            errors["params.stop_reasons"] = "a list of stop reasons (e.g. stalled, budget_exhausted:cost, " \
-                                            "or budget_exhausted for all budgets); empty: any"
+            errors["params.stop_reasons"] = STOP_REASONS_HELP
     if event == RuleEvent.BUDGET_THRESHOLD:
         if not (_number(p["percent"]) and 0 < p["percent"] <= 100):
             errors["params.percent"] = "a percentage, more than 0 and at most 100"
@@ -166,7 +169,7 @@ def _runs_stopped(rule, p, now) -> list[Notice]:
     if reasons:
         wanted = Q()
         for reason in reasons:
-            wanted |= Q(stop_reason=reason) | Q(stop_reason__startswith=reason + ":")
+            wanted |= Q(stop_reason=reason) | Q(stop_reason__startswith=StopReason.prefix(reason))
         runs = runs.filter(wanted)
     runs = runs.only("pk", "goal", "stop_reason", "stop_detail").order_by("finished_at", "id")
     return [Notice(f"run:{r.pk}:stopped", f"Run #{r.pk} stopped: {r.stop_reason}",

@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from core.choices import (
     FINISHED_STATUSES,
+    LIVE_STATUSES,
     ApprovalKind,
     ApprovalState,
     AttemptKind,
@@ -108,7 +109,7 @@ class Run(models.Model):
             models.Index(fields=["planner", "-created_at"], name="run_planner_created_idx"),
             # The dashboard reads live runs (and their attempts) from the tables: few, whatever the total.
             models.Index(fields=["evaluation", "created_at", "status", "id"],
-                         condition=Q(status__in=["queued", "running", "awaiting_approval"]), name="run_live_idx"),
+                         condition=Q(status__in=list(LIVE_STATUSES)), name="run_live_idx"),
             # Keyset pagination of the runs list: every sort key with the id as tie-break.
             models.Index(fields=["-created_at", "-id"], name="run_created_id_idx"),
             models.Index(fields=["finished_at", "id"], name="run_finished_id_idx"),
@@ -375,18 +376,22 @@ class Approval(models.Model):
         ]
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=values_of(ApprovalKind)), name="approval_kind_valid"),
-            models.CheckConstraint(condition=Q(state__in=["pending", "approved", "rejected", "expired"]),
+            # A request is asked (pending) and then decided or expired; "not required" is a step's state only.
+            models.CheckConstraint(condition=Q(state__in=[s for s in values_of(ApprovalState)
+                                                          if s != ApprovalState.NOT_REQUIRED]),
                                    name="approval_state_valid"),
             models.CheckConstraint(condition=~Q(kind="step") | Q(step__isnull=False), name="approval_step_has_step"),
             # A decided approval records who and when; a pending one neither.
             models.CheckConstraint(
-                condition=(Q(state="pending") & Q(decided_at__isnull=True))
-                | (Q(state="expired") & Q(decided_at__isnull=False))
-                | (Q(state__in=["approved", "rejected"]) & Q(decided_at__isnull=False) & Q(decided_by__isnull=False)),
+                condition=(Q(state=ApprovalState.PENDING) & Q(decided_at__isnull=True))
+                | (Q(state=ApprovalState.EXPIRED) & Q(decided_at__isnull=False))
+                | (Q(state__in=[ApprovalState.APPROVED, ApprovalState.REJECTED]) & Q(decided_at__isnull=False)
+                   & Q(decided_by__isnull=False)),
                 name="approval_decision_complete",
             ),
             # At most one open request per run at a time.
-            models.UniqueConstraint(fields=["run"], condition=Q(state="pending"), name="approval_one_pending_per_run"),
+            models.UniqueConstraint(fields=["run"], condition=Q(state=ApprovalState.PENDING),
+                                    name="approval_one_pending_per_run"),
         ]
 
     def __str__(self):

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 from django.db import transaction
 from django.http import QueryDict
 
+from core.choices import StallKind
 from core.errors import InvalidInput
 from runs.labels import runs_with_labels
 from runs.models import Run, SavedView
@@ -92,8 +93,5 @@ def add_stall_kind_field(form) -> None:
         return
     from django import forms
 
-    field = Run._meta.get_field("stall_kind")
-    choices = list(field.choices or []) or [("repeated_without_progress", "repeated without progress"),
-                                            ("planner_exhausted", "planner exhausted")]
-    form.fields["stall_kind"] = forms.ChoiceField(label="Stall kind", choices=[("", "any")] + choices,
+    form.fields["stall_kind"] = forms.ChoiceField(label="Stall kind", choices=[("", "any"), *StallKind.choices],
                                                   required=False)

@@ -25,7 +25,7 @@ from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from capabilities.models import Capability
-from core.choices import ApprovalState
+from core.choices import LIVE_STATUSES, ApprovalState
 from runs import search
 from runs.dashboard.budget_usage import run_budget_usage
 from runs.expressions import IsoText
@@ -63,7 +63,6 @@ RUN_SORTS = {
     "cost": ("cost", "id"),
     "-cost": ("-cost", "-id"),
 }
-LIVE_STATUSES = ("queued", "running", "awaiting_approval")
 
 
 def pending_approval_count() -> int:
@@ -122,7 +121,7 @@ def run_list(*, filters: RunFilters) -> QuerySet[Run]:
     elif filters.evaluation_runs == "only":
         runs = runs.filter(evaluation__isnull=False)
     if filters.stop_kind:
-        runs = runs.filter(stop_reason__startswith=filters.stop_kind + ":")
+        runs = runs.filter(stop_reason__startswith=StopReason.prefix(filters.stop_kind))
     if filters.stop_capability == "(none)":
         runs = runs.filter(stop_attempt__isnull=True)
     elif filters.stop_capability:

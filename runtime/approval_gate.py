@@ -14,6 +14,7 @@ from .stop import RunStatus, StopKind
 def take_approval(p: Pass) -> bool:
     """True when the pending approval was granted and the pass may go on."""
     request = p.state.pending_approval
+    assert request is not None  # the pass takes the gate only while a request is pending
     decision = p.ports.approvals.decision_for(request)
     if decision is None:
         now = p.ports.clock.now()
@@ -31,10 +32,13 @@ def take_approval(p: Pass) -> bool:
         return False
     if request.kind == ApprovalKind.PLAN:
         waiting = p.state.plan_awaiting_approval
+        assert waiting is not None  # a plan request holds its plan until it is decided
         p.state = replace(p.state, plan_awaiting_approval=None)
         p.install_plan(waiting.revision, waiting.steps)
     else:
+        assert request.step_id is not None  # a step request names its step
         progress = p.state.step_progress(request.step_id)
+        assert progress is not None
         p.state = p.state.with_step(replace(progress, approved_arguments_hash=request.arguments_hash))
     p.state = replace(p.state, pending_approval=None)
     return True

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from .records import declared_numbers, replace
+from .records import Record, declared_numbers, replace
 
 SIDE_EFFECT_WINDOW_S = 60.0
 
@@ -29,7 +29,7 @@ class BudgetName(StrEnum):
 class _Record:
     """A budgets or usage record, as JSON data: its dicts copied, its tuples as lists."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self: Record) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
 

@@ -51,7 +51,7 @@ def conclude(p: Pass, action: Action, attempt: Attempt, history_before: tuple[Hi
         completion_verified=verified, deadline_passed=B.deadline_passed(s.budgets, s.started_at, now),
         retry_allowed=retry_allowed(spec.retry, observation, attempts_made=1 + progress.retries_used),
         retry_budget_left=B.retry_budget_left(s.budgets, s.usage), polling=polling,
-        poll_allowed=polling and 1 + progress.polls_used < spec.polling.max_attempts,
+        poll_allowed=polling and spec.polling is not None and 1 + progress.polls_used < spec.polling.max_attempts,
         has_next_step=others_pending)
     attempt = replace(attempt, progress=replace(progress, last_observation=_summary(observation)))
     # Flag and decision are one fact: an attempt is flagged only when the repeat stopped the
@@ -119,6 +119,7 @@ def _act_on(p: Pass, action: Action, attempt: Attempt, verdict: Verdict) -> None
                               attempt_id)
         return p.stop(StopKind.BUDGET_EXHAUSTED, budget.value, f"step {step.id}: {verdict.reason}", attempt_id)
     if d is Decision.STOP_TERMINAL_FAILURE:
+        assert observation.error_code is not None  # decide() stops so only on a failure, which has a code
         return p.stop(StopKind.TERMINAL_FAILURE, observation.error_code.value,
                       f"step {step.id}: {spec.name} {verdict.reason}", attempt_id)
     if d is Decision.STOP_STALLED:
@@ -130,6 +131,7 @@ def _act_on(p: Pass, action: Action, attempt: Attempt, verdict: Verdict) -> None
             delay = retry_delay_s(spec.retry, observation, progress.retries_used + 1, p.ports.rng)
             next_kind = AttemptKind.RETRY
         else:
+            assert spec.polling is not None  # decide() polls only under a polling policy
             delay, next_kind = spec.polling.interval_s, AttemptKind.POLL
         s = p.state
         refusing = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name,
@@ -148,6 +150,7 @@ def _act_on(p: Pass, action: Action, attempt: Attempt, verdict: Verdict) -> None
         p.wait_s = delay
         return
     if d is Decision.REPLAN:
+        assert verdict.replan_reason is not None  # every REPLAN verdict names its reason
         p.state = replace(p.state, planning=PlanningNeed(
             reason_code=verdict.replan_reason.value,
             reason=f"step {step.id} ({spec.name}): {verdict.reason}; last outcome {outcome_text(observation)}",

@@ -20,7 +20,7 @@ from typing import Any
 from . import budgets as B
 from .approval_gate import request_approval, take_approval
 from .approvals import ApprovalKind, ApprovalRequest
-from .calls import Action, call, record_attempt, wait_for_admission
+from .calls import Action, Attempt, call, record_attempt, wait_for_admission
 from .conclusion import conclude
 from .decide import Decision
 from .events import DecisionMade, Event
@@ -82,9 +82,10 @@ class Controller:
         if state.is_terminal:
             return Transition(state, (), None)
         p = Pass(state, self)
+        abandon: tuple[type[BaseException], ...] = (LeaseLost, *self.abandon_on)
         try:
             self._pass(p)
-        except (LeaseLost, *self.abandon_on):
+        except abandon:
             raise  # another worker owns the run now, or the pass cannot be recorded: leave no trace
         except Exception as exc:  # noqa: BLE001 - every stop path must record a reason
             p.state = state
@@ -201,6 +202,7 @@ class Controller:
     def _execute(self, p: Pass, progress: StepProgress, action: Action,
                  interrupted: CallIntent | None = None) -> None:
         history_before = p.state.history
+        attempt: Attempt | AdmissionRefused
         if interrupted is not None:
             attempt = interrupted_call(p, progress, action, interrupted)
         else:

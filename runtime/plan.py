@@ -145,7 +145,7 @@ def _parse_step(item: Any, index: int, errors: list[PlanError]) -> Step | None:
         depends_on = [depends_on]
     if not isinstance(depends_on, list) or not all(isinstance(d, str) for d in depends_on):
         errors.append(PlanError("malformed_step", "depends_on must be a list of step ids", step_id))
-    if len(errors) > before:
+    if len(errors) > before or not isinstance(capability, str):
         return None
     return Step(id=step_id, capability=capability, arguments=arguments, expected_outcome=expected,
                 depends_on=tuple(depends_on))

@@ -33,6 +33,7 @@ class _Asked:
 
 def ask_planner(p: Pass, now: float) -> None:
     s, need = p.state, p.state.planning
+    assert need is not None  # the planner is asked only when the run needs a plan
     is_revision = s.usage.plans > 0
     if is_revision and not s.allow_replan:
         if need.reason_code == ReplanReason.PLAN_REJECTED:

@@ -47,7 +47,7 @@ def settle_lost_calls(p: Pass) -> None:
 
 def _count_lost(p: Pass, lost: PlannerCallIntent) -> None:
     answered = lost.answered_tokens is not None
-    tokens = lost.answered_tokens if answered else lost.max_tokens
+    tokens = lost.answered_tokens if lost.answered_tokens is not None else lost.max_tokens
     cost = (lost.answered_cost or 0.0) if answered else lost.max_cost
     p.state = replace(p.state, usage=p.state.usage.counted_lost_planner_call(tokens=tokens, cost=cost,
                                                                              estimated=not answered))

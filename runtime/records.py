@@ -2,8 +2,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
-from typing import Any
+from dataclasses import Field, fields
+from typing import Any, ClassVar, Protocol, TypeVar
+
+
+class Record(Protocol):
+    """Any dataclass instance (what dataclasses.fields() takes)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+
+R = TypeVar("R", bound=Record)
 
 
 def declared_numbers(cls: type, data: dict[str, Any]) -> dict[str, int | float]:
@@ -15,7 +24,7 @@ def declared_numbers(cls: type, data: dict[str, Any]) -> dict[str, int | float]:
 _FIELD_NAMES: dict[type, frozenset[str]] = {}
 
 
-def replace(record: Any, /, **changes: Any) -> Any:
+def replace(record: R, /, **changes: Any) -> R:
     """dataclasses.replace() for the runtime's frozen records, which have neither __post_init__ nor
     init=False fields nor slots: a copy of the instance's dict with the changes. A pass makes about
     seventeen of these; dataclasses.replace() re-reads every field through its __init__ (9 µs
@@ -40,7 +49,7 @@ def memo_dict(record: Any, build: Callable[[], dict[str, Any]]) -> dict[str, Any
     """A frozen record's to_dict(), built once: a step's progress and a history entry stay the same
     object from pass to pass until they change, and every pass writes the whole checkpoint. The
     dict is shared: read it, never change it."""
-    cached = record.__dict__.get(MEMO)
+    cached: dict[str, Any] | None = record.__dict__.get(MEMO)
     if cached is None:
         cached = build()
         object.__setattr__(record, MEMO, cached)

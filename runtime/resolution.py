@@ -83,9 +83,10 @@ def resolve(p: Pass, action: Action, unknown: Attempt) -> Attempt | None:
         budget = B.exhausted_before_call(s.budgets, s.usage, capability=spec.name, side_effecting=True,
                                          retry=True, started_at=s.started_at, now=now)
         if budget and not spec.status_lookup:
-            return p.stop(StopKind.BUDGET_EXHAUSTED, budget,
-                          f"step {step.id}: re-sending {spec.name} with its idempotency key would exceed "
-                          f"the {budget} budget; whether it committed stays unknown", unknown.attempt_id)
+            p.stop(StopKind.BUDGET_EXHAUSTED, budget,
+                   f"step {step.id}: re-sending {spec.name} with its idempotency key would exceed "
+                   f"the {budget} budget; whether it committed stays unknown", unknown.attempt_id)
+            return None
         if not budget:
             called = call(p, progress, replace(action, kind=AttemptKind.RESOLVE))
             if isinstance(called, AdmissionRefused):
@@ -97,9 +98,10 @@ def resolve(p: Pass, action: Action, unknown: Attempt) -> Attempt | None:
     if not spec.status_lookup:
         why = ("its retry policy allows no re-send" if spec.idempotent
                else "it can be neither deduplicated by idempotency key")
-        return p.stop(StopKind.TERMINAL_FAILURE, ErrorCode.OUTCOME_UNKNOWN.value,
-                      f"step {step.id}: {spec.name} may or may not have committed, {why} nor looked up",
-                      unknown.attempt_id)
+        p.stop(StopKind.TERMINAL_FAILURE, ErrorCode.OUTCOME_UNKNOWN.value,
+               f"step {step.id}: {spec.name} may or may not have committed, {why} nor looked up",
+               unknown.attempt_id)
+        return None
     return _look_up(p, action, unknown)
 
 
@@ -145,21 +147,24 @@ def _look_up(p: Pass, action: Action, unknown: Attempt) -> Attempt | None:
     settle_at = unknown.started + spec.settle_window_s
     if p.ports.clock.now() < settle_at or call_in_flight(p, spec, action.key):
         # Its "not committed" could be overtaken by the call itself: not believed yet.
-        return _wait_to_settle(p, action, unknown, settle_at)
+        _wait_to_settle(p, action, unknown, settle_at)
+        return None
     started = p.ports.clock.now()
     budget = B.exhausted_before_lookup(s.budgets, s.usage, capability=spec.name, started_at=s.started_at,
                                        now=started)
     if budget:
-        return p.stop(StopKind.BUDGET_EXHAUSTED, budget,
-                      f"step {step.id}: looking up whether {spec.name} committed would exceed the {budget} "
-                      "budget; whether it committed stays unknown", unknown.attempt_id)
+        p.stop(StopKind.BUDGET_EXHAUSTED, budget,
+               f"step {step.id}: looking up whether {spec.name} committed would exceed the {budget} "
+               "budget; whether it committed stays unknown", unknown.attempt_id)
+        return None
     looked = p.ports.executor.lookup_status(spec, step.arguments, idempotency_key=action.key,
                                             timeout_s=call_timeout(s, spec, started), attempt=progress.attempts + 1)
     p.state = replace(p.state, usage=p.state.usage.counted_lookup(spec.name))
     if looked is None or looked.side_effect is SideEffectStatus.UNKNOWN:
-        return p.stop(StopKind.TERMINAL_FAILURE, ErrorCode.OUTCOME_UNKNOWN.value,
-                      f"step {step.id}: the status lookup of {spec.name} could not tell whether it committed",
-                      unknown.attempt_id)
+        p.stop(StopKind.TERMINAL_FAILURE, ErrorCode.OUTCOME_UNKNOWN.value,
+               f"step {step.id}: the status lookup of {spec.name} could not tell whether it committed",
+               unknown.attempt_id)
+        return None
     progress = replace(progress, attempts=progress.attempts + 1)
     if looked.side_effect is SideEffectStatus.COMMITTED:
         observation = Observation.success(looked.output, state_changed=True, side_effect=SideEffectStatus.COMMITTED,

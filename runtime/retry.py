@@ -16,7 +16,7 @@ def retry_allowed(policy: RetryPolicy, observation: Observation, *, attempts_mad
 
 def exponential_backoff_s(base_s: float, cap_s: float, retry_number: int) -> float:
     """base_s doubled for every retry after the first, never above cap_s."""
-    return min(cap_s, base_s * (2 ** max(0, retry_number - 1)))
+    return min(cap_s, base_s * float(2 ** max(0, retry_number - 1)))
 
 
 def jittered_backoff_s(base_s: float, cap_s: float, retry_number: int, rng: random.Random) -> float:

@@ -55,7 +55,7 @@ def safe_search(pattern: str, text: str) -> bool:
 
 # -- keyword implementations on the safe engine --------------------------------------------------
 
-def _pattern(validator, pattern, instance, schema):
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "string"):
         return
     try:
@@ -77,7 +77,8 @@ def _matches(pattern: str, key: str) -> bool:
         return False
 
 
-def _pattern_properties(validator, pattern_properties, instance, schema):
+def _pattern_properties(validator: Any, pattern_properties: dict[str, Any], instance: Any,
+                        schema: dict[str, Any]) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
     for pattern, subschema in pattern_properties.items():
@@ -91,7 +92,8 @@ def _pattern_properties(validator, pattern_properties, instance, schema):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-def _additional_properties(validator, additional, instance, schema):
+def _additional_properties(validator: Any, additional: Any, instance: Any,
+                           schema: dict[str, Any]) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
     properties = schema.get("properties", {})
@@ -131,11 +133,11 @@ def _validator_for_json(schema_json: str) -> Any:
     return SafeValidator(schema, registry=NO_RETRIEVAL)
 
 
-def validator(schema: dict) -> Any:
+def validator(schema: dict[str, Any]) -> Any:
     return _validator_for_json(json.dumps(schema, sort_keys=True, default=str))
 
 
-def errors(schema: dict | None, instance: Any) -> list[tuple[str, str]]:
+def errors(schema: dict[str, Any] | None, instance: Any) -> list[tuple[str, str]]:
     """(where, message) for each way `instance` fails `schema`; never raises."""
     if not schema:
         return []
@@ -173,7 +175,7 @@ def problems(schema: Any) -> list[str]:
     return found
 
 
-def _walk(node: Any, path: str = "#") -> Iterator[tuple[str, dict]]:
+def _walk(node: Any, path: str = "#") -> Iterator[tuple[str, dict[str, Any]]]:
     """Every subschema (dict) with its JSON pointer, skipping data-valued keywords."""
     if isinstance(node, dict):
         yield path, node
@@ -190,7 +192,7 @@ def _escape(key: str) -> str:
     return str(key).replace("~", "~0").replace("/", "~1")
 
 
-def _pattern_problems(schema: dict) -> list[str]:
+def _pattern_problems(schema: dict[str, Any]) -> list[str]:
     found = []
     for where, node in _walk(schema):
         patterns = []
@@ -209,7 +211,7 @@ def _pattern_problems(schema: dict) -> list[str]:
     return found
 
 
-def _reference_problems(schema: dict) -> list[str]:
+def _reference_problems(schema: dict[str, Any]) -> list[str]:
     """References that leave the schema or lead nowhere, and loops that never descend."""
     resource = Resource.from_contents(schema, default_specification=DRAFT202012)
     registry = NO_RETRIEVAL.with_resource(ROOT_URI, resource)

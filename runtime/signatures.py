@@ -66,9 +66,9 @@ def _drop(value: Any, parts: list[str]) -> Any:
         if head == "*":
             return [_drop(item, rest) for item in value]
         if head.lstrip("-").isdigit() and -len(value) <= int(head) < len(value):
-            out = list(value)
-            out[int(head)] = _drop(out[int(head)], rest)
-            return out
+            items = list(value)
+            items[int(head)] = _drop(items[int(head)], rest)
+            return items
     # A list element is never deleted: that would shift the others and hide a real change.
     return value
 

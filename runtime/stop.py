@@ -45,6 +45,22 @@ class StallKind(StrEnum):
     REPEATED_WITHOUT_PROGRESS = "repeated_without_progress"
     PLANNER_EXHAUSTED = "planner_exhausted"
 
+    @classmethod
+    def in_detail(cls, detail: str) -> StallKind | None:
+        """The stall kind a stalled run's stop detail names: "<kind>: why..." as the runtime writes
+        it, or, for a run recorded before runs stored the kind, the words the runtime used then."""
+        head = detail.partition(":")[0]
+        if head in {kind.value for kind in cls}:
+            return cls(head)
+        return next((kind for kind, words in _STALL_WORDS.items() if any(w in detail for w in words)), None)
+
+
+# What a stop detail said of each stall kind before it opened with the kind.
+_STALL_WORDS = {
+    StallKind.REPEATED_WITHOUT_PROGRESS: ("repeated with the same outcome",),
+    StallKind.PLANNER_EXHAUSTED: ("no further plan", "proposed no plan", "does not replan"),
+}
+
 
 class ReplanReason(StrEnum):
     DEPENDENCY_FAILED = "dependency_failed"
@@ -75,7 +91,7 @@ class StopReason:
 
     @classmethod
     def parse(cls, text: str) -> StopReason:
-        kind, _, detail = text.partition(":")
+        kind, _, detail = text.partition(_SEPARATOR)
         return cls(StopKind(kind), detail or None)
 
     @classmethod
@@ -84,7 +100,13 @@ class StopReason:
         return cls.parse(text) if text else None
 
     def __str__(self) -> str:
-        return f"{self.kind.value}:{self.detail}" if self.detail else self.kind.value
+        return f"{self.kind.value}{_SEPARATOR}{self.detail}" if self.detail else self.kind.value
+
+    @staticmethod
+    def prefix(kind: str) -> str:
+        """The start of every stored reason of this kind with a qualifier ("budget_exhausted:"):
+        what a query for "any budget" matches."""
+        return f"{kind}{_SEPARATOR}"
 
     @property
     def budget(self) -> BudgetName | None:
@@ -100,6 +122,7 @@ class StopReason:
                 + tuple(cls(k) for k in StopKind if k not in _QUALIFIED and k is not StopKind.COMPLETED))
 
 
+_SEPARATOR = ":"
 _QUALIFIED = frozenset({StopKind.BUDGET_EXHAUSTED, StopKind.TERMINAL_FAILURE})
 
 

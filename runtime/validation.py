@@ -58,7 +58,7 @@ def argument_errors(spec: CapabilitySpec, arguments: Any, step_id: str | None = 
     return argument_problems(spec.schema, arguments, spec.max_argument_bytes, step_id)
 
 
-def argument_problems(schema: dict | None, arguments: Any, max_bytes: int | None,
+def argument_problems(schema: dict[str, Any] | None, arguments: Any, max_bytes: int | None,
                       step_id: str | None = None) -> list[PlanError]:
     """The one argument check, all problems listed: asked of a plan's steps, by every executor
     before anything is sent, and by Try it."""

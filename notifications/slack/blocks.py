@@ -22,6 +22,8 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from runtime.stop import StopKind
+
 APPROVE, REJECT = "agentops_approve", "agentops_reject"
 COMMENT_BLOCK, COMMENT_INPUT = "agentops_comment", "comment"
 MAX_ARGUMENTS_CHARS = 2600  # a section's text holds 3000 characters
@@ -74,7 +76,7 @@ def request_blocks(approval, *, inbox_url: str) -> list[dict]:
         ActionsBlock(block_id="agentops_decision", elements=[
             ButtonElement(text="Approve", action_id=APPROVE, value=value, style="primary"),
             ButtonElement(text="Reject", action_id=REJECT, value=value, style="danger", confirm=ConfirmObject(
-                title="Reject this request?", text="The run stops (approval_rejected) and cannot be resumed.",
+                title="Reject this request?", text=f"The run stops ({StopKind.APPROVAL_REJECTED}) and cannot be resumed.",
                 confirm="Reject", deny="Keep it waiting")),
         ]),
     ]

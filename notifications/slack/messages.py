@@ -17,6 +17,7 @@ from core.models import AuditEvent
 from notifications.errors import ChannelError
 from notifications.models import SlackMessage
 from notifications.slack import api, blocks
+from runtime.stop import StopKind
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def outcome_text(approval, now: datetime) -> str:
     state = shown_state(approval, now)
     if state == ApprovalState.EXPIRED:
         at = approval.decided_at or approval.expires_at
-        return f":hourglass: *Expired* undecided at {at:%Y-%m-%d %H:%M} UTC: the run stops `approval_expired`."
+        return f":hourglass: *Expired* undecided at {at:%Y-%m-%d %H:%M} UTC: the run stops `{StopKind.APPROVAL_EXPIRED}`."
     who = approval.decided_by.get_username() if approval.decided_by else "the system"
     where = WHERE.get(decided_channel(approval), "")
     mark = ":white_check_mark:" if state == ApprovalState.APPROVED else ":no_entry:"

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from django.urls import reverse
 from django.utils import timezone
 
+from core.choices import LIVE_STATUSES
 from runs.dashboard import periods as dashboard
 from runs.dashboard.budget_usage import run_budget_usage
 from runs.models import Run
@@ -20,7 +21,6 @@ from runtime.stop import StopKind, StopReason
 
 ACTIVE_SCAN = 200  # each carries its checkpoint (the usage the budgets are enforced against)
 ACTIVE_SHOWN = 15
-LIVE_STATUSES = ("queued", "running", "awaiting_approval")
 NO_CAPABILITY = "(none)"
 BUDGET_WORDS = {"iterations": "iterations", "revisions": "revisions", "tool_calls": "tool calls", "tokens": "tokens",
                 "cost": "cost", "retries": "retries", "deadline": "time", "side_effect_rate": "side effects per minute"}

@@ -11,35 +11,37 @@ from datetime import UTC, timedelta
 from django import template
 from django.utils.html import format_html, format_html_join
 
-from core.choices import STOP_REASON_VALUES
-from runtime.stop import StopKind, stop_reason
+from runtime.budgets import BudgetName
+from runtime.observation import ErrorCode
+from runtime.stop import StallKind, StopKind, StopReason
 
 register = template.Library()
 
+# Plain words for each budget, failure and stall kind: keyed by the runtime's enums, every member worded.
 _BUDGET_WORDS = {
-    "iterations": "the run used all of its iterations",
-    "revisions": "the planner used up its allowed plan revisions",
-    "tool_calls": "the run reached its limit of tool calls",
-    "capability_calls": "a capability reached its per-capability call limit",
-    "deadline": "the run's deadline passed",
-    "tokens": "the run used up its token budget",
-    "cost": "the run reached its cost limit",
-    "retries": "the run used up its retry budget",
-    "side_effect_rate": "too many side effects in too short a time",
+    BudgetName.ITERATIONS: "the run used all of its iterations",
+    BudgetName.REVISIONS: "the planner used up its allowed plan revisions",
+    BudgetName.TOOL_CALLS: "the run reached its limit of tool calls",
+    BudgetName.CAPABILITY_CALLS: "a capability reached its per-capability call limit",
+    BudgetName.DEADLINE: "the run's deadline passed",
+    BudgetName.TOKENS: "the run used up its token budget",
+    BudgetName.COST: "the run reached its cost limit",
+    BudgetName.RETRIES: "the run used up its retry budget",
+    BudgetName.SIDE_EFFECT_RATE: "too many side effects in too short a time",
 }
 _FAILURE_WORDS = {
-    "timeout": "a call timed out",
-    "connection_error": "a capability could not be reached",
-    "rate_limited": "a capability kept refusing calls as rate limited",
-    "server_error": "a capability kept failing with server errors",
-    "permission_denied": "a capability refused the call (permission denied)",
-    "not_found": "a capability reported that what was asked for does not exist",
-    "invalid_arguments": "a capability rejected the call's arguments",
-    "conflict": "the target's state conflicted with the request",
-    "outcome_unknown": "a side effect may or may not have happened and could not be reconciled",
-    "tool_error": "a capability reported a failure it did not explain",
+    ErrorCode.TIMEOUT: "a call timed out",
+    ErrorCode.CONNECTION_ERROR: "a capability could not be reached",
+    ErrorCode.RATE_LIMITED: "a capability kept refusing calls as rate limited",
+    ErrorCode.SERVER_ERROR: "a capability kept failing with server errors",
+    ErrorCode.PERMISSION_DENIED: "a capability refused the call (permission denied)",
+    ErrorCode.NOT_FOUND: "a capability reported that what was asked for does not exist",
+    ErrorCode.INVALID_ARGUMENTS: "a capability rejected the call's arguments",
+    ErrorCode.CONFLICT: "the target's state conflicted with the request",
+    ErrorCode.OUTCOME_UNKNOWN: "a side effect may or may not have happened and could not be reconciled",
+    ErrorCode.TOOL_ERROR: "a capability reported a failure it did not explain",
 }
-STOP_REASON_TEXT = {
+_KIND_WORDS = {
     StopKind.COMPLETED: "Completed: the completion criteria were met",
     StopKind.STALLED: "Stopped: the run made no progress (the same action gave the same result, or the planner had "
                "nothing more to try)",
@@ -50,21 +52,41 @@ STOP_REASON_TEXT = {
     StopKind.INTERNAL_ERROR: "Stopped: an internal error in AgentOps",
     StopKind.SESSION_ENDED: "Stopped: the agent's MCP session ended (closed by the client, or idle) while the run "
                      "waited for its next call",
-    **{stop_reason(StopKind.BUDGET_EXHAUSTED, name): f"Stopped: {text}" for name, text in _BUDGET_WORDS.items()},
-    **{stop_reason(StopKind.TERMINAL_FAILURE, code): f"Stopped: {text}" for code, text in _FAILURE_WORDS.items()},
 }
-assert set(STOP_REASON_VALUES) <= set(STOP_REASON_TEXT), "every stop reason needs plain words"
+STOP_REASON_TEXT = {
+    **{StopReason(kind): text for kind, text in _KIND_WORDS.items()},
+    **{StopReason(StopKind.BUDGET_EXHAUSTED, name): f"Stopped: {text}" for name, text in _BUDGET_WORDS.items()},
+    **{StopReason(StopKind.TERMINAL_FAILURE, code): f"Stopped: {text}" for code, text in _FAILURE_WORDS.items()},
+}
+assert set(STOP_REASON_TEXT) == set(StopReason.every()), "every stop reason needs plain words"
 
 
 STALL_KIND_TEXT = {
-    "repeated_without_progress": "the same action gave the same result, with nothing changed in between",
-    "planner_exhausted": "the planner had nothing more to try",
+    StallKind.REPEATED_WITHOUT_PROGRESS: "the same action gave the same result, with nothing changed in between",
+    StallKind.PLANNER_EXHAUSTED: "the planner had nothing more to try",
 }
+assert set(STALL_KIND_TEXT) == set(StallKind), "every stall kind needs plain words"
 
 
 @register.filter
 def stall_kind_text(value: str) -> str:
-    return STALL_KIND_TEXT.get(value or "", "")
+    try:
+        return STALL_KIND_TEXT[StallKind(value)]
+    except ValueError:
+        return ""
+
+
+@register.filter
+def completed_run(run) -> bool:
+    """Whether the run stopped because its completion criteria were met."""
+    return run.stop_reason == StopKind.COMPLETED
+
+
+@register.filter
+def stop_code(kind_name: str) -> str:
+    """A stop kind's code by its member name, for a sentence naming it (`"APPROVAL_REJECTED"|stop_code`):
+    the code itself lives in the runtime's vocabulary only."""
+    return StopKind[kind_name].value
 
 
 @register.filter
@@ -79,7 +101,10 @@ def run_stop_text(run) -> str:
 def stop_reason_text(value: str) -> str:
     if not value:
         return ""
-    return STOP_REASON_TEXT.get(value, f"Stopped: {value.replace('_', ' ')}")
+    try:
+        return STOP_REASON_TEXT[StopReason.parse(value)]
+    except (KeyError, ValueError):
+        return f"Stopped: {value.replace('_', ' ')}"
 
 
 @register.filter

@@ -12,7 +12,7 @@ from django.db.models import Case, OuterRef, Q, QuerySet, Subquery, When
 from runs.models import Approval, Attempt, PlanRevision, Run
 from runs.querytools import narrowed
 from runtime.budgets import BudgetName
-from runtime.stop import StopKind, StopReason, stop_reason
+from runtime.stop import StallKind, StopKind, StopReason, stop_reason
 
 # Decisions that end a run, or ask for a plan the run then could not get.
 _STOPPING_DECISIONS = {"complete", "stop_budget", "stop_terminal_failure", "stop_stalled", "replan"}
@@ -146,16 +146,8 @@ def stall_kind(run: Run) -> str:
     stop detail of a run recorded before the field existed."""
     if run.stop_reason != StopKind.STALLED:
         return ""
-    kind = getattr(run, "stall_kind", "") or ""
-    if kind:
-        return kind
-    detail = run.stop_detail or ""
-    if "repeated with the same outcome" in detail or detail.startswith("repeated_without_progress"):
-        return "repeated_without_progress"
-    if any(words in detail for words in ("no further plan", "proposed no plan", "does not replan",
-                                         "planner_exhausted")):
-        return "planner_exhausted"
-    return ""
+    kind = getattr(run, "stall_kind", "") or StallKind.in_detail(run.stop_detail or "")
+    return str(kind or "")
 
 
 def last_failure(*, run: Run) -> Attempt | None:

@@ -24,7 +24,7 @@ from runtime.replay import (
     scenario_from_record,
 )
 from runtime.sim.scenario import ScenarioError, load_scenario, run_scenario
-from runtime.stop import StopKind
+from runtime.stop import RunStatus, StopKind
 
 _HTTP_STATUS = re.compile(r"^HTTP (\d{3})\b")
 EXPECTED_COUNTS = ("tool_calls", "revisions", "retries", "approvals_requested", "tokens", "side_effects_committed")
@@ -88,7 +88,7 @@ def _owner_permissions(run: Run, specs) -> list[str]:
 
 def _expect(run: Run) -> dict[str, Any]:
     expect: dict[str, Any] = {field: getattr(run, field) for field in EXPECTED_COUNTS}
-    if run.status != "cancelled":  # a cancellation came from outside the run: nothing to replay it
+    if run.status != RunStatus.CANCELLED:  # a cancellation came from outside the run: nothing to replay it
         expect["status"] = run.status
         if run.stop_reason:
             expect["stop_reason"] = run.stop_reason

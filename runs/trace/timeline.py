@@ -44,6 +44,7 @@ from django.utils.safestring import SafeString, mark_safe
 from runs.expressions import EpochSeconds
 from runs.models import Approval, Attempt, PlanRevision, Run, Step
 from runs.trace.review import StopTrigger, attempt_label, kind_label
+from runtime.stop import RunStatus, StopKind
 
 WIDTH, LEFT, RIGHT, TOP, LANE_H, AXIS_H = 1000, 150, 16, 8, 26, 34
 MERGE_PX = 3  # merged columns are this wide: fewer, still readable, and the markup stays small
@@ -448,9 +449,9 @@ def _render(run, bars, lanes, connectors, span, trigger, stop_at, attempt_count,
                      f'<title>{escape(title)}</title></path>')
     if stop_at is not None:
         x = LEFT + stop_at * scale
-        completed = run.stop_reason == "completed"
+        completed = run.stop_reason == StopKind.COMPLETED
         cls = "stop-line completed" if completed else "stop-line"
-        label = "completed" if completed else "stopped"
+        label = RunStatus.COMPLETED if completed else RunStatus.STOPPED
         parts.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + LANE_H * len(lanes)}" class="{cls}">'
                      f'<title>{escape(label)}: {escape(run.stop_reason)}</title></line>')
     parts.append("</svg>")

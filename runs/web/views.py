@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from capabilities.models import Capability
-from core.choices import DecisionChannel, ErrorCode, ObservationStatus, RunStatus, StopReason
+from core.choices import LIVE_STATUSES, DecisionChannel, ErrorCode, ObservationStatus, RunStatus, StopReason
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, bad_request, forbidden, permission_needed
@@ -152,7 +152,7 @@ def run_list(request):
                            before=request.GET.get("before"), number=_page_int(request))
     except InvalidCursor as exc:
         return bad_request(request, str(exc))
-    live = any(run.status in selectors.LIVE_STATUSES for run in page.object_list)
+    live = any(run.status in LIVE_STATUSES for run in page.object_list)
     context = {"form": form, "page": page, "live": live, "sort": filters.sort, "count_cap": COUNT_CAP,
                "filtered": any(v for k, v in vars(filters).items() if k not in ("sort", "evaluation_runs")),
                "evaluation_runs": preference,

@@ -29,6 +29,7 @@ from runs.worker.sql import execute, insert_from, insert_rows
 from runtime import events as ev
 from runtime.controller import Transition
 from runtime.intents import CallIntent, LeaseLost
+from runtime.observation import ErrorCategory, ErrorCode
 from runtime.signatures import arguments_hash
 from runtime.state import RunState
 from runtime.stop import StopKind, status_for_stop, stop_kind
@@ -97,7 +98,7 @@ class PassWriter(PlannerCallIntents):
                 number=intent.attempt, kind=intent.kind, capability_name=intent.capability,
                 signature="", signature_hash="", idempotency_key=intent.idempotency_key or "",
                 started_at=_at(intent.started_at), ended_at=_at(intent.started_at), latency_s=0.0,
-                status="terminal", error_code="outcome_unknown", error_category="unknown_outcome",
+                status="terminal", error_code=ErrorCode.OUTCOME_UNKNOWN, error_category=ErrorCategory.UNKNOWN_OUTCOME,
                 error_message=f"in flight: sent by {self.lease.worker if self.lease else 'this process'}; "
                               "the outcome is not recorded yet",
                 side_effect_status="unknown", in_flight=True,

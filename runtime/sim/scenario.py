@@ -172,7 +172,7 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0:
         problems.append("approval_ttl_s must be a positive number")
         ttl = Scenario.approval_ttl_s
-    if problems:
+    if problems or not isinstance(name, str):
         raise ScenarioError(source, problems)
     return Scenario(name=name, goal=data.get("goal", ""), completion=completion, budgets=budgets,
                     owner_permissions=None if permissions is None else tuple(permissions),
@@ -346,6 +346,7 @@ def prepare_scenario(scenario: Scenario | str | Path | dict[str, Any], mode: str
     executor = SimulatedCapabilities(scenario.responses, clock)
     approvals = ScriptedApprovals(scenario.approvals)
     if mode == "direct":
+        assert scenario.direct is not None  # refused above
         planner: Any = DirectPlanner(scenario.direct["capability"], scenario.direct.get("arguments", {}))
     else:
         planner = ScriptedPlanner(list(scenario.plans))
@@ -379,7 +380,7 @@ def let_expire(rig: ScenarioRig, state: RunState) -> bool:
     """A request the script leaves to expire: move the clock to its expiry and say so, so
     the caller advances the run again (production's scheduler sweep does the same)."""
     request = state.pending_approval
-    if state.is_terminal or request is None or not rig.approvals.expiring(request):
+    if state.is_terminal or request is None or request.expires_at is None or not rig.approvals.expiring(request):
         return False
     rig.clock.advance(request.expires_at - rig.clock.now())
     return True
@@ -387,7 +388,7 @@ def let_expire(rig: ScenarioRig, state: RunState) -> bool:
 
 def scenario_result(scenario: Scenario, state: RunState, events: list[Event], commits: int, elapsed_s: float,
                     mode: str = "planning") -> ScenarioResult:
-    actual = {
+    actual: dict[str, Any] = {
         "status": state.status.value, "stop_reason": state.stop_reason, "tool_calls": state.usage.tool_calls,
         "revisions": state.usage.plans, "retries": state.usage.retries,
         "approvals_requested": sum(isinstance(e, ApprovalRequested) for e in events),
@@ -404,4 +405,4 @@ def _matches(expected: Any, actual: Any) -> bool:
     numbers = (int, float)
     if isinstance(expected, numbers) and isinstance(actual, numbers) and not isinstance(expected, bool):
         return math.isclose(expected, actual, rel_tol=1e-9, abs_tol=1e-6)
-    return expected == actual
+    return bool(expected == actual)

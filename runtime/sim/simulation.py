@@ -69,7 +69,7 @@ class ScriptedApprovals:
             if request.key not in self.answered:
                 self.requests.append(request)
             answer = self.remaining.pop(0) if self.remaining else None
-            if answer == EXPIRE:
+            if isinstance(answer, str):  # EXPIRE, the one word a script holds
                 self.expire.add(request.key)
                 answer = None
             self.answered[request.key] = answer
@@ -134,10 +134,10 @@ class SimulatedCapabilities:
         output = response.get("return")
         if "http_status" in response:
             output = response.get("body")
-            code = error_code_for_http_status(int(response["http_status"]))
-            if code is not None:
-                return Observation.failure(code, f"HTTP {response['http_status']}", output=output,
-                                           retry_after_s=retry_after, side_effect=_side_effect_of_failure(code, lost),
+            http_code = error_code_for_http_status(int(response["http_status"]))
+            if http_code is not None:
+                return Observation.failure(http_code, f"HTTP {response['http_status']}", output=output,
+                                           retry_after_s=retry_after, side_effect=_side_effect_of_failure(http_code, lost),
                                            extra={"http_status": int(response["http_status"])})
         side_effect = SideEffectStatus.NOT_COMMITTED
         if writes:

@@ -293,8 +293,9 @@ class TestRunCancel:
 class TestStopReasonWords:
     def test_it_has_plain_words_for_every_stop_reason(self):
         from runs.templatetags.runs_tags import STOP_REASON_TEXT, stop_reason_text
+        from runtime.stop import StopReason
 
         for value in STOP_REASON_VALUES:
-            assert STOP_REASON_TEXT[value] == stop_reason_text(value)
+            assert STOP_REASON_TEXT[StopReason.parse(value)] == stop_reason_text(value)
             assert value not in stop_reason_text(value)  # words, not the code
         assert stop_reason_text("budget_exhausted:deadline") == "Stopped: the run's deadline passed"

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ServiceError
 from evaluation import export
-from evaluation.models import EvaluationSuite
+from evaluation.models import Evaluation, EvaluationSuite
 from evaluation.selectors import task_rows
 from evaluation.services import evaluation_run_now, evaluation_suites_sync
 from evaluation.suites import SuiteError
@@ -53,7 +53,7 @@ class Command(BaseCommand):
             self.stdout.write(jsonlib.dumps(export.evaluation_dict(evaluation), indent=2, default=str))
         else:
             self._table(evaluation)
-        if evaluation.status != "completed":
+        if evaluation.status != Evaluation.Status.COMPLETED:
             raise CommandError(f"evaluation {evaluation.pk} {evaluation.status}: {evaluation.error[:2000]}")
 
     def _owner(self, username):
