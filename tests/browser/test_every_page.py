@@ -89,7 +89,8 @@ def _channel(admin):
     return _rule(admin).channels.get()
 
 
-BUILD = {"decide": _decide, "agent": _agent, "rule": _rule, "channel": _channel, "stalled": _stalled, "waiting": _waiting, "unknown": _unknown, "evaluation": _evaluation,
+BUILD = {"decide": _decide, "agent": _agent, "rule": _rule, "channel": _channel,
+         "stalled": _stalled, "waiting": _waiting, "unknown": _unknown, "evaluation": _evaluation,
          "server": _server, "attempt": lambda admin: (lambda a: f"{a.run_id}/attempts/{a.uid}")(
              _stalled(admin).attempts.order_by("id").first())}
 
