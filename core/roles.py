@@ -46,9 +46,12 @@ def sync_role_groups(apps, schema_editor=None):
     from django.contrib.auth.management import create_permissions
 
     for app_config in apps.get_app_configs():
-        app_config.models_module = True
+        # create_permissions skips an app without a models module, which a migration's app
+        # stubs never have. Put back what was there: on the live registry (the test suite's
+        # conftest passes it), None would make every later post_migrate skip the app.
+        models_module, app_config.models_module = getattr(app_config, "models_module", None), True
         create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
+        app_config.models_module = models_module
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     for role, names in ROLE_PERMISSIONS.items():

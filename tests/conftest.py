@@ -395,6 +395,32 @@ def celery_worker(django_db_setup, django_db_blocker):
             proc.kill()
 
 
+@pytest.fixture
+def own_task_queue(worker_env):
+    """A task queue that only the workers this test starts take from, for a test that must keep the
+    session's worker out of its runs: pausing that worker is not enough on Redis, where its `BRPOP`
+    stays registered and the server hands it the next task anyway.
+
+    This process sends to the queue meanwhile (every run start, re-send and sweep), as a fresh
+    process would with `AGENTOPS_TASK_QUEUE` set; the test starts its workers with `env`, whose
+    own sends (a run handed back with a countdown) go there too. Emptied before and after."""
+    from agentops.celery import app
+
+    name = f"{app.conf.task_default_queue}-own"
+
+    def purge():
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_purge(name)
+
+    purge()
+    previous, app.conf.task_default_queue = app.conf.task_default_queue, name
+    try:
+        yield type("OwnQueue", (), {"name": name, "env": {**worker_env, "AGENTOPS_TASK_QUEUE": name}})
+    finally:
+        app.conf.task_default_queue = previous
+        purge()
+
+
 def wait_until(predicate, timeout=30.0, interval=0.05, message="condition"):
     started = time.monotonic()
     while time.monotonic() - started < timeout:

@@ -103,3 +103,44 @@ def test_the_notification_policy_requires_approval():
 def test_the_functions_can_be_called_directly():
     result = functions.create_ticket("Direct", context=CallContext(idempotency_key="direct-1"))
     assert result["title"] == "Direct"
+
+
+@pytest.mark.parametrize("function, arguments, model", [
+    (functions.create_ticket, {"title": "VPN down"}, "Ticket"),
+    (functions.send_notification, {"channel": "email", "recipient": "ops@example.com", "message": "VPN down"},
+     "OutboxMessage"),
+])
+def test_a_late_call_of_a_worker_whose_run_was_taken_over_changes_nothing(executor, operator, function, arguments,
+                                                                          model):
+    """A worker paused past its lease wakes and finishes its call after another worker took the run
+    over: the call carries the run's real fence (runs.worker.adapters), and the capability's
+    commit_fenced refuses it inside the write's transaction."""
+    from datetime import timedelta
+
+    from django.apps import apps
+    from django.utils import timezone
+
+    from runs.models import Run
+    from runs.worker import leases
+    from runs.worker.adapters import FencedExecutor
+
+    rows = apps.get_model("capabilities", model).objects
+    run_ = Run.objects.create(goal="Tell ops", owner=operator, status="running", planner="scripted",
+                              completion={"capability": "search_documents", "path": "documents", "exists": True},
+                              budgets={"deadline_s": 60})
+    zombie = leases.claim(run_.pk, "zombie@host")
+    Run.objects.filter(pk=run_.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))   # paused past it
+    taker = leases.claim(run_.pk, "taker@host")
+    assert zombie is not None and taker is not None and taker.token > zombie.token
+
+    def call(lease, attempt):
+        return FencedExecutor(executor, lease).execute(spec(function), arguments, attempt=attempt, timeout_s=5,
+                                                       idempotency_key=f"run-{run_.pk}:s1", trace_id="", span_id="")
+
+    late = call(zombie, 1)
+    assert (late.error_code, late.side_effect) == (ErrorCode.CONFLICT, SideEffectStatus.NOT_COMMITTED)
+    assert "taken over" in late.error_message and not rows.exists()
+    sent = call(taker, 2)
+    assert sent.side_effect == SideEffectStatus.COMMITTED and rows.count() == 1
+    later = call(zombie, 1)   # landing after the taker's commit: refused before it reads or writes
+    assert later.error_code == ErrorCode.CONFLICT and later.output is None and rows.count() == 1

@@ -1,8 +1,12 @@
 """The fence a state-changing call carries to its callee, and the open calls of a python executor."""
 from __future__ import annotations
 
+import json
+import sys
 import threading
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -10,11 +14,12 @@ from capabilities.executors.base import FileOutputStore
 from capabilities.executors.fence import Fence
 from capabilities.executors.open_calls import OPEN_CALLS, OpenCalls
 from capabilities.kinds.http.executor import HttpExecutor
+from capabilities.kinds.mcp.executor import McpExecutor, StdioPolicy
 from capabilities.kinds.python.executor import PythonExecutor
 from capabilities.kinds.python.registry import CallContext, capability, commit_fenced
 from capabilities.netguard import NetGuard
 from runtime.capability import CapabilitySpec, Kind, SideEffect
-from runtime.observation import ErrorCode, SideEffectStatus
+from runtime.observation import ErrorCode, SideEffectStatus, Status
 
 SEEN: list[CallContext] = []
 RELEASE = threading.Event()
@@ -105,3 +110,41 @@ def test_http_sends_the_fence_on_state_changing_calls_and_their_lookups(tmp_path
     assert looked.output["headers"]["agentops-fence"] == "5:10:3"
     read = CapabilitySpec(name="read", kind=Kind.HTTP, config={"url": f"{http_server}/echo"})
     assert "agentops-fence" not in executor.execute(read, {}, timeout_s=5, fence=fence).output["headers"]
+
+
+# A real stdio MCP server that records the `_meta` of every call in a ledger (tests/chaos) and, as a
+# well-behaved callee does, refuses a write whose lease token is older than one seen for its key.
+LEDGER_SERVER = Path(__file__).resolve().parents[1] / "chaos" / "ledger_mcp_server.py"
+
+
+@pytest.mark.slow
+def test_mcp_sends_the_fence_and_the_key_in_meta_on_state_changing_calls(tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    executor = McpExecutor(environ={}, output_store=FileOutputStore(tmp_path), stdio=StdioPolicy(commands=(sys.executable,)))
+    write = CapabilitySpec(name="ledger_mcp", kind=Kind.MCP, side_effect=SideEffect.WRITE, idempotent=True,
+                           timeout_s=30, config={"transport": "stdio", "command": sys.executable,
+                                                 "args": [str(LEDGER_SERVER)], "env": {"CHAOS_LEDGER": str(ledger)},
+                                                 "tool": "ledger_mcp_write"})
+
+    def call(spec, item, key, fence):
+        return executor.execute(spec, {"item": item, "seconds": 0}, idempotency_key=key, timeout_s=30, fence=fence)
+
+    def ledger_of(kind, item):
+        lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+        return [r for r in lines if r["kind"] == kind and r.get("item") == item]
+
+    sent = call(write, "a", "k-1", Fence(5, 9, 2))
+    assert sent.side_effect is SideEffectStatus.COMMITTED, sent.error_message
+    (arrived,) = ledger_of("received", "a")
+    assert (arrived["key"], arrived["fence"]) == ("k-1", "5:9:2")
+    # The callee keeps the highest lease token per key: a paused worker's late call, made under the
+    # lease it held before the takeover, is refused and writes nothing.
+    late = call(write, "a", "k-1", Fence(5, 8, 1))
+    assert ledger_of("received", "a")[-1]["fence"] == "5:8:1"
+    assert (late.status, late.side_effect) == (Status.TERMINAL, SideEffectStatus.NOT_COMMITTED)
+    assert "fenced" in late.error_message and len(ledger_of("effect", "a")) == 1
+    # A call that changes nothing carries neither: there is nothing to deduplicate or fence.
+    read = replace(write, name="ledger_mcp_read", side_effect=SideEffect.NONE)
+    call(read, "b", "k-2", Fence(5, 9, 3))
+    (arrived,) = ledger_of("received", "b")
+    assert (arrived["key"], arrived["fence"]) == ("", "")

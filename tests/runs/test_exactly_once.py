@@ -45,14 +45,14 @@ def ledger(db, worker_env):
 
 @pytest.fixture
 def taker(worker_env):
-    """A second real worker, started when a test asks for it."""
+    """A second real worker, started when a test asks for it (with `env`, instead of the session's)."""
     procs = []
 
-    def start():
+    def start(env=None):
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency", "4",
              "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"taker-{os.getpid()}@%h"],
-            cwd=ROOT, env=worker_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            cwd=ROOT, env=env or worker_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(proc)
         return proc
 
@@ -168,10 +168,7 @@ def test_a_cancel_during_the_last_call_is_recorded_and_stops_the_run_cancelled(c
     assert effects(ledger, "ledger_slow", [name]) == {name: 1}
 
 
-@pytest.mark.skipif(os.environ.get("CELERY_BROKER_URL", "").startswith("redis"),
-                    reason="on Redis a paused idle worker's BRPOP is still registered: the server hands it the next task, so "
-                                 "this test cannot keep the session's worker out; run alone it passes there too")
-def test_a_worker_killed_during_an_mcp_stdio_call_leaves_one_effect(celery_worker, ledger, taker, settings,
+def test_a_worker_killed_during_an_mcp_stdio_call_leaves_one_effect(ledger, taker, own_task_queue, settings,
                                                                     stdio_allowed, operator, wait_until,
                                                                     monkeypatch, worker_env):
     from capabilities.kinds.mcp import servers
@@ -186,30 +183,26 @@ def test_a_worker_killed_during_an_mcp_stdio_call_leaves_one_effect(celery_worke
     servers.mcp_tools_import(user=stdio_allowed, server_id=server.pk, tools=[{
         "name": "ledger_mcp_write", "capability_name": "ledger_mcp", "side_effect": "write", "idempotent": True,
         "requires_approval": False, "retry_max_attempts": 3, "timeout_s": 20}])
-    # Only workers of this test take the run: the session's worker sleeps through it.
-    os.kill(celery_worker.pid, signal.SIGSTOP)
-    try:
-        first = taker()
-        name = item("mcp")
-        run = services.run_start(
-            owner=operator, goal="Write through MCP", planner="scripted",
-            planner_config={"plans": [[{"capability": "ledger_mcp", "arguments": {"item": name, "seconds": 3}}]]},
-            completion={"capability": "ledger_mcp", "path": "item", "equals": name}, budgets={"deadline_s": 120})
-        arrived = wait_until(lambda: received(ledger, name), timeout=60, message="the MCP call to arrive")[0]
-        assert arrived["parent"] == first.pid   # the stdio server is the worker's child
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait(timeout=10)
-        second = taker()
-        Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    # Only workers of this test take the run: its tasks go to a queue of the test's own.
+    first = taker(own_task_queue.env)
+    name = item("mcp")
+    run = services.run_start(
+        owner=operator, goal="Write through MCP", planner="scripted",
+        planner_config={"plans": [[{"capability": "ledger_mcp", "arguments": {"item": name, "seconds": 3}}]]},
+        completion={"capability": "ledger_mcp", "path": "item", "equals": name}, budgets={"deadline_s": 120})
+    arrived = wait_until(lambda: received(ledger, name), timeout=60, message="the MCP call to arrive")[0]
+    assert arrived["parent"] == first.pid   # the stdio server is the worker's child
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+    second = taker(own_task_queue.env)
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
 
-        def done():
-            queue.advance_later(run.pk)   # the orphan sweep's re-send
-            return finished(run.pk)
+    def done():
+        queue.advance_later(run.pk)   # the orphan sweep's re-send
+        return finished(run.pk)
 
-        wait_until(done, timeout=90, interval=1.0, message="the second worker to finish the run")
-        time.sleep(4)   # an orphaned server's call (3 s) has had every chance to land
-    finally:
-        os.kill(celery_worker.pid, signal.SIGCONT)
+    wait_until(done, timeout=90, interval=1.0, message="the second worker to finish the run")
+    time.sleep(4)   # an orphaned server's call (3 s) has had every chance to land
     run.refresh_from_db()
     assert run.stop_reason == "completed", run.stop_detail
     assert effects(ledger, "ledger_mcp_write", [name]) == {name: 1}

@@ -85,16 +85,11 @@ def demo_capabilities(db):
 
 
 @pytest.fixture
-def workers(worker_env, provider, tmp_path, celery_worker):
-    """Starts real Celery workers on the test database and broker, each with a short lease. The
-    session's worker (which has no fake provider) sleeps meanwhile, so only these take the run."""
-    from agentops.celery import app
-
-    os.kill(celery_worker.pid, signal.SIGSTOP)
-
-    with app.connection_for_write() as conn:
-        app.control.purge(connection=conn)
-    env = {**worker_env, "AGENTOPS_RUN_LEASE_SECONDS": str(LEASE_S),
+def workers(provider, tmp_path, own_task_queue):
+    """Starts real Celery workers on the test database and broker, each with a short lease, taking
+    tasks from a queue of the test's own: only they take the run, not the session's worker (which
+    has no fake provider)."""
+    env = {**own_task_queue.env, "AGENTOPS_RUN_LEASE_SECONDS": str(LEASE_S),
            "AGENTOPS_LLM_ENDPOINTS": json.dumps({"fake": {"base_url": provider.base_url}})}
     started = []
 
@@ -107,10 +102,7 @@ def workers(worker_env, provider, tmp_path, celery_worker):
         started.append(proc)
         return proc
 
-    try:
-        yield start
-    finally:
-        os.kill(celery_worker.pid, signal.SIGCONT)
+    yield start
     for proc in started:
         if proc.poll() is None:
             proc.terminate()
@@ -120,9 +112,6 @@ def workers(worker_env, provider, tmp_path, celery_worker):
                 proc.kill()
 
 
-@pytest.mark.skipif(os.environ.get("CELERY_BROKER_URL", "").startswith("redis"),
-                    reason="on Redis a paused idle worker's BRPOP is still registered: the server hands it the next task, so "
-                                 "this test cannot keep the session's worker out; run alone it passes there too")
 def test_a_planner_call_lost_with_its_worker_is_counted_once_as_an_estimate_and_asked_again(
         provider, workers, operator, demo_capabilities, wait_until):
     from runs import services
