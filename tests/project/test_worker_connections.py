@@ -69,9 +69,10 @@ def test_an_eager_task_leaves_the_caller_s_session_alone():
 
 
 @pytest.mark.slow
-def test_a_real_worker_advances_its_next_run_on_the_session_it_already_has(operator, worker_env, wait_until):
-    """Through a real worker (one thread, so both runs' slices land on it): the second run starts
-    no new PostgreSQL session. Before, Celery's fixup closed it around every task."""
+def test_a_real_worker_advances_its_next_run_on_the_session_it_already_has(operator, own_task_queue, wait_until):
+    """Through a real worker (one thread, on a queue of the test's own, so both runs' slices land on
+    it): the second run starts no new PostgreSQL session. Before, Celery's fixup closed it around
+    every task."""
     import subprocess
     import sys
     from pathlib import Path
@@ -107,7 +108,7 @@ def test_a_real_worker_advances_its_next_run_on_the_session_it_already_has(opera
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency", "1",
          "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"{app_name}@%h"],
-        cwd=Path(__file__).resolve().parents[2], env={**worker_env, "PGAPPNAME": app_name},
+        cwd=Path(__file__).resolve().parents[2], env={**own_task_queue.env, "PGAPPNAME": app_name},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         run_to_completion()
