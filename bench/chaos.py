@@ -2,25 +2,34 @@
 """Chaos: runs with real side effects while workers, the broker and the database die.
 
 Starts its own PostgreSQL cluster and Redis (ports from CHAOS_PG_PORT, default
-5441, and CHAOS_REDIS_PORT, default 6391), several real Celery workers and one
+5441, and CHAOS_REDIS_PORT, default 6391; the cluster's name from CHAOS_PG_CLUSTER,
+default chaos), real Celery workers (threads pools, one gevent, one prefork) and one
 beat, registers the ledger capabilities of tests/chaos/chaos_ledger.py (their real
 effects go to an fsync'd ledger file), starts runs, and meanwhile SIGKILLs
 workers every few seconds, SIGSTOPs one past its lease now and then (it wakes after
-another worker took its run over, its call still in flight), kills the children of a
-prefork worker, and crash-restarts Redis and PostgreSQL. Some runs call a send whose
-effect lands after its timeout (ledger_late_fenced). Then it waits for every run to
-finish and checks the ledger against the trace:
+another worker took its run over, its call still in flight), each pool in turn, kills the
+children of the prefork worker, and crash-restarts Redis and PostgreSQL. Some runs call a send
+whose effect lands after its timeout (ledger_late_fenced); one in eight is planned by the llm
+planner through a chat-completions server of its own. Then, aimed: a worker SIGKILLed while its
+stdio MCP call is in flight (--mcp-kills), the web process SIGKILLed inside an approval POST
+(--web-kills). It waits for every run to finish and checks the ledger against the trace:
 
 - 0 lost or stranded runs, 0 internal_error,
 - 0 duplicate real effects, counted per item in the ledger (not per idempotency key,
-  which an idempotent callee refuses anyway),
+  which an idempotent callee refuses anyway), and calls executed by every pool,
 - 0 executions missing from the trace (every exec's span is an attempt's span),
 - a call longer than the lease executed once,
 - an approval decided while the broker was down resumes its run,
-- 100 concurrent decisions of one approval: exactly one state change.
+- 100 concurrent decisions of one approval: exactly one state change,
+- one effect per item after each aimed kill; a killed approval POST decides nothing,
+- tokens counted equal tokens the provider served (a lost call within its estimate).
 
-    .venv/bin/python bench/chaos.py                    # full size: 300 runs, 120 s of chaos
-    .venv/bin/python bench/chaos.py --runs 40 --duration 40 --workers 3   # CI's reduced size
+Last, at full size, bench/backlog.py on the same cluster (--backlog runs queued at once, no
+faults): re-sent tasks, the longest queue, time to drain, the last run's wait.
+
+    .venv/bin/python bench/chaos.py                    # full size: 300 runs, 120 s of chaos, backlog of 2,000
+    .venv/bin/python bench/chaos.py --runs 40 --duration 40 --workers 3 --mcp-kills 1 --web-kills 1 \
+        --backlog 0                                    # CI's reduced size (tests/chaos/test_chaos.py)
     add --json for one JSON object (tests/chaos/test_chaos.py reads it); --keep keeps the cluster
 
 Exit status 1 if any check fails.
@@ -154,6 +163,7 @@ class Processes:
         self.procs: dict[str, subprocess.Popen] = {}
         self.pool_of_pid: dict[int, str] = {}   # every worker process ever started (the ledger names pids)
         self.killed: set[int] = set()
+        self.paused: set[int] = set()           # SIGSTOPped until resume(): not killed meanwhile, so they wake
         self.faults: Counter = Counter()        # (fault, pool): how often each pool was hit
         self.unexpected_deaths: list[str] = []
         self.started_at: dict[str, float] = {}
@@ -169,10 +179,11 @@ class Processes:
                          "--without-gossip", "--hostname", f"chaos-{name}-{self.generation[name]}@%h"]
 
     def _next_worker(self, fault: str, spare: str) -> str:
-        """The workers in turn (gevent first), not `spare`'s: every pool meets every fault."""
-        names = sorted((n for n in self.procs if n.startswith("worker")
-                        and not (spare and spare.startswith(f"chaos-{n}-{self.generation[n]}@"))),
-                       key=lambda n: (self.pools[n] != "gevent", n))
+        """The workers in turn (gevent first), not `spare`'s nor a paused one: every pool meets every fault."""
+        workers = [n for n in self.procs if n.startswith("worker")
+                   and not (spare and spare.startswith(f"chaos-{n}-{self.generation[n]}@"))]
+        awake = [n for n in workers if self.procs[n].pid not in self.paused] or workers
+        names = sorted(awake, key=lambda n: (self.pools[n] != "gevent", n))
         name = names[sum(n for (f, _), n in self.faults.items() if f == fault) % len(names)]
         self.faults[fault, self.pools[name]] += 1
         return name
@@ -181,12 +192,13 @@ class Processes:
         """SIGSTOP a worker (not `spare`'s): resume() wakes it after its leases have lapsed."""
         name = self._next_worker("SIGSTOP", spare)
         proc = self.procs[name]
+        self.paused.add(proc.pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGSTOP)
         return name, proc
 
-    @staticmethod
-    def resume(proc: subprocess.Popen) -> None:
+    def resume(self, proc: subprocess.Popen) -> None:
+        self.paused.discard(proc.pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGCONT)
 
@@ -225,15 +237,18 @@ class Processes:
         self._kill(self.procs[name])
         return name
 
-    def kill_pid(self, pid: int) -> str:
-        """SIGKILL the worker process `pid` (a worker, or a prefork worker's child): which it was."""
+    def kill_pid(self, pid: int, fault: str) -> str:
+        """SIGKILL the worker process `pid` (a worker, or a prefork worker's child), counted as `fault`
+        against its pool: which process it was."""
         for name, proc in self.procs.items():
             if proc.pid == pid and name in self.pools:
+                self.faults[fault, self.pools[name]] += 1
                 self._kill(proc)
                 return name
+        self.faults[fault, self.pool_of({"parent": _parent_of(pid)})] += 1
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        return f"{self.prefork} (a child)"
+        return f"a child of {self.prefork}"
 
     def _kill(self, proc: subprocess.Popen) -> None:
         self.killed.add(proc.pid)
@@ -266,6 +281,13 @@ class Processes:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 # -- the experiment ---------------------------------------------------------------------------
@@ -421,6 +443,14 @@ def wait_supervised(procs: Processes, predicate, timeout: float):
     return None
 
 
+def all_finished(procs: Processes, run_ids: list[int], deadline: float) -> None:
+    """Wait until every run has finished, or the deadline (monotonic) has passed."""
+    from runs.models import Run
+
+    wait_supervised(procs, lambda: not Run.objects.filter(pk__in=run_ids).exclude(
+        status__in=["completed", "stopped", "cancelled"]).exists(), max(0.0, deadline - time.monotonic()))
+
+
 def kill_during_mcp_calls(procs: Processes, user, ledger: Path, count: int) -> tuple[list[int], list[str]]:
     """Runs whose one call goes to the ledger's stdio MCP server (3 s); once a call has arrived, SIGKILL the
     worker process that sent it (the server's parent). Another worker re-sends it by its key."""
@@ -435,8 +465,7 @@ def kill_during_mcp_calls(procs: Processes, user, ledger: Path, count: int) -> t
         arrived = wait_supervised(procs, lambda item=item: [r for r in read_ledger(str(ledger))
                                                             if r["kind"] == "received" and r["item"] == item], 90)
         if arrived:
-            log(f"SIGKILL {procs.kill_pid(arrived[0]['parent'])} during its stdio MCP call")
-            procs.faults["SIGKILL in an MCP call", procs.pool_of({"pid": arrived[0]["parent"]})] += 1
+            log(f"SIGKILL {procs.kill_pid(arrived[0]['parent'], 'SIGKILL in an MCP call')} during its stdio MCP call")
     return run_ids, items
 
 
@@ -631,30 +660,23 @@ def experiment(args) -> dict:
             time.sleep(0.2)
         for _, proc in paused:
             procs.resume(proc)
+        log("chaos over; 100 concurrent approvals, then waiting for every run to finish")
+        contested_approval = wait_supervised(
+            procs, lambda: Approval.objects.filter(run_id=contested.pk, state="pending").first(), 60)
+        figures["concurrent_approvals"] = (concurrent_approvals(user, contested_approval.pk)
+                                           if contested_approval else {"no approval request": 1})
+        if not decided_in_outage:
+            figures["approval_in_outage"] = "never requested in time"
+        settle_deadline = time.monotonic() + args.settle
+        all_finished(procs, run_ids, settle_deadline)
+        # Aimed at a quiet moment: every run has finished (or the settle time is spent), so each call and
+        # approval request comes at once and the kill lands where it is aimed.
         log(f"aimed faults: {args.mcp_kills} workers killed in a stdio MCP call, "
             f"{args.web_kills} web processes killed inside an approval POST")
         mcp_runs, mcp_items = kill_during_mcp_calls(procs, user, ledger, args.mcp_kills)
         web_runs, web_items, decided_by_killed = kill_web_inside_approval_posts(procs, user, env, args.web_kills)
         run_ids += mcp_runs + web_runs
-        log("chaos over; 100 concurrent approvals, then waiting for every run to finish")
-        contested_approval = retrying(lambda: Approval.objects.filter(run_id=contested.pk, state="pending").first())
-        deadline = time.monotonic() + 60
-        while contested_approval is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-            procs.supervise()
-            contested_approval = retrying(lambda: Approval.objects.filter(run_id=contested.pk,
-                                                                          state="pending").first())
-        figures["concurrent_approvals"] = (concurrent_approvals(user, contested_approval.pk)
-                                           if contested_approval else {"no approval request": 1})
-        if not decided_in_outage:
-            figures["approval_in_outage"] = "never requested in time"
-        deadline = time.monotonic() + args.settle
-        while time.monotonic() < deadline:
-            procs.supervise()
-            if not retrying(lambda: Run.objects.filter(pk__in=run_ids).exclude(
-                    status__in=["completed", "stopped", "cancelled"]).exists()):
-                break
-            time.sleep(1)
+        all_finished(procs, run_ids, max(settle_deadline, time.monotonic() + 120))
         figures.update(elapsed_s=round(time.monotonic() - began), worker_kills=kills, redis_restarts=redis_restarts,
                        pg_restarts=pg_restarts, worker_pauses=pauses, prefork_child_kills=child_kills,
                        unexpected_process_deaths=procs.unexpected_deaths,
@@ -828,7 +850,8 @@ def main() -> None:
         print(json.dumps(figures, default=str))
     else:
         for key, value in figures.items():
-            print(f"{key:32} {value}")
+            for name, figure in (value.items() if key == "backlog" else [("", value)]):
+                print(f"{(key + ' ' + name).strip():32} {figure}")
         print("PASSED" if not failures else "FAILED:\n  " + "\n  ".join(failures))
     sys.exit(1 if failures else 0)
 
