@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow]
                     reason="needs PostgreSQL's cluster tools and redis-server")
 @pytest.mark.timeout(900)
 def test_no_run_is_lost_and_no_effect_is_repeated_while_everything_crashes():
-    size = os.environ.get("CHAOS_SIZE", "--runs 40 --duration 40 --workers 3 --settle 240 --mcp-kills 1 --web-kills 1 --backlog 0").split()
+    size = os.environ.get("CHAOS_SIZE", "--runs 40 --duration 40 --workers 3 --settle 240 "
+                                        "--mcp-kills 1 --web-kills 1 --backlog 0").split()
     result = subprocess.run([sys.executable, str(ROOT / "bench" / "chaos.py"), *size, "--json"], cwd=ROOT,
                             capture_output=True, text=True, timeout=880)
     assert result.stdout.strip(), result.stderr[-3000:]
