@@ -66,7 +66,7 @@ def _effect(capability_name: str, item: str, context: CallContext, *, idempotent
     key = context.idempotency_key or ""
     with _locked() as fh:
         _append(fh, {"kind": "exec", "capability": capability_name, "key": key, "span": context.span_id,
-                     "item": item, "pid": os.getpid(), "at": time.time()})
+                     "item": item, "pid": os.getpid(), "parent": os.getppid(), "at": time.time()})
         if idempotent and key:
             for record in _lines(fh):
                 if record.get("kind") == "effect" and record.get("key") == key:

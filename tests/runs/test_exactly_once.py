@@ -6,11 +6,11 @@ SIGSTOPped mid-call past its lease, taken over, then resumed. Effects are counte
 in tests/chaos/chaos_ledger.py's fsync'd ledger (its path in the workers' CHAOS_LEDGER), not
 by idempotency key. Runs on whichever stack the environment selects.
 """
-import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import timedelta
@@ -31,6 +31,7 @@ CHAOS_DIR = ROOT / "tests" / "chaos"
 if str(CHAOS_DIR) not in sys.path:
     sys.path.insert(0, str(CHAOS_DIR))
 
+from aimed_faults import LEDGER_MCP_COMMAND, RowLocked, answers, post_quietly, register_ledger_mcp, start_web  # noqa: E402
 from chaos_ledger import effects_by_item, read_ledger  # noqa: E402
 
 
@@ -171,18 +172,11 @@ def test_a_cancel_during_the_last_call_is_recorded_and_stops_the_run_cancelled(c
 def test_a_worker_killed_during_an_mcp_stdio_call_leaves_one_effect(ledger, taker, own_task_queue, settings,
                                                                     stdio_allowed, operator, wait_until,
                                                                     monkeypatch, worker_env):
-    from capabilities.kinds.mcp import servers
-
     monkeypatch.setenv("PYTHONPATH", worker_env["PYTHONPATH"])   # importing the tools starts the server here
     monkeypatch.setenv("CHAOS_LEDGER", ledger)
 
-    settings.AGENTOPS_MCP_STDIO_COMMANDS = ["python -m ledger_mcp_server"]
-    server = servers.mcp_server_create(user=stdio_allowed, name="ledger", transport="stdio",
-                                       command="python", args=["-m", "ledger_mcp_server"],
-                                       env_vars=["PYTHONPATH", "CHAOS_LEDGER"])
-    servers.mcp_tools_import(user=stdio_allowed, server_id=server.pk, tools=[{
-        "name": "ledger_mcp_write", "capability_name": "ledger_mcp", "side_effect": "write", "idempotent": True,
-        "requires_approval": False, "retry_max_attempts": 3, "timeout_s": 20}])
+    settings.AGENTOPS_MCP_STDIO_COMMANDS = [LEDGER_MCP_COMMAND]
+    register_ledger_mcp(stdio_allowed)
     # Only workers of this test take the run: its tasks go to a queue of the test's own.
     first = taker(own_task_queue.env)
     name = item("mcp")
@@ -211,39 +205,6 @@ def test_a_worker_killed_during_an_mcp_stdio_call_leaves_one_effect(ledger, take
     assert second.poll() is None
 
 
-def _web(worker_env):
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**worker_env, "SECURE_SSL_REDIRECT": "false"}
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "agentops.asgi:application", "--host", "127.0.0.1",
-                             "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return proc, f"http://127.0.0.1:{port}"
-
-
-def _row_locked(run_id):
-    """Hold the run's row (PostgreSQL) or the database's write lock (SQLite) from another connection, so
-    a decision's transaction stops inside itself; release() lets it go."""
-    from django.db import connection
-
-    settings_dict = connection.settings_dict
-    if connection.vendor == "sqlite":
-        import sqlite3
-
-        holder = sqlite3.connect(settings_dict["NAME"], timeout=30, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")
-    else:
-        import psycopg
-
-        holder = psycopg.connect(host=settings_dict["HOST"] or "127.0.0.1", port=settings_dict["PORT"] or 5432,
-                                 user=settings_dict["USER"], dbname=settings_dict["NAME"])
-        holder.execute("SELECT 1 FROM runs_run WHERE id = %s FOR UPDATE", [run_id])
-    return holder
-
-
 def test_a_web_process_killed_inside_an_approval_post_decides_nothing_and_loses_nothing(
         celery_worker, ledger, worker_env, operator, second_operator, wait_until):
 
@@ -258,25 +219,16 @@ def test_a_web_process_killed_inside_an_approval_post_decides_nothing_and_loses_
     approval = wait_until(lambda: Approval.objects.filter(run=run, state="pending").first(), timeout=60,
                           message="the approval request")
     _, key = token_create(user=second_operator, name="decider")
-    web, url = _web(worker_env)
-    wait_until(lambda: _answers(f"{url}/healthz"), timeout=60, interval=0.5, message="the web process")
-    holder = _row_locked(run.pk)
-    try:
-        import threading
-
-        posted = threading.Thread(target=lambda: _post_quietly(
+    web, url = start_web(worker_env)
+    wait_until(lambda: answers(f"{url}/healthz"), timeout=60, interval=0.5, message="the web process")
+    with RowLocked(run.pk):
+        posted = threading.Thread(target=lambda: post_quietly(
             f"{url}/api/approvals/{approval.pk}/decide/", key,
             {"decision": "approve", "expected_hash": approval.arguments_hash}), daemon=True)
         posted.start()
         time.sleep(2)                                   # the POST is now inside its transaction, waiting
         os.kill(web.pid, signal.SIGKILL)
         web.wait(timeout=10)
-    finally:
-        if hasattr(holder, "rollback"):
-            holder.rollback()
-        else:
-            holder.execute("ROLLBACK")
-        holder.close()
     approval.refresh_from_db()
     run.refresh_from_db()
     assert approval.state == "pending" and approval.decided_by is None   # nothing half-decided
@@ -289,18 +241,3 @@ def test_a_web_process_killed_inside_an_approval_post_decides_nothing_and_loses_
     assert run.stop_reason == "completed", run.stop_detail
     assert effects(ledger, "ledger_approved", [name]) == {name: 1}
 
-
-def _answers(url):
-    import httpx
-
-    try:
-        return httpx.get(url, timeout=5).status_code in (200, 503)
-    except httpx.HTTPError:
-        return False
-
-
-def _post_quietly(url, key, body):
-    import httpx
-
-    with contextlib.suppress(httpx.HTTPError):  # the server was killed under it
-        httpx.post(url, json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30)

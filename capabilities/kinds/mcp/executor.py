@@ -34,7 +34,6 @@ rebinding is pinned, as for the http executor); redirects are not followed.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shlex
@@ -46,6 +45,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from capabilities.executors import event_loop
 from capabilities.executors.base import BaseExecutor, CapabilityError, traceparent
 from capabilities.executors.fence import FENCE_META, IDEMPOTENCY_META, Fence
 from capabilities.executors.secrets import has_line_break
@@ -247,7 +247,7 @@ def _run_once(server: Any, work: Callable[[Any, _Progress], Awaitable[Any]], tim
 
     def thread_main() -> None:
         try:
-            asyncio.run(main())
+            event_loop.run(main())
         except BaseException as exc:
             report("error", _leaf(exc))
         finally:

@@ -34,6 +34,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
+from capabilities.executors import event_loop
+
 STDERR_TAIL_CHARS = 2_000
 STDERR_MAX_BYTES = 1_000_000   # a chatty server's log is cut back to nothing past this
 START_TIMEOUT_S = 30.0
@@ -91,6 +93,9 @@ class StdioPool:
     # -- the loop thread -------------------------------------------------------------------------
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        if event_loop.green():   # a loop of its own would clash with the process's one
+            self._loop = event_loop.shared_loop()
+            return self._loop
         if self._loop is None or not self._thread or not self._thread.is_alive():
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name="mcp-stdio-pool", daemon=True)

@@ -15,7 +15,6 @@ call is looked up only once it has ended, and its worker keeps the run until the
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import sys
@@ -26,6 +25,7 @@ from typing import Any
 
 import jsonschema
 
+from capabilities.executors import event_loop
 from capabilities.executors.base import BaseExecutor, CapabilityError
 from capabilities.executors.fence import Fence
 from capabilities.executors.open_calls import OPEN_CALLS
@@ -52,7 +52,7 @@ def call_with_timeout(function: Callable[[], Any], timeout_s: float, *,
         try:
             result = function()
             if inspect.isawaitable(result):
-                result = asyncio.run(_awaited(result))
+                result = event_loop.run(_awaited(result))
             outcome["result"] = result
         except BaseException as exc:  # carried to the caller's thread
             outcome["error"] = exc
