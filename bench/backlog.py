@@ -33,6 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 import benchenv  # noqa: E402  (bench/ is on sys.path: these run as scripts)
 
+from runtime.stop import RunStatus  # noqa: E402
+
 benchenv.prepare()
 CAPABILITY = "search_documents"  # a bundled python capability: the call costs next to nothing
 
@@ -170,7 +172,7 @@ def measure(args, workdir: Path) -> dict:
     last_first_call = max(row["first"] for row in first_calls).timestamp() if first_calls else queued_at
     return {
         "runs": args.runs, "steps": args.steps, "workers": args.workers, "concurrency": args.concurrency,
-        "lease_s": args.lease, "completed": runs.filter(status="completed").count(),
+        "lease_s": args.lease, "runs_completed": runs.filter(status=RunStatus.COMPLETED).count(),
         # Each re-send logs one line (runs.worker.sweeps); a decided approval's wake-up would too (none here).
         "resent_tasks": count_lines(logs, "queued again"),
         "max_queue_length": max(queue_length.samples, default=0),
@@ -205,7 +207,7 @@ def main() -> None:
     figures = measure(args, workdir)
     figures["stack"] = f"{connection.vendor} + {settings.CELERY_BROKER_URL.split('://')[0]}"
     figures["failures"] = [failure for failure, missed in (
-        ("runs not completed", figures["completed"] != args.runs),
+        ("runs not completed", figures["runs_completed"] != args.runs),
         ("re-sent tasks above 1 % of the runs", figures["resent_tasks"] > args.runs // 100),
         ("queue longer than the runs queued plus the scheduler's tasks",
          figures["max_queue_length"] > args.runs + figures["scheduler_tasks_sent"])) if missed]
@@ -214,7 +216,7 @@ def main() -> None:
     else:
         print(f"{figures['runs']} runs of {args.steps} steps queued at once on {figures['stack']} through "
               f"{args.workers} workers x {args.concurrency} threads (lease {args.lease} s)\n"
-              f"  completed           {figures['completed']}\n"
+              f"  completed           {figures['runs_completed']}\n"
               f"  re-sent tasks       {figures['resent_tasks']}\n"
               f"  max queue length    {figures['max_queue_length']} (runs queued {args.runs}, scheduler tasks "
               f"sent meanwhile {figures['scheduler_tasks_sent']})\n"

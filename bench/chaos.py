@@ -531,7 +531,7 @@ def backlog_figures(workdir: Path, runs: int) -> dict:
         figures = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         return {"failures": [f"bench/backlog.py exited {done.returncode}: {done.stderr[-1500:]}"]}
-    return {key: figures[key] for key in ("runs", "completed", "resent_tasks", "max_queue_length",
+    return {key: figures[key] for key in ("runs", "runs_completed", "resent_tasks", "max_queue_length",
                                           "scheduler_tasks_sent", "drain_s", "last_run_wait_s", "failures")}
 
 

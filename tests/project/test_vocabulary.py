@@ -27,7 +27,6 @@ NAMES = {
         "runs/trace/timeline.py", "runs/otel.py", "bench/pages.py"}),
     "stalled": ("a figure counting stalled runs", {
         "runs/dashboard/periods.py", "notifications/rules.py", "evaluation/runner.py"}),
-    "completed": ("a figure counting completed runs", {"bench/backlog.py"}),
     "internal_error": ("a figure counting runs stopped by internal errors", {"bench/chaos.py"}),
 }
 

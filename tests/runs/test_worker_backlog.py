@@ -26,7 +26,7 @@ def test_a_backlog_drains_without_its_runs_being_sent_again(worker_env):
     assert result.stdout.strip(), result.stderr[-3000:]
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     print(json.dumps(figures, indent=1))
-    assert figures["completed"] == RUNS
+    assert figures["runs_completed"] == RUNS
     assert figures["drain_s"] > figures["lease_s"]  # runs waited longer than the old rule allowed
     assert figures["resent_tasks"] <= RUNS // 100
     # The scheduler's own tasks (sweeps, heartbeats) share the queue.
