@@ -19,7 +19,7 @@ from django.urls import reverse
 from runs import selectors
 from runs.dashboard.budget_usage import revisions_used, run_budget_usage
 from runs.models import Approval, PlannerCall, PlanRevision, Run, Step
-from runs.trace.review import attempt_label
+from runs.trace.labels import attempt_label
 
 USAGE_FIELDS = ("iterations", "tool_calls", "retries", "tokens", "cost", "side_effects_committed",
                 "approvals_requested", "repeated_attempts")

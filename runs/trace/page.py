@@ -9,6 +9,7 @@ from django.core.paginator import Page, Paginator
 from runs import selectors
 from runs.models import Attempt, Run
 from runs.trace import calls_in_flight, reconciliation, review, timeline
+from runs.trace.labels import attempt_label
 from runs.trace.review import StopTrigger, TraceFilters
 from runtime.stop import StopKind
 
@@ -52,7 +53,7 @@ def trace_page(run: Run, *, capability_calls: dict[str, int], trace_filters: Tra
     for rev in revisions:
         attempt = rev.triggering_attempt
         if attempt is not None:
-            attempt.label = review.attempt_label(revision_numbers.get(attempt.step.revision_id),
+            attempt.label = attempt_label(revision_numbers.get(attempt.step.revision_id),
                                                  attempt.step.key, attempt.number)
     approvals = selectors.run_approvals(run=run)
     trigger = review.stop_trigger(run=run, approvals=approvals, revisions=revisions)
@@ -66,7 +67,7 @@ def trace_page(run: Run, *, capability_calls: dict[str, int], trace_filters: Tra
         step.never_ran = run.is_finished and step.status in ("pending", "running") and not step.attempt_count
     last_failure = review.last_failure(run=run) if run.is_finished and run.stop_reason != StopKind.COMPLETED else None
     if last_failure is not None:
-        last_failure.label = review.attempt_label(last_failure.step.revision.number, last_failure.step.key,
+        last_failure.label = attempt_label(last_failure.step.revision.number, last_failure.step.key,
                                                   last_failure.number)
     return TracePage(
         run=run, revisions=_group_steps(revisions, steps, attempts), attempts_page=attempts_page,

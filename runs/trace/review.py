@@ -11,22 +11,12 @@ from django.db.models import Case, OuterRef, Q, QuerySet, Subquery, When
 
 from runs.models import Approval, Attempt, PlanRevision, Run
 from runs.querytools import narrowed
+from runs.trace.labels import attempt_label, kind_label
 from runtime.budgets import BudgetName
 from runtime.stop import StallKind, StopKind, StopReason, stop_reason
 
 # Decisions that end a run, or ask for a plan the run then could not get.
 _STOPPING_DECISIONS = {"complete", "stop_budget", "stop_terminal_failure", "stop_stalled", "replan"}
-
-
-def attempt_label(revision_number: int | None, step_key: str, number: int) -> str:
-    """Unique within a run: revision · step # attempt, e.g. r2·s1#1."""
-    return f"r{revision_number or '?'}·{step_key}#{number}"
-
-
-def kind_label(kind: str) -> str:
-    """What an attempt was, in the words a reviewer uses: never "repeated" for what a policy allowed."""
-    return {"call": "call", "retry": "retry", "poll": "poll", "resolve": "idempotent re-send",
-            "lookup": "status lookup"}.get(kind, kind)
 
 
 def with_review_fields(attempts: QuerySet[Attempt]) -> QuerySet[Attempt]:

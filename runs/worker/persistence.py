@@ -1,8 +1,11 @@
 """The persistence adapter: records what the runtime emits, as it happens.
 
-`record_transition` writes one pass's events and the new checkpoint; the caller
-wraps it in one transaction, so a crash loses at most the pass in flight and a
-trace is never half-written.
+Each pass's write is described once (runs/worker/pass_write.py `PassWrite`: the run row's
+fields behind the lease's fence, then the rows its events add) and rendered for the
+database: the common pass as one PostgreSQL statement, any other as the ORM's statements in
+one transaction, from the same row builders. `record_transition` writes one pass's events
+and the new checkpoint; the caller wraps it in one transaction, so a crash loses at most the
+pass in flight and a trace is never half-written.
 """
 from __future__ import annotations
 
@@ -23,9 +26,10 @@ from capabilities.outputs import store_json, stored_output_for
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
 from runs.models import Approval, Attempt, Decision, PlanRevision, PlanSubmission, Run, Step
 from runs.services import run_close_open_records
-from runs.worker.leases import Lease, can_return_from_update, fenced_update, fenced_update_sql, registry_version_sql
+from runs.worker.leases import Lease, can_return_from_update, fenced_update
+from runs.worker.pass_write import PassWrite, write_in_one_statement
 from runs.worker.planner_intents import PlannerCallIntents
-from runs.worker.sql import execute, insert_from, insert_rows
+from runs.worker.sql import insert_rows
 from runtime import events as ev
 from runtime.controller import Transition
 from runtime.intents import CallIntent, LeaseLost
@@ -134,22 +138,30 @@ class PassWriter(PlannerCallIntents):
         The common pass (an attempt and its decision, maybe a step's new status) is one
         statement on PostgreSQL, atomic by itself; any other pass is a transaction.
         """
-        if not self._write_in_one_statement(transition):
+        write = self.describe(transition)
+        if not self._write_in_one_statement(write):
             with transaction.atomic():
-                self.write(transition)
+                self._write_statements(write)
 
     def write(self, transition: Transition) -> None:
         """Write one pass. Call inside a transaction; raises LeaseLost (roll back) if the lease is gone."""
-        run, state, now = self.run, transition.state, timezone.now()
+        self._write_statements(self.describe(transition))
+
+    def describe(self, transition: Transition) -> PassWrite:
+        """The pass's write: the run fields it owns behind the lease's fence, then its events' rows."""
+        now = timezone.now()
         stopped = next((e for e in transition.events if isinstance(e, ev.RunStopped)), None)
         values, increments = self._run_fields(transition, now, stopped)
-        returned = fenced_update(run.pk, self.lease, values, increments=increments,
-                                 returning=("cancel_requested_at",))
-        if returned is None:
-            raise LeaseLost(f"run {run.pk}: lease lost; the pass is not recorded")
-        self.cancel_requested, self.registry_version = bool(returned[0]), returned[1]
+        return PassWrite(run_id=self.run.pk, lease=self.lease, values=values, increments=increments,
+                         events=transition.events, stopped=stopped, state=transition.state, now=now)
+
+    def _write_statements(self, write: PassWrite) -> None:
+        """The pass as the ORM's statements, the fenced run UPDATE first (inside the caller's transaction)."""
+        run = self.run
+        self._fenced(fenced_update(run.pk, write.lease, write.values, increments=write.increments,
+                                   returning=("cancel_requested_at",)))
         attempts: dict[str, Attempt] = {}
-        for event in transition.events:
+        for event in write.events:
             if isinstance(event, ev.PlanProposed):
                 _record_plan(run, event, self._steps, self.version_of)
                 if event.accepted:
@@ -157,29 +169,38 @@ class PassWriter(PlannerCallIntents):
             elif isinstance(event, ev.AttemptFinished):
                 attempts[event.attempt_id] = self._record_attempt(event)
             elif isinstance(event, ev.DecisionMade):
-                Decision.objects.create(run=run, attempt=self._attempt(attempts, event.attempt_id),
-                                        decision=event.decision, reason=event.reason, usage=event.usage)
+                Decision.objects.create(**self._decision_row(event),
+                                        attempt=self._attempt(attempts, event.attempt_id))
             elif isinstance(event, ev.ApprovalRequested):
                 _record_approval_request(run, event)
             elif isinstance(event, ev.PlannerCallEnded):
                 self.record_planner_call_ended(event)
-        if stopped is not None:
-            attempt = self._attempt(attempts, stopped.attempt_id)
-            if attempt is not None:
-                Run.objects.filter(pk=run.pk).update(stop_attempt=attempt)
-            run.stop_attempt = attempt
-
-            # This writer knows whether the run ever asked for an approval (the counter it writes) and
-            # whether a call is in flight (the intents it began or was handed by the claim).
-            run_close_open_records(run_id=run.pk, now=now,
-                                   approvals=bool(run.approvals_requested or increments.get("approvals_requested")),
-                                   in_flight=bool(self._intents) or self.lease is None or self.lease.in_flight
-                                   or bool(self._open_planner_calls))
-            self.released = True
-        self._written(values, increments)
-        for status, pks in self._changed_step_statuses(state).items():
+        if write.stopped is not None:
+            self._record_stop(write, self._attempt(attempts, write.stopped.attempt_id))
+        self._written(write.values, write.increments)
+        for status, pks in self._changed_step_statuses(write.state).items():
             Step.objects.filter(pk__in=pks).update(status=status)
-        self.previous = state
+        self.previous = write.state
+
+    def _fenced(self, returned: Any) -> None:
+        """What the pass's fenced UPDATE returned (cancel_requested_at, the registry's version); None: it
+        matched no row, the lease is lost and the pass must not be recorded."""
+        if returned is None:
+            raise LeaseLost(f"run {self.run.pk}: lease lost; the pass is not recorded")
+        self.cancel_requested, self.registry_version = bool(returned[0]), returned[1]
+
+    def _record_stop(self, write: PassWrite, attempt: Attempt | None) -> None:
+        run = self.run
+        if attempt is not None:
+            Run.objects.filter(pk=run.pk).update(stop_attempt=attempt)
+        run.stop_attempt = attempt
+        # This writer knows whether the run ever asked for an approval (the counter it writes) and
+        # whether a call is in flight (the intents it began or was handed by the claim).
+        run_close_open_records(run_id=run.pk, now=write.now,
+                               approvals=bool(run.approvals_requested or write.increments.get("approvals_requested")),
+                               in_flight=bool(self._intents) or self.lease is None or self.lease.in_flight
+                               or bool(self._open_planner_calls))
+        self.released = True
 
     def _written(self, values: dict[str, Any], increments: dict[str, int]) -> None:
         run = self.run
@@ -189,18 +210,36 @@ class PassWriter(PlannerCallIntents):
         for name, n in increments.items():
             setattr(run, name, getattr(run, name) + n)
 
-    def _write_in_one_statement(self, transition: Transition) -> bool:
-        """The common pass as one PostgreSQL statement: the fenced run UPDATE, with the attempt,
-        its decision and the steps whose status changed (or a run's first plan: its revision and
-        steps) written only through its RETURNING row.
-
-        One round trip and no BEGIN/COMMIT instead of six. False (nothing written) when the
-        pass is not the common kind: the caller writes it in a transaction.
-        """
-        if connection.vendor != "postgresql" or not can_return_from_update():
+    def _write_in_one_statement(self, write: PassWrite) -> bool:
+        """The common pass as one PostgreSQL statement (runs/worker/pass_write.py). False (nothing
+        written) when the pass is not the common kind: the caller writes it in a transaction."""
+        common = self._common_pass(write)
+        if common is None:
             return False
+        attempt, decision, plan = common
+        attempt_row = None
+        if attempt is not None:
+            attempt_row = {**self._attempt_row(attempt)[0], "run_id": self.run.pk, **self._new_attempt(attempt)}
+        plan_rows = _plan_rows(self.run, plan, self.version_of) if plan is not None else None
+        returned, steps = write_in_one_statement(
+            write, attempt=attempt_row, decision=self._decision_row(decision) if decision is not None else None,
+            plan=plan_rows, step_statuses={} if plan is not None else self._changed_step_statuses(write.state))
+        self._fenced(returned)
+        if plan is not None and plan.accepted:
+            self._fresh_revision = plan.revision
+            self._steps.update({(plan.revision, key): (pk, version) for pk, key, version in steps})
+        self._written(write.values, write.increments)
+        self.previous = write.state
+        return True
+
+    def _common_pass(self, write: PassWrite) -> tuple[Any, Any, Any] | None:
+        """(its attempt, decision, plan; each may be None) when the pass is the common kind on
+        PostgreSQL, else None: an approval request, a stop, a second attempt or plan, an intent
+        row to complete, a step to link to its version, a decision on an earlier attempt."""
+        if connection.vendor != "postgresql" or not can_return_from_update():
+            return None
         attempt = decision = plan = None
-        for event in transition.events:
+        for event in write.events:
             if isinstance(event, ev.AttemptFinished) and attempt is None:
                 attempt = event
             elif isinstance(event, ev.DecisionMade) and decision is None:
@@ -208,74 +247,17 @@ class PassWriter(PlannerCallIntents):
             elif isinstance(event, ev.PlanProposed) and plan is None:
                 plan = event
             elif not isinstance(event, (ev.StatusChanged, ev.ApprovalDecided)):
-                return False  # an approval request, a stop, a second attempt or plan
+                return None  # an approval request, a stop, a second attempt or plan
             elif isinstance(event, ev.StatusChanged) and RunStatus(event.status) in FINISHED_STATUSES:
-                return False
+                return None
         if attempt is not None and (attempt.attempt_id in self._intents
                                     or not self._step(attempt.revision, attempt.step_id)[1]):
-            return False  # an intent row to complete, or a step to link to its version
+            return None  # an intent row to complete, or a step to link to its version
         if decision is not None and decision.attempt_id and (attempt is None or decision.attempt_id != attempt.attempt_id):
-            return False
-        if plan is not None and not self._plan_fits_one_statement(plan, transition.state, attempt or decision):
-            return False
-        run, now = self.run, timezone.now()
-        values, increments = self._run_fields(transition, now, None)
-        update, params = fenced_update_sql(run.pk, self.lease, values, increments)
-        qn = connection.ops.quote_name
-        cancel = qn(Run._meta.get_field("cancel_requested_at").column)
-        parts, source = [f"r AS ({update} RETURNING {cancel})"], "r"
-        if attempt is not None:
-            fields = _attempt_fields(run, attempt)
-            step_pk, step_version = self._step(attempt.revision, attempt.step_id)
-            fields.update(capability_version_id=self._version_exists(attempt.version_id, step_version), run_id=run.pk,
-                          step_id=step_pk, uid=attempt.attempt_id,
-                          worker=(self.lease.worker if self.lease else "")[:100],
-                          lease_token=self.lease.token if self.lease else None)
-            sql, values_params = insert_from(Attempt, fields, "r", now=now)
-            parts.append(f"a AS ({sql} RETURNING id)")
-            params += values_params
-            source = "a"
-        if decision is not None:
-            row = {"run_id": run.pk, "attempt_id": None, "decision": decision.decision, "reason": decision.reason,
-                   "usage": decision.usage}
-            sql, values_params = insert_from(Decision, row, source, now=now, attempt_id="a.id" if source == "a" else None)
-            parts.append(f"d AS ({sql})")
-            params += values_params
-        plan_steps = False
-        if plan is not None:
-            revision_row, step_rows = _plan_rows(run, plan, self.version_of)
-            sql, values_params = insert_from(PlanRevision, revision_row, "r", now=now)
-            parts.append(f"p AS ({sql} RETURNING id)")
-            params += values_params
-            if step_rows:
-                sql, values_params = insert_from(Step, step_rows, "p", now=now, revision_id="p.id")
-                parts.append(f"st AS ({sql} RETURNING id, {qn('key')}, {qn('capability_version_id')})")
-                params += values_params
-                plan_steps = True
-        changed = {} if plan is not None else self._changed_step_statuses(transition.state)
-        for n, (status, pks) in enumerate(changed.items()):
-            parts.append(f"s{n} AS (UPDATE {qn(Step._meta.db_table)} SET {qn('status')} = %s "
-                         f"WHERE {qn(Step._meta.pk.column)} IN ({', '.join(['%s'] * len(pks))}) "
-                         "AND EXISTS (SELECT 1 FROM r))")
-            params += [status, *pks]
-        if plan_steps:  # the fenced row once per step written, with the step's id, key and version
-            sql = (f"WITH {', '.join(parts)} SELECT r.{cancel}, {registry_version_sql()}, st.id, "
-                   f"st.{qn('key')}, st.{qn('capability_version_id')} FROM r CROSS JOIN st")
-            rows = execute(sql, params, fetch="all")
-            returned = rows[0] if rows else None
-        else:
-            sql = f"WITH {', '.join(parts)} SELECT r.{cancel}, {registry_version_sql()} FROM r"
-            returned = execute(sql, params)
-        if returned is None:
-            raise LeaseLost(f"run {run.pk}: lease lost; the pass is not recorded")
-        self.cancel_requested, self.registry_version = bool(returned[0]), returned[1]
-        if plan is not None and plan.accepted:
-            self._fresh_revision = plan.revision
-            if plan_steps:
-                self._steps.update({(plan.revision, key): (pk, version) for *_r, pk, key, version in rows})
-        self._written(values, increments)
-        self.previous = transition.state
-        return True
+            return None
+        if plan is not None and not self._plan_fits_one_statement(plan, write.state, attempt or decision):
+            return None
+        return attempt, decision, plan
 
     def _plan_fits_one_statement(self, plan: ev.PlanProposed, state: RunState, other: Any) -> bool:
         """A run's first plan, alone in its pass: no attempt to link it to, no earlier revision whose
@@ -334,22 +316,38 @@ class PassWriter(PlannerCallIntents):
             self._versions[version_id] = CapabilityVersion.objects.filter(pk=version_id).exists()
         return version_id if self._versions[version_id] else None
 
-    def _record_attempt(self, event: ev.AttemptFinished) -> Attempt:
+    def _attempt_row(self, event: ev.AttemptFinished) -> tuple[dict[str, Any], int | None]:
+        """An attempt's row, its run and identity aside (its outcome, its step, the capability version it
+        ran), and the version its step links (None before the step's first attempt)."""
         step_pk, step_version = self._step(event.revision, event.step_id)
-        fields = _attempt_fields(self.run, event)
-        fields["capability_version_id"] = self._version_exists(event.version_id, step_version)
+        row = _attempt_fields(self.run, event)
+        row["capability_version_id"] = self._version_exists(event.version_id, step_version)
+        row["step_id"] = step_pk
+        return row, step_version
+
+    def _new_attempt(self, event: ev.AttemptFinished) -> dict[str, Any]:
+        """A new attempt row's identity: its uid, and the worker and lease token that wrote it."""
+        return {"uid": event.attempt_id, "worker": (self.lease.worker if self.lease else "")[:100],
+                "lease_token": self.lease.token if self.lease else None}
+
+    def _decision_row(self, event: ev.DecisionMade) -> dict[str, Any]:
+        """A decision's row, its attempt aside."""
+        return {"run_id": self.run.pk, "decision": event.decision, "reason": event.reason, "usage": event.usage}
+
+    def _record_attempt(self, event: ev.AttemptFinished) -> Attempt:
+        row, step_version = self._attempt_row(event)
+        step_pk, version = row["step_id"], row["capability_version_id"]
         if event.attempt_id in self._intents:
             # The outcome of a call whose intent was committed before it was sent.
             pk = self._intents.pop(event.attempt_id)
+            fields = {name: value for name, value in row.items() if name != "step_id"}
             Attempt.objects.filter(pk=pk).update(in_flight=False, **fields)
             attempt = Attempt(pk=pk, uid=event.attempt_id, run=self.run, step_id=step_pk, **fields)
         else:
-            attempt = Attempt.objects.create(run=self.run, step_id=step_pk, uid=event.attempt_id,
-                                             worker=(self.lease.worker if self.lease else "")[:100],
-                                             lease_token=self.lease.token if self.lease else None, **fields)
-        if not step_version and fields["capability_version_id"]:
-            Step.objects.filter(pk=step_pk).update(capability_version_id=fields["capability_version_id"])
-            self._steps[(event.revision, event.step_id)] = (step_pk, fields["capability_version_id"])
+            attempt = Attempt.objects.create(run=self.run, **self._new_attempt(event), **row)
+        if not step_version and version:
+            Step.objects.filter(pk=step_pk).update(capability_version_id=version)
+            self._steps[(event.revision, event.step_id)] = (step_pk, version)
         return attempt
 
     def _changed_step_statuses(self, state: RunState) -> dict[str, list[int]]:

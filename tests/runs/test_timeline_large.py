@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runs.models import Attempt, Decision, PlanRevision, Run
-from runs.trace import timeline
+from runs.trace import timeline, timeline_svg
 
 N = 120
 COLUMN = re.compile(r'<a href="\?attempt=(\w+)#attempt-\1" class="bar aggregate[^"]*"><rect x="(\d+)" y="(\d+)" '
@@ -113,11 +113,11 @@ def test_a_run_above_the_threshold_is_merged_by_the_database(client_for, viewer,
 
     # Every other attempt is counted in the column the renderer merges it into (all bars < 1 px here).
     exact_columns, merged_columns = columns_of(exact), columns_of(merged)
-    attempt_lanes = {y for (y, _) in exact_columns if y >= timeline.TOP + 2 * timeline.LANE_H}  # below Planner, Waits
+    attempt_lanes = {y for (y, _) in exact_columns if y >= timeline_svg.TOP + 2 * timeline_svg.LANE_H}  # below Planner, Waits
     expected = {key: list(value[:3]) for key, value in exact_columns.items() if key[0] in attempt_lanes}
     for _classes, x, y, _ in notable.values():
         pixel = int(x)
-        column = expected[(y, pixel - pixel % timeline.MERGE_PX)]
+        column = expected[(y, pixel - pixel % timeline_svg.MERGE_PX)]
         column[0] -= 1
         column[1] -= 1
         column[2] -= 1
@@ -136,7 +136,7 @@ def test_a_run_above_the_threshold_is_merged_by_the_database(client_for, viewer,
     assert "first: r1·s1#1 call search_documents: retryable timeout" in merged
 
     # The waits (every retry and poll after a step's first attempt) are counted in the Waits lane.
-    waits_y = timeline.TOP + timeline.LANE_H + 4  # the rectangles sit 4 px into their lane
+    waits_y = timeline_svg.TOP + timeline_svg.LANE_H + 4  # the rectangles sit 4 px into their lane
     assert sum(v[0] for (y, _), v in merged_columns.items() if y == waits_y) == N - 2
     assert re.search(r"first: (poll interval r1·s2|backoff before retry r1·s1)#\d+: 0\.\d s", merged)
 
@@ -151,10 +151,10 @@ def test_a_run_above_the_threshold_is_merged_by_the_database(client_for, viewer,
 @pytest.mark.django_db
 def test_lanes_past_the_limit_fold_and_connectors_stay_capped(client_for, viewer, big_run, monkeypatch):
     monkeypatch.setattr(timeline, "AGGREGATE_ABOVE", 50)
-    monkeypatch.setattr(timeline, "MAX_CAPABILITY_LANES", 1)
-    monkeypatch.setattr(timeline, "MAX_CONNECTORS", 3)
+    monkeypatch.setattr(timeline_svg, "MAX_CAPABILITY_LANES", 1)
+    monkeypatch.setattr(timeline_svg, "MAX_CONNECTORS", 3)
     merged = svg_of(client_for(viewer).get(f"/runs/{big_run.pk}/"))
     assert ">other capabilities</text>" in merged and ">get_ticket_status</text>" not in merged
     assert merged.count('class="repeat-link"') == 3
     columns = columns_of(merged)
-    assert sum(v[0] for (y, _), v in columns.items() if y >= timeline.TOP + 3 * timeline.LANE_H) == N // 2
+    assert sum(v[0] for (y, _), v in columns.items() if y >= timeline_svg.TOP + 3 * timeline_svg.LANE_H) == N // 2
