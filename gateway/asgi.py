@@ -14,6 +14,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from gateway.delivery import Delivery
 from gateway.tokens import TokenRefused, bearer_for
 
 
@@ -52,5 +53,12 @@ class McpEndpoint:
         # The principal the SDK compares a session's requests against: the token, never its key.
         principal = AccessToken(token=f"agent-token-{bearer.token_id}", client_id=f"agent-token-{bearer.token_id}",
                                 scopes=[])
-        scope = {**scope, "user": AuthenticatedUser(principal), "agentops.bearer": bearer}
-        await self.session_manager.handle_request(scope, receive, send)
+        # Whether this request's answer reached the client (a tools/call's handler reads it: gateway.delivery).
+        delivery = Delivery()
+        scope = {**scope, "user": AuthenticatedUser(principal), "agentops.bearer": bearer,
+                 "agentops.delivery": delivery}
+        receive, send = delivery.wrap(receive, send)
+        try:
+            await self.session_manager.handle_request(scope, receive, send)
+        finally:
+            await delivery.settle()

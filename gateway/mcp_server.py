@@ -25,8 +25,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST
 
 from gateway import results, selectors, services
+from gateway.delivery import Delivery
 from gateway.models import Agent
 from runs import wakeups
+from runtime.signatures import arguments_hash
 from runtime.validation import argument_errors
 
 log = logging.getLogger(__name__)
@@ -130,36 +132,65 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
     if problems:
         return results.refused(run_id, "; ".join(str(p) for p in problems), error_code="invalid_arguments")
     lock: anyio.Lock = state["lock"]
-    if lock.locked():
+    if lock.locked() and not _reissued(state, name, arguments):
         raise MCPError(INVALID_REQUEST, "Another tools/call of this session is in progress: one call at a time per "
                                         "session (open another session for parallel work).")
     async with lock:
-        return await _call(ctx, state, spec, arguments)
+        delivery = _delivery(ctx)
+        state["in_flight"] = (name, arguments_hash(arguments), delivery)
+        try:
+            return await _call(ctx, state, spec, arguments, delivery)
+        finally:
+            state.pop("in_flight", None)
 
 
-async def _call(ctx, state, spec, arguments) -> types.CallToolResult:
+def _delivery(ctx) -> Delivery:
+    """The request's delivery watch (gateway.asgi); one that counts as delivered without an HTTP request."""
+    request = ctx.request
+    delivery = request.scope.get("agentops.delivery") if request is not None else None
+    if delivery is None:
+        delivery = Delivery()
+        delivery.completed = True
+    return delivery
+
+
+def _reissued(state, name: str, arguments: dict) -> bool:
+    """The call in flight is this very call, and its client went away: the re-issue waits for it and then
+    picks up its outcome (it is held once concluded), instead of being refused or run twice."""
+    flight = state.get("in_flight")
+    return flight is not None and flight[2].lost and flight[:2] == (name, arguments_hash(arguments))
+
+
+async def _call(ctx, state, spec, arguments, delivery: Delivery) -> types.CallToolResult:
     run_id, session_pk = state["run_id"], state["session_pk"]
     try:
         submitted = await _submit(ctx, state, spec.name, arguments)
     except services.CallRefused as refused:
         return results.refused(run_id, str(refused), stop_reason=refused.stop_reason)
-    delivered = False
+
+    async def hold() -> None:
+        await db(services.call_hold)(session_id=session_pk, revision=submitted.revision, capability=spec.name,
+                                     arguments=arguments)
+
+    concluded = False
     try:
         outcome, waited = await _await_outcome(ctx, run_id, submitted.revision, fresh=submitted.new)
         if isinstance(outcome, selectors.Concluded):
-            delivered = True
+            concluded = True
+            if not submitted.new:   # a held call picked up: released now, so the next call starts afresh
+                with anyio.CancelScope(shield=True):
+                    await db(services.call_delivered)(session_id=session_pk, revision=submitted.revision)
+            # Its client gone mid-call (or going before the answer is sent): held again, so the same
+            # call in this session picks up this outcome instead of running a second time.
+            await delivery.concluded(on_lost=hold)
             return results.concluded(run_id, outcome)
         if outcome.approval is not None:
             return results.approval_pending(run_id, outcome.approval)
         return results.still_running(run_id, waited)
     finally:
-        with anyio.CancelScope(shield=True):   # a client gone mid-call: the same call later picks it up
-            if delivered:
-                if not submitted.new:   # a call proposed just now was never held: nothing to clear
-                    await db(services.call_delivered)(session_id=session_pk, revision=submitted.revision)
-            else:
-                await db(services.call_hold)(session_id=session_pk, revision=submitted.revision,
-                                             capability=spec.name, arguments=arguments)
+        if not concluded:
+            with anyio.CancelScope(shield=True):   # answered before it concluded, or cancelled: held
+                await hold()
 
 
 class _Wait:

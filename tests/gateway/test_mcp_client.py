@@ -1,6 +1,9 @@
 """The official mcp client against the gateway: a real uvicorn server, a real Celery worker."""
 from __future__ import annotations
 
+import json
+import uuid
+
 import anyio
 import httpx2
 import mcp_types as types
@@ -125,3 +128,70 @@ def test_bad_input_gets_clear_errors(gateway_stack, agent_token):
     assert not out["ok"].is_error
     assert out["no_token"] == 401
     assert out["garbage"] == 400
+
+
+RAW_HEADERS = {"Accept": "application/json, text/event-stream"}
+PROTOCOL = "2025-06-18"
+
+
+async def raw_session(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
+    """Initialize a session by hand (for a client that must drop a stream mid-call); its request headers."""
+    init = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+    headers = {"Mcp-Session-Id": init.headers["mcp-session-id"], "Mcp-Protocol-Version": PROTOCOL}
+    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    return headers
+
+
+def sse_message(text: str, request_id: int) -> dict:
+    """The JSON-RPC answer to request_id among a response's server-sent events."""
+    for line in text.splitlines():
+        if line.startswith("data:") and line[5:].strip():
+            message = json.loads(line[5:])
+            if message.get("id") == request_id:
+                return message
+    raise AssertionError(f"no answer to request {request_id} in {text!r}")
+
+
+@pytest.mark.parametrize("reissued", ["while_it_runs", "after_it_concluded"])
+def test_a_client_that_disconnects_mid_call_gets_the_result_by_the_same_call_run_once(
+        gateway_stack, agent_token, api_for, operator, wait_until, reissued):
+    from chaos_ledger import effects_by_item, read_ledger
+
+    from runs.models import Attempt
+
+    _, token = agent_token(capabilities=("gw_slow_write", "gw_echo"))
+    item = f"gone-{uuid.uuid4().hex[:8]}"   # the ledger is shared by the session's workers
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "gw_slow_write", "arguments": {"item": item, "seconds": 3}}}
+    writes = Attempt.objects.filter(capability_name="gw_slow_write")
+
+    async def go():
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}", **RAW_HEADERS}, timeout=90) as http:
+            headers = await raw_session(http, gateway_stack.mcp)
+            async with http.stream("POST", gateway_stack.mcp, json=call, headers=headers) as response:
+                assert response.status_code == 200
+                # The worker has begun the write (its intent is recorded): the client goes away now.
+                await anyio.to_thread.run_sync(lambda: wait_until(writes.exists, timeout=60, message="the write"))
+            if reissued == "after_it_concluded":
+                await anyio.to_thread.run_sync(lambda: wait_until(
+                    writes.filter(status="ok").exists, timeout=60, message="the write's outcome"))
+            again = await http.post(gateway_stack.mcp, json={**call, "id": 3}, headers=headers)
+            return sse_message(again.text, 3)
+
+    answer = run(go)
+    assert "error" not in answer, answer
+    result = answer["result"]
+    assert not result["isError"] and result["structuredContent"]["item"] == item
+    # Run once: one attempt, one real effect (counted outside the product), the one whose receipt came back.
+    (attempt,) = writes
+    assert effects_by_item(gateway_stack.env["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1
+    (effect,) = [r for r in read_ledger(gateway_stack.env["CHAOS_LEDGER"])
+                 if r.get("kind") == "effect" and r.get("item") == item]
+    assert result["structuredContent"]["receipt"] == effect["receipt"]
+    # The run's trace records the call, with the span the effect was made under.
+    run_id = result["_meta"]["agentops/run_id"]
+    assert result["_meta"]["agentops/attempt_id"] == attempt.uid
+    traced = api_for(operator).get(f"/api/runs/{run_id}/attempts/").json()["results"]
+    assert [(a["capability"], a["observation"]["status"], a["span_id"]) for a in traced] == [
+        ("gw_slow_write", "ok", effect["span"])]
