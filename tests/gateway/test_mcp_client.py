@@ -195,3 +195,95 @@ def test_a_client_that_disconnects_mid_call_gets_the_result_by_the_same_call_run
     traced = api_for(operator).get(f"/api/runs/{run_id}/attempts/").json()["results"]
     assert [(a["capability"], a["observation"]["status"], a["span_id"]) for a in traced] == [
         ("gw_slow_write", "ok", effect["span"])]
+
+
+def test_a_registry_change_is_announced_to_a_connected_client_and_tools_list_reflects_it(
+        gateway_stack, agent_token, registry_admin, operator, wait_until):
+    from capabilities import policy
+    from capabilities.models import Capability
+    from gateway import services
+
+    agent, token = agent_token()
+    announced: list = []
+
+    async def on_message(message) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            announced.append(message)
+
+    def changed_to(count: int, change) -> None:
+        change()
+        wait_until(lambda: len(announced) >= count, timeout=60, message=f"list_changed #{count}")
+
+    async def go():
+        async with client(gateway_stack.mcp, token, message_handler=on_message) as c:
+            listed = [sorted(t.name for t in (await c.list_tools()).tools)]
+            # A capability added for the agent.
+            await anyio.to_thread.run_sync(changed_to, 1, lambda: services.agent_save(
+                user=registry_admin, name=agent.name, owner=operator,
+                capabilities=["gw_echo", "gw_flaky", "gw_approved", "gw_slow"]))
+            listed.append(sorted(t.name for t in (await c.list_tools()).tools))
+            # A capability disabled in the registry.
+            flaky = await anyio.to_thread.run_sync(lambda: Capability.objects.get(name="gw_flaky"))
+            await anyio.to_thread.run_sync(changed_to, 2, lambda: policy.capability_set_enabled(
+                user=registry_admin, capability_id=flaky.pk, enabled=False))
+            listed.append(sorted(t.name for t in (await c.list_tools()).tools))
+            return listed
+
+    first, added, disabled = run(go)
+    assert first == ["gw_approved", "gw_echo", "gw_flaky"]
+    assert added == ["gw_approved", "gw_echo", "gw_flaky", "gw_slow"]
+    assert disabled == ["gw_approved", "gw_echo", "gw_slow"]
+
+
+def test_an_approval_is_bound_to_the_exact_arguments(gateway_stack, agent_token, second_operator, wait_until):
+    from runs import services
+    from runs.models import Approval, Attempt
+
+    _, token = agent_token()
+    executed = Attempt.objects.filter(capability_name="gw_approved")
+
+    async def go():
+        async with client(gateway_stack.mcp, token) as c:
+            pending = await c.call_tool("gw_approved", {"note": "n1"})
+            approval_id = pending.meta["agentops/approval_id"]
+            await anyio.to_thread.run_sync(lambda: services.approval_decide(
+                approval_id=approval_id, user=second_operator, approve=True,
+                channel="api", expected_hash=bound_hash(approval_id)))
+            # The approved call runs (the run goes on without the agent asking for it again) ...
+            await anyio.to_thread.run_sync(lambda: wait_until(
+                executed.filter(status="ok").exists, timeout=60, message="the approved call"))
+            # ... and the same tool with other arguments is a new request, not that approval.
+            return pending, await c.call_tool("gw_approved", {"note": "n2"})
+
+    pending, other = run(go)
+    first_id, other_id = pending.meta["agentops/approval_id"], other.meta.get("agentops/approval_id")
+    assert other.is_error and other.structured_content["error"]["error_code"] == "approval_pending"
+    assert other_id is not None and other_id != first_id
+    first, second = Approval.objects.get(pk=first_id), Approval.objects.get(pk=other_id)
+    assert (first.state, first.arguments) == ("approved", {"note": "n1"})
+    assert (second.state, second.arguments) == ("pending", {"note": "n2"})
+    assert second.arguments_hash != first.arguments_hash
+    assert [a.step.arguments for a in executed.select_related("step")] == [{"note": "n1"}]
+
+
+def test_a_call_to_an_upstream_mcp_capability_is_proxied(gateway_stack, agent_token, stdio_allowed, settings):
+    from capabilities.kinds.mcp import servers
+
+    settings.AGENTOPS_MCP_STDIO_COMMANDS = ["python -m mcp_server_time"]   # as the stack's worker allows
+    clock = servers.mcp_server_create(user=stdio_allowed, name="clock", transport="stdio", command="python",
+                                      args=["-m", "mcp_server_time"])
+    servers.mcp_tools_import(user=stdio_allowed, server_id=clock.pk, tools=[
+        {"name": "get_current_time", "capability_name": "clock_now", "side_effect": "none",
+         "requires_approval": False, "retry_max_attempts": 1, "timeout_s": 20}])
+    _, token = agent_token(capabilities=("clock_now", "gw_echo"))
+
+    async def go():
+        async with client(gateway_stack.mcp, token) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            return tools, await c.call_tool("clock_now", {"timezone": "Etc/UTC"})
+
+    tools, result = run(go)
+    assert "timezone" in tools["clock_now"].input_schema["properties"]   # the upstream server's own schema
+    assert not result.is_error, result.structured_content
+    assert result.structured_content["timezone"] == "Etc/UTC" and result.structured_content["datetime"]
+    assert result.meta["agentops/attempt"] == 1
