@@ -72,18 +72,42 @@ class SessionRun:
             client_name=str(info.get("name", ""))[:200], client_version=str(info.get("version", ""))[:100])
         conn.state.update(session_pk=session.pk, run_id=session.run_id, agent_id=bearer.agent_id,
                           token_id=bearer.token_id, lock=anyio.Lock())
-        OPEN_CONNECTIONS.add(conn)
+        OPEN_CONNECTIONS[conn.session_id] = conn
         conn.exit_stack.push_async_callback(_session_closed, conn)
         return result
 
 
-OPEN_CONNECTIONS: set = set()
+# This process's open sessions by their Mcp-Session-Id (sessions live in the process that opened them).
+OPEN_CONNECTIONS: dict[str | None, Any] = {}
+
+CLIENT_CLOSED = "the MCP client closed the session"
+SHUT_DOWN = "the web process holding the MCP session shut down"
+
+
+def idle_reason() -> str:
+    return (f"the MCP session was idle for {settings.AGENTOPS_GATEWAY_IDLE_TIMEOUT_S} s "
+            "(AGENTOPS_GATEWAY_IDLE_TIMEOUT_S: no request in flight, no open stream)")
+
+
+def session_closing(session_id: str, token_id: int | None, reason: str) -> None:
+    """Say why a session is about to end (its client's DELETE; the process shutting down), for the run's
+    stop detail. Only the session's own token may close it: another one's DELETE is refused by the SDK."""
+    conn = OPEN_CONNECTIONS.get(session_id)
+    if conn is not None and conn.state.get("token_id") == token_id:
+        conn.state.setdefault("end_reason", reason)
+
+
+def sessions_closing(reason: str) -> None:
+    for session_id, conn in list(OPEN_CONNECTIONS.items()):
+        session_closing(session_id, conn.state.get("token_id"), reason)
 
 
 async def _session_closed(conn) -> None:
-    OPEN_CONNECTIONS.discard(conn)
+    if OPEN_CONNECTIONS.get(conn.session_id) is conn:
+        del OPEN_CONNECTIONS[conn.session_id]
     session_pk = conn.state["session_pk"]
-    reason = conn.state.get("end_reason") or "the MCP session ended (closed by the client, or idle)"
+    # Neither closed by its client nor shut down: the SDK's idle timeout ended it.
+    reason = conn.state.get("end_reason") or idle_reason()
     if not await db(services.session_end)(session_id=session_pk, reason=reason):
         log.warning("gateway session %s: its owner may no longer submit for its run; the deadline will stop it",
                     session_pk)
@@ -281,7 +305,8 @@ async def _vouch_for_sessions() -> None:
     """Tell the lost-session sweep, every quarter of its patience, that this process's sessions live."""
     while True:
         try:
-            await db(services.sessions_vouch)(session_ids=[c.state["session_pk"] for c in list(OPEN_CONNECTIONS)])
+            open_sessions = [c.state["session_pk"] for c in list(OPEN_CONNECTIONS.values())]
+            await db(services.sessions_vouch)(session_ids=open_sessions)
         except Exception:   # a database blip: the next round vouches again
             log.exception("could not vouch for this process's gateway sessions")
         await asyncio.sleep(settings.AGENTOPS_GATEWAY_SESSION_LOST_S / 4)
@@ -294,7 +319,7 @@ async def _announce_list_changes() -> None:
         try:
             latest = await db(selectors.registry_stamp)()
             if stamp is not None and latest != stamp:
-                for conn in list(OPEN_CONNECTIONS):
+                for conn in list(OPEN_CONNECTIONS.values()):
                     with contextlib.suppress(Exception):   # a session without a GET stream cannot be told
                         await conn.send_tool_list_changed()
             stamp = latest
