@@ -3,7 +3,10 @@
 An agent token (`Authorization: Bearer aog_...`) is resolved here; the SDK then binds each
 session to the token that opened it (another token using the session's id gets 404). The
 gateway speaks the session protocol (initialize, Mcp-Session-Id), because a session is a
-run: a client probing for the sessionless 2026 protocol is answered so it falls back.
+run: a client probing for the sessionless 2026 protocol is answered so it falls back. It also
+watches each request for the gateway's bookkeeping: whether the answer reached the client
+(gateway.delivery), a client's DELETE (so the run says the client closed its session), and a
+request in a session that has ended (answered 404 with why, instead of the SDK's bare one).
 """
 from __future__ import annotations
 

@@ -72,13 +72,13 @@ class SessionRun:
             client_name=str(info.get("name", ""))[:200], client_version=str(info.get("version", ""))[:100])
         conn.state.update(session_pk=session.pk, run_id=session.run_id, agent_id=bearer.agent_id,
                           token_id=bearer.token_id, lock=anyio.Lock())
-        OPEN_CONNECTIONS[conn.session_id] = conn
+        OPEN_CONNECTIONS[conn.session_id or ""] = conn
         conn.exit_stack.push_async_callback(_session_closed, conn)
         return result
 
 
 # This process's open sessions by their Mcp-Session-Id (sessions live in the process that opened them).
-OPEN_CONNECTIONS: dict[str | None, Any] = {}
+OPEN_CONNECTIONS: dict[str, Any] = {}
 
 CLIENT_CLOSED = "the MCP client closed the session"
 SHUT_DOWN = "the web process holding the MCP session shut down"
@@ -98,13 +98,13 @@ def session_closing(session_id: str, token_id: int | None, reason: str) -> None:
 
 
 def sessions_closing(reason: str) -> None:
-    for session_id, conn in list(OPEN_CONNECTIONS.items()):
-        session_closing(session_id, conn.state.get("token_id"), reason)
+    """Every open session of this process is about to end, for this reason."""
+    for conn in list(OPEN_CONNECTIONS.values()):
+        conn.state.setdefault("end_reason", reason)
 
 
 async def _session_closed(conn) -> None:
-    if OPEN_CONNECTIONS.get(conn.session_id) is conn:
-        del OPEN_CONNECTIONS[conn.session_id]
+    OPEN_CONNECTIONS.pop(conn.session_id or "", None)
     session_pk = conn.state["session_pk"]
     # Neither closed by its client nor shut down: the SDK's idle timeout ended it.
     reason = conn.state.get("end_reason") or idle_reason()
