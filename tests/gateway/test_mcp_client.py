@@ -235,7 +235,7 @@ def test_a_registry_change_is_announced_to_a_connected_client_and_tools_list_ref
     assert disabled == ["gw_approved", "gw_echo", "gw_slow"]
 
 
-def test_an_approval_is_bound_to_the_exact_arguments(gateway_stack, agent_token, second_operator, wait_until):
+def test_an_approval_is_bound_to_the_exact_arguments(gateway_stack, agent_token, second_operator):
     from runs import services
     from runs.models import Approval, Attempt
 
@@ -249,10 +249,8 @@ def test_an_approval_is_bound_to_the_exact_arguments(gateway_stack, agent_token,
             await anyio.to_thread.run_sync(lambda: services.approval_decide(
                 approval_id=approval_id, user=second_operator, approve=True,
                 channel="api", expected_hash=bound_hash(approval_id)))
-            # The approved call runs (the run goes on without the agent asking for it again) ...
-            await anyio.to_thread.run_sync(lambda: wait_until(
-                executed.filter(status="ok").exists, timeout=60, message="the approved call"))
-            # ... and the same tool with other arguments is a new request, not that approval.
+            # At once the same tool with other arguments: it waits while the approved call runs (the
+            # run carries it out without the agent asking again), then is a new request, not that approval.
             return pending, await c.call_tool("gw_approved", {"note": "n2"})
 
     pending, other = run(go)
