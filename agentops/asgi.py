@@ -13,7 +13,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentops.settings")
 django_application = get_asgi_application()
 
 from gateway.asgi import McpEndpoint  # noqa: E402 - needs the apps loaded above
-from gateway.mcp_server import build_session_manager  # noqa: E402
+from gateway.mcp_server import SHUT_DOWN, build_session_manager, sessions_closing  # noqa: E402
 from runs.api.planning_front import PlanningLongPoll, is_planning_poll  # noqa: E402
 
 MCP_PATHS = ("/mcp", "/mcp/")
@@ -40,6 +40,7 @@ class Router:
             async with self.session_manager.run():
                 await send({"type": "lifespan.startup.complete"})
                 message = await receive()   # lifespan.shutdown
+                sessions_closing(SHUT_DOWN)   # the sessions end with the process, and their runs say so
         except Exception as exc:  # noqa: BLE001 - reported to the server, which then exits
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.failed", "message": str(exc)})

@@ -3,7 +3,10 @@
 An agent token (`Authorization: Bearer aog_...`) is resolved here; the SDK then binds each
 session to the token that opened it (another token using the session's id gets 404). The
 gateway speaks the session protocol (initialize, Mcp-Session-Id), because a session is a
-run: a client probing for the sessionless 2026 protocol is answered so it falls back.
+run: a client probing for the sessionless 2026 protocol is answered so it falls back. It also
+watches each request for the gateway's bookkeeping: whether the answer reached the client
+(gateway.delivery), a client's DELETE (so the run says the client closed its session), and a
+request in a session that has ended (answered 404 with why, instead of the SDK's bare one).
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from gateway import mcp_server, selectors
+from gateway.delivery import Delivery
 from gateway.tokens import TokenRefused, bearer_for
 
 
@@ -52,5 +57,31 @@ class McpEndpoint:
         # The principal the SDK compares a session's requests against: the token, never its key.
         principal = AccessToken(token=f"agent-token-{bearer.token_id}", client_id=f"agent-token-{bearer.token_id}",
                                 scopes=[])
-        scope = {**scope, "user": AuthenticatedUser(principal), "agentops.bearer": bearer}
-        await self.session_manager.handle_request(scope, receive, send)
+        session_id = _header(scope, b"mcp-session-id")
+        if (session_id is not None and session_id not in mcp_server.OPEN_CONNECTIONS
+                and await self._refuse_ended(send, session_id, bearer.token_id)):
+            return
+        if session_id is not None and scope.get("method") == "DELETE":
+            mcp_server.session_closing(session_id, bearer.token_id, mcp_server.CLIENT_CLOSED)
+        # Whether this request's answer reached the client (a tools/call's handler reads it: gateway.delivery).
+        delivery = Delivery()
+        scope = {**scope, "user": AuthenticatedUser(principal), "agentops.bearer": bearer,
+                 "agentops.delivery": delivery}
+        receive, send = delivery.wrap(receive, send)
+        try:
+            await self.session_manager.handle_request(scope, receive, send)
+        finally:
+            await delivery.settle()
+
+    async def _refuse_ended(self, send, session_id: str, token_id: int) -> bool:
+        """A request in a session that has ended (idle, closed, lost): the 404 the protocol asks for, saying
+        why and how its run stopped, so the agent learns more than "not found" (only its own token does)."""
+        session = await sync_to_async(selectors.ended_session, thread_sensitive=False)(
+            mcp_session_id=session_id, token_id=token_id)
+        if session is None:
+            return False
+        run = session.run
+        stopped = f"stopped {run.stop_reason}: {run.stop_detail}" if run.stop_reason else "stops session_ended"
+        await _json_error(send, 404, -32600, f"Session not found: it ended ({session.end_reason}); its run {run.pk} "
+                                             f"{stopped}. Initialize a new session (a new run).")
+        return True

@@ -25,8 +25,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST
 
 from gateway import results, selectors, services
+from gateway.delivery import Delivery
 from gateway.models import Agent
 from runs import wakeups
+from runtime.signatures import arguments_hash
 from runtime.validation import argument_errors
 
 log = logging.getLogger(__name__)
@@ -70,18 +72,42 @@ class SessionRun:
             client_name=str(info.get("name", ""))[:200], client_version=str(info.get("version", ""))[:100])
         conn.state.update(session_pk=session.pk, run_id=session.run_id, agent_id=bearer.agent_id,
                           token_id=bearer.token_id, lock=anyio.Lock())
-        OPEN_CONNECTIONS.add(conn)
+        OPEN_CONNECTIONS[conn.session_id or ""] = conn
         conn.exit_stack.push_async_callback(_session_closed, conn)
         return result
 
 
-OPEN_CONNECTIONS: set = set()
+# This process's open sessions by their Mcp-Session-Id (sessions live in the process that opened them).
+OPEN_CONNECTIONS: dict[str, Any] = {}
+
+CLIENT_CLOSED = "the MCP client closed the session"
+SHUT_DOWN = "the web process holding the MCP session shut down"
+
+
+def idle_reason() -> str:
+    return (f"the MCP session was idle for {settings.AGENTOPS_GATEWAY_IDLE_TIMEOUT_S} s "
+            "(AGENTOPS_GATEWAY_IDLE_TIMEOUT_S: no request in flight, no open stream)")
+
+
+def session_closing(session_id: str, token_id: int | None, reason: str) -> None:
+    """Say why a session is about to end (its client's DELETE; the process shutting down), for the run's
+    stop detail. Only the session's own token may close it: another one's DELETE is refused by the SDK."""
+    conn = OPEN_CONNECTIONS.get(session_id)
+    if conn is not None and conn.state.get("token_id") == token_id:
+        conn.state.setdefault("end_reason", reason)
+
+
+def sessions_closing(reason: str) -> None:
+    """Every open session of this process is about to end, for this reason."""
+    for conn in list(OPEN_CONNECTIONS.values()):
+        conn.state.setdefault("end_reason", reason)
 
 
 async def _session_closed(conn) -> None:
-    OPEN_CONNECTIONS.discard(conn)
+    OPEN_CONNECTIONS.pop(conn.session_id or "", None)
     session_pk = conn.state["session_pk"]
-    reason = conn.state.get("end_reason") or "the MCP session ended (closed by the client, or idle)"
+    # Neither closed by its client nor shut down: the SDK's idle timeout ended it.
+    reason = conn.state.get("end_reason") or idle_reason()
     if not await db(services.session_end)(session_id=session_pk, reason=reason):
         log.warning("gateway session %s: its owner may no longer submit for its run; the deadline will stop it",
                     session_pk)
@@ -130,36 +156,65 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
     if problems:
         return results.refused(run_id, "; ".join(str(p) for p in problems), error_code="invalid_arguments")
     lock: anyio.Lock = state["lock"]
-    if lock.locked():
+    if lock.locked() and not _reissued(state, name, arguments):
         raise MCPError(INVALID_REQUEST, "Another tools/call of this session is in progress: one call at a time per "
                                         "session (open another session for parallel work).")
     async with lock:
-        return await _call(ctx, state, spec, arguments)
+        delivery = _delivery(ctx)
+        state["in_flight"] = (name, arguments_hash(arguments), delivery)
+        try:
+            return await _call(ctx, state, spec, arguments, delivery)
+        finally:
+            state.pop("in_flight", None)
 
 
-async def _call(ctx, state, spec, arguments) -> types.CallToolResult:
+def _delivery(ctx) -> Delivery:
+    """The request's delivery watch (gateway.asgi); one that counts as delivered without an HTTP request."""
+    request = ctx.request
+    delivery = request.scope.get("agentops.delivery") if request is not None else None
+    if delivery is None:
+        delivery = Delivery()
+        delivery.completed = True
+    return delivery
+
+
+def _reissued(state, name: str, arguments: dict) -> bool:
+    """The call in flight is this very call, and its client went away: the re-issue waits for it and then
+    picks up its outcome (it is held once concluded), instead of being refused or run twice."""
+    flight = state.get("in_flight")
+    return flight is not None and flight[2].lost and flight[:2] == (name, arguments_hash(arguments))
+
+
+async def _call(ctx, state, spec, arguments, delivery: Delivery) -> types.CallToolResult:
     run_id, session_pk = state["run_id"], state["session_pk"]
     try:
         submitted = await _submit(ctx, state, spec.name, arguments)
     except services.CallRefused as refused:
         return results.refused(run_id, str(refused), stop_reason=refused.stop_reason)
-    delivered = False
+
+    async def hold() -> None:
+        await db(services.call_hold)(session_id=session_pk, revision=submitted.revision, capability=spec.name,
+                                     arguments=arguments)
+
+    concluded = False
     try:
         outcome, waited = await _await_outcome(ctx, run_id, submitted.revision, fresh=submitted.new)
         if isinstance(outcome, selectors.Concluded):
-            delivered = True
+            concluded = True
+            if not submitted.new:   # a held call picked up: released now, so the next call starts afresh
+                with anyio.CancelScope(shield=True):
+                    await db(services.call_delivered)(session_id=session_pk, revision=submitted.revision)
+            # Its client gone mid-call (or going before the answer is sent): held again, so the same
+            # call in this session picks up this outcome instead of running a second time.
+            await delivery.concluded(on_lost=hold)
             return results.concluded(run_id, outcome)
         if outcome.approval is not None:
             return results.approval_pending(run_id, outcome.approval)
         return results.still_running(run_id, waited)
     finally:
-        with anyio.CancelScope(shield=True):   # a client gone mid-call: the same call later picks it up
-            if delivered:
-                if not submitted.new:   # a call proposed just now was never held: nothing to clear
-                    await db(services.call_delivered)(session_id=session_pk, revision=submitted.revision)
-            else:
-                await db(services.call_hold)(session_id=session_pk, revision=submitted.revision,
-                                             capability=spec.name, arguments=arguments)
+        if not concluded:
+            with anyio.CancelScope(shield=True):   # answered before it concluded, or cancelled: held
+                await hold()
 
 
 class _Wait:
@@ -250,7 +305,8 @@ async def _vouch_for_sessions() -> None:
     """Tell the lost-session sweep, every quarter of its patience, that this process's sessions live."""
     while True:
         try:
-            await db(services.sessions_vouch)(session_ids=[c.state["session_pk"] for c in list(OPEN_CONNECTIONS)])
+            open_sessions = [c.state["session_pk"] for c in list(OPEN_CONNECTIONS.values())]
+            await db(services.sessions_vouch)(session_ids=open_sessions)
         except Exception:   # a database blip: the next round vouches again
             log.exception("could not vouch for this process's gateway sessions")
         await asyncio.sleep(settings.AGENTOPS_GATEWAY_SESSION_LOST_S / 4)
@@ -263,7 +319,7 @@ async def _announce_list_changes() -> None:
         try:
             latest = await db(selectors.registry_stamp)()
             if stamp is not None and latest != stamp:
-                for conn in list(OPEN_CONNECTIONS):
+                for conn in list(OPEN_CONNECTIONS.values()):
                     with contextlib.suppress(Exception):   # a session without a GET stream cannot be told
                         await conn.send_tool_list_changed()
             stamp = latest

@@ -34,6 +34,12 @@ def agent_sessions(agent: Agent, limit: int = 20):
     return GatewaySession.objects.filter(agent=agent).select_related("run").order_by("-opened_at", "-id")[:limit]
 
 
+def ended_session(*, mcp_session_id: str, token_id: int) -> GatewaySession | None:
+    """The token's session of that Mcp-Session-Id, if it has ended (to say why a later request is refused)."""
+    return (GatewaySession.objects.select_related("run")
+            .filter(mcp_session_id=mcp_session_id, token_id=token_id, ended_at__isnull=False).first())
+
+
 def capability_names() -> list[str]:
     """Every registered capability's name: what an agent may be given (enabled or not)."""
     return list(Capability.objects.order_by("name").values_list("name", flat=True))

@@ -23,7 +23,7 @@ from gateway.models import Agent, AgentToken, GatewaySession
 from gateway.tokens import default_expiry, new_key
 from runs import services as run_services
 from runs.labels import labels_errors
-from runs.models import Run
+from runs.models import Run, RunStatus
 from runs.planners.external import awaited_revision, next_plan_revision
 from runtime.completion import completion_errors
 from runtime.signatures import arguments_hash
@@ -228,9 +228,11 @@ def call_submit(*, session_id: int, capability: str, arguments: dict) -> Submitt
             if (session.held_capability, session.held_arguments_hash) == (capability, args_hash):
                 return Submitted(session.held_revision, new=False)
             if awaited_revision(run) is None:
+                # Still awaiting its approval: only the same call gets its answer. Decided and being
+                # carried out: the run wants this call shortly (worth waiting for, as for any busy run).
                 raise CallRefused(f"The earlier call of {session.held_capability} (revision {session.held_revision}) "
                                   "has not concluded (it may await an approval): repeat that call with the same "
-                                  "arguments to get its result.")
+                                  "arguments to get its result.", busy=run.status != RunStatus.AWAITING_APPROVAL)
         revision = awaited_revision(run)
         if revision is None:
             raise CallRefused(f"Run {run.pk} is still busy with the previous call; call again when it has answered.",

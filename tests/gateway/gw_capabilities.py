@@ -1,5 +1,9 @@
 """Capabilities the gateway tests register (AGENTOPS_CAPABILITY_MODULES in the worker too)."""
-from capabilities.kinds.python.registry import capability
+import time
+
+from chaos_ledger import _effect  # tests/chaos: the ledger outside the product where real effects are counted
+
+from capabilities.kinds.python.registry import CallContext, capability
 
 
 @capability(timeout_s=5)
@@ -29,7 +33,12 @@ def gw_admin_only(text: str) -> dict:
 @capability(timeout_s=10)
 def gw_slow(seconds: float) -> dict:
     """Sleeps, so a call is still in flight when the test makes another."""
-    import time
-
     time.sleep(min(seconds, 5))
     return {"slept": seconds}
+
+
+@capability(timeout_s=30, side_effect="write", idempotent=False, retry={"max_attempts": 1})
+def gw_slow_write(item: str, seconds: float, *, context: CallContext) -> dict:
+    """A write that is NOT idempotent and takes `seconds`: each execution is one more effect in the ledger."""
+    time.sleep(min(seconds, 20))
+    return _effect("gw_slow_write", item, context, idempotent=False)

@@ -2,99 +2,12 @@
 a real Celery worker, and a fake chat-completions model on loopback that scripts the tool calls."""
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from sdk_agent import ScriptedModel, run_agent  # noqa: E402 - tests/gateway is on sys.path (its conftest)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-class ScriptedModel:
-    """A chat-completions server: each request gets the next scripted turn, a tool call or a final
-    answer (a function of the last tool output it was sent, so the test sees what the agent saw)."""
-
-    def __init__(self, turns):
-        self.turns = list(turns)
-        self.requests: list[dict] = []
-        model = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                model.requests.append(body)
-                payload = json.dumps(model.answer(body)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def tool_outputs(self, body) -> list[str]:
-        """The text of each tool message (a string, or a list of text parts)."""
-        return [m["content"] if isinstance(m["content"], str) else "".join(p.get("text", "") for p in m["content"])
-                for m in body.get("messages", []) if m.get("role") == "tool"]
-
-    def answer(self, body) -> dict:
-        turn = self.turns.pop(0) if self.turns else ("say", lambda outputs: "out of script")
-        n = len(self.requests)
-        if turn[0] == "call":
-            message = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"call_{n}", "type": "function",
-                 "function": {"name": turn[1], "arguments": json.dumps(turn[2])}}]}
-            finish = "tool_calls"
-        else:
-            message, finish = {"role": "assistant", "content": turn[1](self.tool_outputs(body))}, "stop"
-        return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": "fake",
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def run_agent(mcp_url: str, token: str, model: ScriptedModel, task: str):
-    """The agent loop in its own thread and event loop (a browser test's loop may own this thread's)."""
-    from agents import Agent, Runner, set_default_openai_api, set_default_openai_client, set_tracing_disabled
-    from agents.mcp import MCPServerStreamableHttp
-    from openai import AsyncOpenAI
-
-    async def go():
-        set_default_openai_client(AsyncOpenAI(base_url=model.base_url, api_key="x"), use_for_tracing=False)
-        set_default_openai_api("chat_completions")
-        set_tracing_disabled(True)
-        server = MCPServerStreamableHttp(name="agentops", params={
-            "url": mcp_url, "headers": {"Authorization": f"Bearer {token}"}, "timeout": 30,
-            "sse_read_timeout": 60}, client_session_timeout_seconds=60, cache_tools_list=True)
-        async with server:
-            agent = Agent(name="sdk-agent", instructions="Use the tools.", model="fake-model", mcp_servers=[server])
-            return await Runner.run(agent, task, max_turns=8)
-
-    box: dict = {}
-
-    def target():
-        try:
-            box["result"] = asyncio.run(go())
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join(timeout=180)
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 def gateway_runs():
@@ -141,3 +54,31 @@ def test_an_agents_sdk_agent_repeating_a_failing_call_is_stalled(gateway_stack, 
     run.refresh_from_db()
     assert run.stop_reason == "stalled"
     assert Attempt.objects.filter(run=run, capability_name="gw_echo").count() == 0
+
+
+def test_an_agents_sdk_agent_that_hits_a_budget_is_told_and_the_run_stops(gateway_stack, agent_token):
+    from runs.models import Attempt
+
+    _, token = agent_token(name="sdk-budget", budgets={"max_tool_calls": 2})
+    model = ScriptedModel([("call", "gw_echo", {"text": "one"}), ("call", "gw_echo", {"text": "two"}),
+                           ("call", "gw_echo", {"text": "three"}), ("call", "gw_echo", {"text": "four"}),
+                           ("say", lambda outputs: "\n".join(outputs))])
+    try:
+        result = run_agent(gateway_stack.mcp, token, model, "Echo four words.")
+    finally:
+        model.close()
+    one, two, three, four = (json.loads(line) for line in result.final_output.split("\n"))
+    assert one == {"echo": "one"}
+    # The second call spent the last tool call, so the run stops (no further call could run): its
+    # result may already say so, if the stop was recorded before it was read; every later call is
+    # refused with the reason.
+    assert two.get("result", two) == {"echo": "two"}
+    assert two.get("run", {"stop_reason": "budget_exhausted:tool_calls"})["stop_reason"] == \
+        "budget_exhausted:tool_calls"
+    assert three["run"]["stop_reason"] == "budget_exhausted:tool_calls" and three["error"]["retryable"] is False
+    assert four["run"]["stop_reason"] == "budget_exhausted:tool_calls"
+    (run,) = gateway_runs()
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason) == ("stopped", "budget_exhausted:tool_calls")
+    attempts = Attempt.objects.filter(run=run).select_related("step").order_by("id")
+    assert [a.step.arguments["text"] for a in attempts] == ["one", "two"]

@@ -18,6 +18,7 @@ from conftest import (  # tests/gateway is on sys.path (its conftest)
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import expect
+from sdk_agent import ScriptedModel, run_agent
 from threaded import run_in_thread
 
 _spec = importlib.util.spec_from_file_location(
@@ -103,3 +104,44 @@ def test_an_operator_approves_in_the_inbox_and_the_held_mcp_call_returns_the_res
         ("gw_approved", "ok")]
     (approval,) = Approval.objects.filter(run_id=run_id)
     assert approval.state == "approved" and approval.decided_by == second_operator
+
+
+def test_an_agents_sdk_agent_waits_on_an_approval_decided_in_the_browser_and_gets_the_result(
+        approval_stack, agent_token, second_operator, page, wait_until):
+    from runs.models import Approval, Attempt
+
+    _, token = agent_token(name="sdk-approval")
+    model = ScriptedModel([("call", "gw_approved", {"note": "rotate the keys"}),
+                           ("say", lambda outputs: outputs[-1])])
+    box: dict = {}
+
+    def agent():
+        try:
+            box["result"] = run_agent(approval_stack.mcp, token, model, "Rotate the keys.", timeout_s=150)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=agent, name="sdk-agent")
+    thread.start()
+    try:
+        wait_until(lambda: Approval.objects.filter(state="pending", capability_name="gw_approved").exists(),
+                   timeout=60, message="the agent's approval request")
+        assert thread.is_alive() and not box   # the agent's tool call is held, not answered "pending"
+
+        log_in(page, approval_stack.url, second_operator)
+        page.goto(f"{approval_stack.url}/runs/approvals/")
+        card = page.locator("article", has_text="gw_approved").first
+        expect(card).to_contain_text("rotate the keys")
+        card.get_by_role("button", name=re.compile(r"^Approve step")).click()
+        expect(page.locator("body")).to_contain_text("Approved by olga")
+        thread.join(timeout=300)
+    finally:
+        model.close()
+    if "error" in box:
+        raise box["error"]
+    # The model's next turn saw the tool's result: the approved write, run once.
+    assert box["result"].final_output == '{"written": "rotate the keys"}'
+    (approval,) = Approval.objects.filter(capability_name="gw_approved")
+    assert approval.state == "approved" and approval.decided_by == second_operator
+    assert list(Attempt.objects.filter(run_id=approval.run_id).values_list("capability_name", "status")) == [
+        ("gw_approved", "ok")]

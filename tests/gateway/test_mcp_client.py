@@ -1,6 +1,9 @@
 """The official mcp client against the gateway: a real uvicorn server, a real Celery worker."""
 from __future__ import annotations
 
+import json
+import uuid
+
 import anyio
 import httpx2
 import mcp_types as types
@@ -125,3 +128,160 @@ def test_bad_input_gets_clear_errors(gateway_stack, agent_token):
     assert not out["ok"].is_error
     assert out["no_token"] == 401
     assert out["garbage"] == 400
+
+
+RAW_HEADERS = {"Accept": "application/json, text/event-stream"}
+PROTOCOL = "2025-06-18"
+
+
+async def raw_session(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
+    """Initialize a session by hand (for a client that must drop a stream mid-call); its request headers."""
+    init = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+    headers = {"Mcp-Session-Id": init.headers["mcp-session-id"], "Mcp-Protocol-Version": PROTOCOL}
+    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    return headers
+
+
+def sse_message(text: str, request_id: int) -> dict:
+    """The JSON-RPC answer to request_id among a response's server-sent events."""
+    for line in text.splitlines():
+        if line.startswith("data:") and line[5:].strip():
+            message = json.loads(line[5:])
+            if message.get("id") == request_id:
+                return message
+    raise AssertionError(f"no answer to request {request_id} in {text!r}")
+
+
+@pytest.mark.parametrize("reissued", ["while_it_runs", "after_it_concluded"])
+def test_a_client_that_disconnects_mid_call_gets_the_result_by_the_same_call_run_once(
+        gateway_stack, agent_token, api_for, operator, wait_until, reissued):
+    from chaos_ledger import effects_by_item, read_ledger
+
+    from runs.models import Attempt
+
+    _, token = agent_token(capabilities=("gw_slow_write", "gw_echo"))
+    item = f"gone-{uuid.uuid4().hex[:8]}"   # the ledger is shared by the session's workers
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "gw_slow_write", "arguments": {"item": item, "seconds": 3}}}
+    writes = Attempt.objects.filter(capability_name="gw_slow_write")
+
+    async def go():
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}", **RAW_HEADERS}, timeout=90) as http:
+            headers = await raw_session(http, gateway_stack.mcp)
+            async with http.stream("POST", gateway_stack.mcp, json=call, headers=headers) as response:
+                assert response.status_code == 200
+                # The worker has begun the write (its intent is recorded): the client goes away now.
+                await anyio.to_thread.run_sync(lambda: wait_until(writes.exists, timeout=60, message="the write"))
+            if reissued == "after_it_concluded":
+                await anyio.to_thread.run_sync(lambda: wait_until(
+                    writes.filter(status="ok").exists, timeout=60, message="the write's outcome"))
+            again = await http.post(gateway_stack.mcp, json={**call, "id": 3}, headers=headers)
+            return sse_message(again.text, 3)
+
+    answer = run(go)
+    assert "error" not in answer, answer
+    result = answer["result"]
+    assert not result["isError"] and result["structuredContent"]["item"] == item
+    # Run once: one attempt, one real effect (counted outside the product), the one whose receipt came back.
+    (attempt,) = writes
+    assert effects_by_item(gateway_stack.env["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1
+    (effect,) = [r for r in read_ledger(gateway_stack.env["CHAOS_LEDGER"])
+                 if r.get("kind") == "effect" and r.get("item") == item]
+    assert result["structuredContent"]["receipt"] == effect["receipt"]
+    # The run's trace records the call, with the span the effect was made under.
+    run_id = result["_meta"]["agentops/run_id"]
+    assert result["_meta"]["agentops/attempt_id"] == attempt.uid
+    traced = api_for(operator).get(f"/api/runs/{run_id}/attempts/").json()["results"]
+    assert [(a["capability"], a["observation"]["status"], a["span_id"]) for a in traced] == [
+        ("gw_slow_write", "ok", effect["span"])]
+
+
+def test_a_registry_change_is_announced_to_a_connected_client_and_tools_list_reflects_it(
+        gateway_stack, agent_token, registry_admin, operator, wait_until):
+    from capabilities import policy
+    from capabilities.models import Capability
+    from gateway import services
+
+    agent, token = agent_token()
+    announced: list = []
+
+    async def on_message(message) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            announced.append(message)
+
+    def changed_to(count: int, change) -> None:
+        change()
+        wait_until(lambda: len(announced) >= count, timeout=60, message=f"list_changed #{count}")
+
+    async def go():
+        async with client(gateway_stack.mcp, token, message_handler=on_message) as c:
+            listed = [sorted(t.name for t in (await c.list_tools()).tools)]
+            # A capability added for the agent.
+            await anyio.to_thread.run_sync(changed_to, 1, lambda: services.agent_save(
+                user=registry_admin, name=agent.name, owner=operator,
+                capabilities=["gw_echo", "gw_flaky", "gw_approved", "gw_slow"]))
+            listed.append(sorted(t.name for t in (await c.list_tools()).tools))
+            # A capability disabled in the registry.
+            flaky = await anyio.to_thread.run_sync(lambda: Capability.objects.get(name="gw_flaky"))
+            await anyio.to_thread.run_sync(changed_to, 2, lambda: policy.capability_set_enabled(
+                user=registry_admin, capability_id=flaky.pk, enabled=False))
+            listed.append(sorted(t.name for t in (await c.list_tools()).tools))
+            return listed
+
+    first, added, disabled = run(go)
+    assert first == ["gw_approved", "gw_echo", "gw_flaky"]
+    assert added == ["gw_approved", "gw_echo", "gw_flaky", "gw_slow"]
+    assert disabled == ["gw_approved", "gw_echo", "gw_slow"]
+
+
+def test_an_approval_is_bound_to_the_exact_arguments(gateway_stack, agent_token, second_operator):
+    from runs import services
+    from runs.models import Approval, Attempt
+
+    _, token = agent_token()
+    executed = Attempt.objects.filter(capability_name="gw_approved")
+
+    async def go():
+        async with client(gateway_stack.mcp, token) as c:
+            pending = await c.call_tool("gw_approved", {"note": "n1"})
+            approval_id = pending.meta["agentops/approval_id"]
+            await anyio.to_thread.run_sync(lambda: services.approval_decide(
+                approval_id=approval_id, user=second_operator, approve=True,
+                channel="api", expected_hash=bound_hash(approval_id)))
+            # At once the same tool with other arguments: it waits while the approved call runs (the
+            # run carries it out without the agent asking again), then is a new request, not that approval.
+            return pending, await c.call_tool("gw_approved", {"note": "n2"})
+
+    pending, other = run(go)
+    first_id, other_id = pending.meta["agentops/approval_id"], other.meta.get("agentops/approval_id")
+    assert other.is_error and other.structured_content["error"]["error_code"] == "approval_pending"
+    assert other_id is not None and other_id != first_id
+    first, second = Approval.objects.get(pk=first_id), Approval.objects.get(pk=other_id)
+    assert (first.state, first.arguments) == ("approved", {"note": "n1"})
+    assert (second.state, second.arguments) == ("pending", {"note": "n2"})
+    assert second.arguments_hash != first.arguments_hash
+    assert [a.step.arguments for a in executed.select_related("step")] == [{"note": "n1"}]
+
+
+def test_a_call_to_an_upstream_mcp_capability_is_proxied(gateway_stack, agent_token, stdio_allowed, settings):
+    from capabilities.kinds.mcp import servers
+
+    settings.AGENTOPS_MCP_STDIO_COMMANDS = ["python -m mcp_server_time"]   # as the stack's worker allows
+    clock = servers.mcp_server_create(user=stdio_allowed, name="clock", transport="stdio", command="python",
+                                      args=["-m", "mcp_server_time"])
+    servers.mcp_tools_import(user=stdio_allowed, server_id=clock.pk, tools=[
+        {"name": "get_current_time", "capability_name": "clock_now", "side_effect": "none",
+         "requires_approval": False, "retry_max_attempts": 1, "timeout_s": 20}])
+    _, token = agent_token(capabilities=("clock_now", "gw_echo"))
+
+    async def go():
+        async with client(gateway_stack.mcp, token) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            return tools, await c.call_tool("clock_now", {"timezone": "Etc/UTC"})
+
+    tools, result = run(go)
+    assert "timezone" in tools["clock_now"].input_schema["properties"]   # the upstream server's own schema
+    assert not result.is_error, result.structured_content
+    assert result.structured_content["timezone"] == "Etc/UTC" and result.structured_content["datetime"]
+    assert result.meta["agentops/attempt"] == 1
