@@ -20,6 +20,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from gateway import mcp_server, selectors
 from gateway.delivery import Delivery
 from gateway.tokens import TokenRefused, bearer_for
+from runtime.stop import StopKind
 
 
 async def _json_error(send, status: int, code: int, message: str, headers: list | None = None) -> None:
@@ -81,7 +82,7 @@ class McpEndpoint:
         if session is None:
             return False
         run = session.run
-        stopped = f"stopped {run.stop_reason}: {run.stop_detail}" if run.stop_reason else "stops session_ended"
+        stopped = f"stopped {run.stop_reason}: {run.stop_detail}" if run.stop_reason else f"stops {StopKind.SESSION_ENDED}"
         await _json_error(send, 404, -32600, f"Session not found: it ended ({session.end_reason}); its run {run.pk} "
                                              f"{stopped}. Initialize a new session (a new run).")
         return True
