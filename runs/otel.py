@@ -345,7 +345,9 @@ def _export_run(run_id: int) -> None:
     end = run.finished_at.timestamp()
     failed = run.stop_reason not in (StopKind.COMPLETED, StopKind.CANCELLED)
     attributes = {
-        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "agentops", "gen_ai.agent.id": str(run.pk),
+        # A gateway session's run is the MCP agent's: named as the operator registered it.
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": (run.labels or {}).get("agent") or "agentops",
+        "gen_ai.agent.id": str(run.pk),
         "gen_ai.request.model": _model_of(run), "agentops.run.id": run.pk,
         "agentops.planner": run.planner, "agentops.run.status": run.status,
         "agentops.stop_reason": run.stop_reason, "agentops.stop_detail": run.stop_detail[:500],
