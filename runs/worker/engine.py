@@ -15,8 +15,8 @@ from dataclasses import replace
 
 from capabilities.executors.open_calls import OPEN_CALLS
 from runs import otel, wakeups
-from runs.models import Run
-from runs.planners.external import AGENT_PLANNERS
+from runs.models import PlanSubmission, Run
+from runs.planners.external import AGENT_PLANNERS, awaited_revision
 from runs.worker import queue
 from runs.worker.adapters import DjangoRegistry, build_controller
 from runs.worker.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release
@@ -65,6 +65,21 @@ def run_advance(*, run_id: int, worker: str, slice_seconds: float = SLICE_SECOND
         # After letting go: the agent's next plan, sent the moment its waiter wakes, finds the run free.
         if planner in AGENT_PLANNERS:
             wakeups.announce(run_id)
+            if not finished:
+                _advance_if_plan_arrived(run_id)
+
+
+def _advance_if_plan_arrived(run_id: int) -> None:
+    """A plan stored while this slice held the run (its tasks' claims refused, the follow-up too when
+    letting go took longer under load) is taken up now: checked after letting go, so a plan stored
+    later finds the run free, and one stored before is seen here."""
+    try:
+        run = Run.objects.only("status", "state").get(pk=run_id)
+        awaited = awaited_revision(run)
+        if awaited is not None and PlanSubmission.objects.filter(run_id=run_id, revision=awaited).exists():
+            queue.advance_later(run_id)
+    except INFRASTRUCTURE_ERRORS:   # the sweep of runs with submitted plans is the net
+        log.warning("run %s: could not check for a plan stored meanwhile", run_id)
 
 
 def _let_go(lease: Lease, keeper: LeaseKeeper, *, released: bool = False, wake: bool = False) -> None:
