@@ -421,6 +421,33 @@ def own_task_queue(worker_env):
         purge()
 
 
+def off_the_event_loop(fn, *args, **kwargs):
+    """fn(*args, **kwargs) on a thread without a running event loop, as WSGI serves a request.
+
+    Playwright's sync API leaves its loop running on an xdist worker's thread after a browser test,
+    and a view's async_to_sync (the WSGI long poll) refuses to run there."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn(*args, **kwargs)
+    box: dict = {}
+
+    def target():
+        try:
+            box["result"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="off-the-loop")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
 def wait_until(predicate, timeout=30.0, interval=0.05, message="condition"):
     started = time.monotonic()
     while time.monotonic() - started < timeout:

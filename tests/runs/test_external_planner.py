@@ -14,6 +14,7 @@ from core.models import AuditEvent
 from runs import services
 from runs.models import PlanRevision, PlanSubmission, Run
 from runs.worker import engine, sweeps
+from tests.conftest import off_the_event_loop
 
 ROOT = Path(__file__).resolve().parents[2]
 FOUND = {"capability": "search_documents", "path": "documents.0.id", "exists": True}
@@ -40,7 +41,7 @@ def advance(run):
 
 
 def planning(api, run, wait=0):
-    response = api.get(f"/api/runs/{run.pk}/planning/", {"wait": wait})
+    response = off_the_event_loop(api.get, f"/api/runs/{run.pk}/planning/", {"wait": wait})
     assert response.status_code == 200, response.content
     return response.json()
 
