@@ -7,6 +7,10 @@ CELERY_BROKER_URL for PostgreSQL + Redis).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +25,25 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 TIME_SERVER = {"command": "python", "args": ["-m", "mcp_server_time"]}
 READ_ONLY = {"side_effect": "none", "requires_approval": False, "retry_max_attempts": 1, "timeout_s": 20}
+
+
+@pytest.fixture
+def fresh_worker(own_task_queue):
+    """A worker of this test's own, on a queue of its own: its stdio session pool starts empty (the
+    session's worker may keep a session of the same command from an earlier test)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency", "2",
+         "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"mcp-{time.time_ns()}@%h"],
+        cwd=Path(__file__).resolve().parents[2], env=own_task_queue.env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def _register(settings, admin, http_mcp_server):
@@ -47,7 +70,7 @@ def _run(owner, steps, completion, wait_until):
 
 
 def test_a_run_calls_a_stdio_and_an_http_mcp_tool_on_a_real_worker(
-        celery_worker, settings, stdio_allowed, operator, http_mcp_server, wait_until):
+        fresh_worker, settings, stdio_allowed, operator, http_mcp_server, wait_until):
     clock, _remote = _register(settings, stdio_allowed, http_mcp_server)
     steps = [{"id": "now", "capability": "clock_now", "arguments": {"timezone": "Etc/UTC"}},
              {"id": "sum", "capability": "remote_add", "arguments": {"a": 2, "b": 3}, "depends_on": ["now"]}]
