@@ -1,6 +1,7 @@
 """Fixtures shared by the Django tests: users per role, API clients, a real worker."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -374,16 +375,14 @@ def _purge_broker():
         app.control.purge(connection=conn)
 
 
-@pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker):
-    """A real Celery worker process on the configured broker and the test database."""
-    with django_db_blocker.unblock():
-        env = worker_env()
-        _purge_broker()
+@contextlib.contextmanager
+def running_worker(env: dict[str, str], *, hostname: str, concurrency: int = 4, stdout=subprocess.DEVNULL):
+    """A real Celery worker process (threads pool) with `env`, stopped when the block ends."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency", "4",
-         "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"test-{os.getpid()}@%h"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency",
+         str(concurrency), "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname",
+         f"{hostname}@%h"],
+        cwd=ROOT, env=env, stdout=stdout, stderr=subprocess.STDOUT, text=True,
     )
     try:
         yield proc
@@ -393,6 +392,16 @@ def celery_worker(django_db_setup, django_db_blocker):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker):
+    """A real Celery worker process on the configured broker and the test database."""
+    with django_db_blocker.unblock():
+        env = worker_env()
+        _purge_broker()
+    with running_worker(env, hostname=f"test-{os.getpid()}", stdout=subprocess.PIPE) as proc:
+        yield proc
 
 
 @pytest.fixture

@@ -7,10 +7,7 @@ CELERY_BROKER_URL for PostgreSQL + Redis).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +17,7 @@ from capabilities.kinds.python import sync
 from core.models import AuditEvent
 from runs import services
 from runs.models import Attempt, Run
+from tests.conftest import running_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -31,19 +29,8 @@ READ_ONLY = {"side_effect": "none", "requires_approval": False, "retry_max_attem
 def fresh_worker(own_task_queue):
     """A worker of this test's own, on a queue of its own: its stdio session pool starts empty (the
     session's worker may keep a session of the same command from an earlier test)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "agentops", "worker", "--pool", "threads", "--concurrency", "2",
-         "--loglevel", "WARNING", "--without-mingle", "--without-gossip", "--hostname", f"mcp-{time.time_ns()}@%h"],
-        cwd=Path(__file__).resolve().parents[2], env=own_task_queue.env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    with running_worker(own_task_queue.env, hostname=f"mcp-{time.time_ns()}", concurrency=2) as proc:
         yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _register(settings, admin, http_mcp_server):
