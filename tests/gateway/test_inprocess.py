@@ -45,11 +45,13 @@ def inline_worker(monkeypatch):
     from runs.worker import engine, queue
 
     threads = []
+    ended = threading.Event()   # the test is over: a countdown still running is not waited out
 
     def drive(run_id, countdown):
         try:
             while True:
-                time.sleep(min(countdown or 0, 5))   # a task's countdown, as the broker honours it
+                if ended.wait(min(countdown or 0, 5)):   # a task's countdown, as the broker honours it
+                    return
                 countdown = engine.run_advance(run_id=run_id, worker="inline")
                 if countdown is None:
                     return
@@ -63,6 +65,7 @@ def inline_worker(monkeypatch):
 
     monkeypatch.setattr(queue, "advance_later", send)
     yield
+    ended.set()
     for thread in threads:
         thread.join(timeout=10)
 
