@@ -259,6 +259,23 @@ def _sqlite(path: Path) -> dict:
 
 
 DATABASES = {"default": database_config(env_str("DATABASE_URL"))}
+
+# A PostgreSQL streaming replica for pages (core/replica.py): the dashboard, the lists and the
+# trace read from it while it holds the reader's own writes and lags at most the bound below;
+# the worker, the API, the gateway and every write use the primary.
+if env_str("DATABASE_REPLICA_URL"):
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql" or not env_str(
+            "DATABASE_REPLICA_URL").startswith(("postgres://", "postgresql://", "pgsql://")):
+        raise ImproperlyConfigured("DATABASE_REPLICA_URL needs PostgreSQL for both DATABASE_URL and the replica")
+    DATABASES["replica"] = database_config(env_str("DATABASE_REPLICA_URL"))
+    # A replica that is down costs a page at most this, then is left alone for a while.
+    DATABASES["replica"]["OPTIONS"]["connect_timeout"] = env_int("AGENTOPS_REPLICA_CONNECT_TIMEOUT_S", 2, minimum=1)
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+    DATABASE_ROUTERS = ["core.replica.ReplicaRouter"]
+    # Outside the session middleware, so a session saved after the view counts as a write.
+    MIDDLEWARE.insert(MIDDLEWARE.index("django.contrib.sessions.middleware.SessionMiddleware"),
+                      "core.replica.ReplicaMiddleware")
+AGENTOPS_REPLICA_MAX_LAG_S = env_int("AGENTOPS_REPLICA_MAX_LAG_S", 5)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -26,6 +26,7 @@ from core.choices import LIVE_STATUSES, DecisionChannel, ErrorCode, ObservationS
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, bad_request, forbidden, permission_needed
+from core.replica import reads_from_replica
 from runs import search, selectors, services
 from runs.dashboard import periods as dashboard_data
 from runs.dashboard.page import dashboard_page
@@ -131,6 +132,7 @@ def evaluation_runs_preference(request) -> str:
     return request.session.get("evaluation_runs", "hide")
 
 
+@reads_from_replica
 @permission_needed("runs.view_run", "view runs")
 @require_GET
 def run_list(request):
@@ -221,6 +223,7 @@ class TraceFilterForm(forms.Form):
 TRACE_FILTER_KEYS = ("capability", "status", "error_code", "repeated")
 
 
+@reads_from_replica
 @permission_needed("runs.view_run", "view runs")
 @require_GET
 def run_detail(request, run_id: int):
@@ -248,6 +251,7 @@ def run_detail(request, run_id: int):
     return render(request, "runs/detail.html", context, status=status)
 
 
+@reads_from_replica
 @permission_needed("runs.view_run", "view runs")
 @require_GET
 def attempt_detail(request, run_id: int, uid: str):
@@ -266,6 +270,7 @@ def attempt_detail(request, run_id: int, uid: str):
     return render(request, template, context)
 
 
+@reads_from_replica
 @permission_needed("runs.view_run", "view runs")
 @require_GET
 def attempt_output(request, run_id: int, uid: str):
@@ -285,6 +290,7 @@ def attempt_output(request, run_id: int, uid: str):
                        f"run-{run_id}-attempt-{uid}-output.json", inline=True)
 
 
+@reads_from_replica
 @permission_needed("runs.view_run", "view runs")
 @require_GET
 def trace_download(request, run_id: int):
@@ -414,6 +420,7 @@ def approval_badge(request):
 # --- Dashboard ---------------------------------------------------------------------------------
 
 
+@reads_from_replica
 @permission_needed("runs.view_run", "view the dashboard")
 @require_http_methods(["GET"])
 def run_dashboard(request):
