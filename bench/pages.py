@@ -221,7 +221,7 @@ def build(runs: int, big_attempts: int, approvals: int, attempt_every: int) -> d
 def _deep_cursor(sort: str, offset: int, **filters) -> str:
     """The cursor a reader would hold after paging `offset` rows into the list."""
     from runs import selectors
-    from runs.pagination import encode_cursor
+    from core.pagination import encode_cursor
 
     ordering = selectors.run_ordering(sort)
     row = (selectors.run_list(filters=selectors.RunFilters(sort=sort, **filters))

@@ -38,7 +38,7 @@ from runs.models import (
     Run,
     Step,
 )
-from runs.pagination import Ordering
+from core.pagination import Ordering
 from runs.querytools import narrowed, one_of
 from runs.trace.review import with_review_fields
 from runtime.plan import step_changes

@@ -31,7 +31,7 @@ from runs.dashboard import periods as dashboard_data
 from runs.dashboard.page import dashboard_page
 from runs.labels import TOO_MANY_FILTERS, label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
-from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
+from core.pagination import COUNT_CAP, InvalidCursor, keyset_page
 from runs.trace import as_json as trace_json
 from runs.trace import reconciliation
 from runs.trace import review as trace_review

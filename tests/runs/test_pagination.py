@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from runs import selectors
-from runs.pagination import InvalidCursor, capped_count, encode_cursor, keyset_page
+from core.pagination import InvalidCursor, capped_count, encode_cursor, keyset_page
 from runs.web.views import SORT_CHOICES
 
 
