@@ -25,13 +25,13 @@ from capabilities.models import Capability
 from core.choices import LIVE_STATUSES, DecisionChannel, ErrorCode, ObservationStatus, RunStatus, StopReason
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
+from core.pagination import COUNT_CAP, InvalidCursor, keyset_page
 from core.permissions import allowed, bad_request, forbidden, permission_needed
 from runs import search, selectors, services
 from runs.dashboard import periods as dashboard_data
 from runs.dashboard.page import dashboard_page
 from runs.labels import TOO_MANY_FILTERS, label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
-from core.pagination import COUNT_CAP, InvalidCursor, keyset_page
 from runs.trace import as_json as trace_json
 from runs.trace import reconciliation
 from runs.trace import review as trace_review
