@@ -75,6 +75,10 @@ class AuditQuery(serializers.Serializer):
     page_size = serializers.IntegerField(min_value=1, max_value=MAX_PER_PAGE, required=False,
                                          help_text=f"Rows per page (default {PER_PAGE}, at most {MAX_PER_PAGE}).")
 
+    def to_internal_value(self, data):
+        # A filter form sends every field, the unused ones empty: an empty value is no filter.
+        return super().to_internal_value({k: v for k, v in data.items() if v != ""})
+
     def validate(self, attrs):
         if attrs.get("target_id") and not attrs.get("target_type"):
             raise serializers.ValidationError({"target_id": "Give target_type with target_id."})
