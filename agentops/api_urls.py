@@ -1,6 +1,6 @@
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 
-urlpatterns = [
+urlpatterns: list[URLPattern | URLResolver] = [
     path("", include("runs.api.urls")),
     path("", include("capabilities.api_urls")),
     path("notifications/", include("notifications.api_urls")),

@@ -72,10 +72,7 @@ class AuditLogApi(ApiView):
         })
 
 
-class AuditExportQuery(audit_log.AuditQuery):
-    after = None
-    before = None
-    page_size = None
+class AuditExportQuery(audit_log.AuditFilterQuery):
     format = serializers.ChoiceField(choices=["csv", "json"], required=False, default="csv",
                                      help_text="csv (the default) or json (one array).")
 

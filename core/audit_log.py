@@ -55,8 +55,9 @@ class AuditFilters:
         return any(vars(self).values())
 
 
-class AuditQuery(serializers.Serializer):
-    """The audit log's query, for the page and the API alike; a bad value is a 400 naming its field."""
+class AuditFilterQuery(serializers.Serializer):
+    """The audit log's filters, for the page, the API and the exports alike; a bad value is a 400 naming
+    its field."""
 
     actor = serializers.RegexField(r"^[\w.@+-]+\Z", max_length=150, required=False,
                                    help_text="The username of whoever made the change.")
@@ -70,10 +71,6 @@ class AuditQuery(serializers.Serializer):
                                       help_text="Rows at or after this time (ISO 8601, or a date).")
     until = serializers.DateTimeField(required=False, input_formats=["iso-8601", "%Y-%m-%d"],
                                       help_text="Rows before this time (ISO 8601, or a date).")
-    after = serializers.CharField(max_length=200, required=False, help_text="The cursor of the next page.")
-    before = serializers.CharField(max_length=200, required=False, help_text="The cursor of the previous page.")
-    page_size = serializers.IntegerField(min_value=1, max_value=MAX_PER_PAGE, required=False,
-                                         help_text=f"Rows per page (default {PER_PAGE}, at most {MAX_PER_PAGE}).")
 
     def to_internal_value(self, data):
         # A filter form sends every field, the unused ones empty: an empty value is no filter.
@@ -85,9 +82,21 @@ class AuditQuery(serializers.Serializer):
         since, until = attrs.get("since"), attrs.get("until")
         if since and until and until <= since:
             raise serializers.ValidationError({"until": "until must be later than since."})
+        return attrs
+
+
+class AuditQuery(AuditFilterQuery):
+    """The filters, and which page: the page and GET /api/audit/."""
+
+    after = serializers.CharField(max_length=200, required=False, help_text="The cursor of the next page.")
+    before = serializers.CharField(max_length=200, required=False, help_text="The cursor of the previous page.")
+    page_size = serializers.IntegerField(min_value=1, max_value=MAX_PER_PAGE, required=False,
+                                         help_text=f"Rows per page (default {PER_PAGE}, at most {MAX_PER_PAGE}).")
+
+    def validate(self, attrs):
         if attrs.get("after") and attrs.get("before"):
             raise serializers.ValidationError({"before": "Give after or before, not both."})
-        return attrs
+        return super().validate(attrs)
 
 
 def filters_from(query: dict) -> AuditFilters:

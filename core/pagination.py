@@ -165,11 +165,11 @@ def keyset_page(queryset: QuerySet, *, ordering: Ordering, per_page: int, after:
     model = queryset.model
     count, exact = capped_count(queryset, count_cap)
     number = max(1, number)
-    if exact and number > max(1, math.ceil(count / per_page)):
+    if exact and count is not None and number > max(1, math.ceil(count / per_page)):
         number = max(1, math.ceil(count / per_page))
     if after or before:
         reverse = bool(before) and not after
-        cursor = decode_cursor(after or before, model, ordering)
+        cursor = decode_cursor(after or before or "", model, ordering)
         rows = _read(_segments(queryset, ordering, cursor, reverse), per_page + 1)
         more = len(rows) > per_page
         rows = rows[:per_page]

@@ -3,6 +3,7 @@ it, opens a row's details and exports what the filters select."""
 import csv
 import io
 import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -61,7 +62,7 @@ def test_a_lead_operator_filters_pages_and_exports_the_audit_log(page, live_serv
     # Export what the filters select.
     with page.expect_download() as download:
         page.get_by_role("link", name="CSV").click()
-    text = open(download.value.path(), encoding="utf-8").read()
+    text = Path(download.value.path()).read_text(encoding="utf-8")
     exported = list(csv.DictReader(io.StringIO(text)))
     assert len(exported) == 55 and {r["actor"] for r in exported} == {"otto"}
     assert download.value.suggested_filename.startswith("audit-log-")
