@@ -232,3 +232,11 @@ class TestPage:
         assert client_for(nobody).get("/audit/").status_code == 403
         nobody.groups.add(Group.objects.get(name=AUDITOR))
         assert client_for(nobody).get("/audit/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_django_admins_audit_list_follows_the_same_permission(log, client_for, roles):
+    staff_viewer = _make_user("stella", "viewer", is_staff=True)
+    staff_auditor = _make_user("stan", AUDITOR, is_staff=True)
+    assert client_for(staff_viewer).get("/admin/agentops/auditevent/").status_code == 403
+    assert client_for(staff_auditor).get("/admin/agentops/auditevent/").status_code == 200
