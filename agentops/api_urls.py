@@ -1,6 +1,6 @@
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 
-urlpatterns = [
+urlpatterns: list[URLPattern | URLResolver] = [
     path("", include("runs.api.urls")),
     path("", include("capabilities.api_urls")),
     path("notifications/", include("notifications.api_urls")),
@@ -9,10 +9,12 @@ urlpatterns = [
 ]
 
 # API tokens: the user's own, and the password login that issues one.
-from core import api_accounts  # noqa: E402
+from core import api_accounts, api_audit  # noqa: E402
 
 urlpatterns += [
     path("tokens/", api_accounts.TokenListCreateApi.as_view(), name="api-token-list"),
     path("tokens/<int:token_id>/revoke/", api_accounts.TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("auth/token/", api_accounts.TokenLoginApi.as_view(), name="api-token-login"),
+    path("audit/", api_audit.AuditLogApi.as_view(), name="api-audit"),
+    path("audit/export/", api_audit.AuditExportApi.as_view(), name="api-audit-export"),
 ]

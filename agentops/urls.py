@@ -6,7 +6,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
-from core import accounts, views, views_roles
+from core import accounts, views, views_audit, views_roles
 from notifications.slack import views as slack_views
 
 urlpatterns = [
@@ -18,6 +18,7 @@ urlpatterns = [
     path("account/slack/", slack_views.account_slack, name="account-slack"),
     path("account/password/", accounts.PasswordChangeView.as_view(), name="account-password"),
     path("roles/", views_roles.role_list, name="roles"),
+    path("audit/", views_audit.audit_log_page, name="audit"),
     path("healthz", views.healthz, name="healthz"),
     # Browsers ask for /favicon.ico whatever the page links (downloads, the API docs): the one icon.
     path("favicon.ico", login_not_required(RedirectView.as_view(url=static("favicon.svg"), permanent=True)),

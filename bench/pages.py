@@ -220,8 +220,8 @@ def build(runs: int, big_attempts: int, approvals: int, attempt_every: int) -> d
 
 def _deep_cursor(sort: str, offset: int, **filters) -> str:
     """The cursor a reader would hold after paging `offset` rows into the list."""
+    from core.pagination import encode_cursor
     from runs import selectors
-    from runs.pagination import encode_cursor
 
     ordering = selectors.run_ordering(sort)
     row = (selectors.run_list(filters=selectors.RunFilters(sort=sort, **filters))

@@ -38,6 +38,11 @@ class CapabilitiesConfig(AppConfig):
 
     def ready(self):
         post_migrate.connect(sync_python_capabilities, sender=self, dispatch_uid="capabilities.sync_python")
+        from capabilities.selectors import audit_capability_pages
+        from core.audit_log import register_object_pages
+
+        # The audit log links a capability's rows to its page.
+        register_object_pages("capability", audit_capability_pages)
         from celery.signals import worker_process_shutdown, worker_shutdown
 
         # Stop the stdio MCP servers this worker started (prefork children exit without atexit).

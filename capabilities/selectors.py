@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django.db.models import Q, QuerySet
+from django.urls import reverse
 
 from capabilities.models import Capability, CapabilityVersion, McpServer
 from capabilities.policy import capability_version_diff
@@ -72,3 +73,9 @@ def capability_audit_trail(*, capability: Capability, limit: int = 50) -> QueryS
 
 def mcp_server_list() -> QuerySet[McpServer]:
     return McpServer.objects.order_by("name")
+
+
+def audit_capability_pages(ids: list[str]) -> dict[str, str]:
+    """For the audit log (core.audit_log): each capability's page (its URL names it, not its id)."""
+    found = Capability.objects.filter(pk__in=[int(i) for i in ids if i.isdigit()]).values_list("pk", "name")
+    return {str(pk): reverse("capabilities:detail", kwargs={"name": name}) for pk, name in found}

@@ -2,6 +2,8 @@
 from django.contrib import admin
 
 from core.models import AuditEvent
+from core.permissions import allowed
+from core.roles import VIEW_AUDIT_LOG
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -20,3 +22,8 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "actor", "action", "target_type", "target_id", "summary")
     list_filter = ("action", "target_type")
     search_fields = ("summary", "target_id")
+
+    # Every role holds view_auditevent (an object's page shows its own history); the whole log,
+    # here as on /audit/, only those who may view the audit log.
+    def has_view_permission(self, request, obj=None):
+        return allowed(request.user, VIEW_AUDIT_LOG)

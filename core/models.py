@@ -51,6 +51,9 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # Reading the whole log (every user's changes) is its own permission (core.roles.VIEW_AUDIT_LOG);
+        # view_auditevent, which every role holds, only lets an object's page show its own history.
+        permissions = [("view_audit_log", "Can view the audit log of every user's changes")]
         indexes = [models.Index(fields=["target_type", "target_id", "-created_at"], name="audit_target_idx")]
         constraints = [
             models.CheckConstraint(condition=models.Q(action__in=[a.value for a in AuditAction]), name="audit_action_valid"),

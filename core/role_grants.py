@@ -16,7 +16,7 @@ from core.audit import audit
 from core.errors import InvalidInput
 from core.models import AuditAction
 from core.permissions import require
-from core.roles import LEAD_OPERATOR, OPERATOR, REGISTRY_ADMIN, ROLE_PERMISSIONS, STDIO_MCP_ADMIN, VIEWER
+from core.roles import AUDITOR, LEAD_OPERATOR, OPERATOR, REGISTRY_ADMIN, ROLE_PERMISSIONS, STDIO_MCP_ADMIN, VIEWER
 
 GRANT_ROLES = "auth.change_user"
 ROLES = tuple(ROLE_PERMISSIONS)
@@ -24,9 +24,10 @@ ROLES = tuple(ROLE_PERMISSIONS)
 ROLE_NOTES = {
     VIEWER: "reads runs, capabilities, evaluations and notifications",
     OPERATOR: "starts, cancels and reconciles their own runs; decides approvals; runs evaluations",
-    LEAD_OPERATOR: "an operator for everyone's runs",
+    LEAD_OPERATOR: "an operator for everyone's runs; reads the audit log",
     REGISTRY_ADMIN: "registers and edits capabilities and HTTP MCP servers",
     STDIO_MCP_ADMIN: "adds and starts stdio MCP servers, which run commands on this server's hosts: grant it on purpose",
+    AUDITOR: "reads what a viewer reads, and the audit log of every user's changes; changes nothing",
 }
 
 

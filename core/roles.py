@@ -9,6 +9,14 @@ LEAD_OPERATOR = "lead operator"
 MANAGE_ALL_RUNS = "runs.manage_all_runs"
 # Registering and starting stdio MCP servers runs programs on the hosts: its own role, given on purpose.
 STDIO_MCP_ADMIN = "stdio mcp admin"
+# The audit log (/audit/, /api/audit/) shows every user's changes: role grants, tokens, approvals,
+# cancels. Viewers read the product's objects, not the people who work on them, so it is not in
+# _VIEW. Two roles hold it: the lead operator, who acts on everyone's runs and during an incident
+# needs "who cancelled, approved or changed what"; and the auditor, a reader who must see the log
+# without being able to change anything (a compliance or security reviewer). Whoever grants roles
+# can grant themselves the auditor role, and that grant is itself in the log.
+VIEW_AUDIT_LOG = "agentops.view_audit_log"
+AUDITOR = "auditor"
 
 _VIEW = [
     "runs.view_run", "runs.view_planrevision", "runs.view_step", "runs.view_attempt", "runs.view_decision",
@@ -36,9 +44,10 @@ ROLE_PERMISSIONS = {
         "capabilities.change_mcpserver", "gateway.manage_agents",
     ],
     STDIO_MCP_ADMIN: _VIEW + ["capabilities.run_stdio_mcpserver"],
+    AUDITOR: _VIEW + [VIEW_AUDIT_LOG],
 }
 
-ROLE_PERMISSIONS[LEAD_OPERATOR] = ROLE_PERMISSIONS[OPERATOR] + [MANAGE_ALL_RUNS]
+ROLE_PERMISSIONS[LEAD_OPERATOR] = ROLE_PERMISSIONS[OPERATOR] + [MANAGE_ALL_RUNS, VIEW_AUDIT_LOG]
 
 
 def sync_role_groups(apps, schema_editor=None):

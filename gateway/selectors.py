@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Count, Max, Q
+from django.urls import reverse
 from django.utils import timezone
 
 from capabilities.models import Capability
@@ -87,3 +88,9 @@ def call_outcome(*, run_id: int, revision: int) -> Pending | Concluded:
         rejected = PlanRevision.objects.filter(run_id=run_id, number=revision, accepted=False).first()
         errors = rejected.validation_errors if rejected else []
     return Concluded(attempt, status, stop_reason, stop_detail, errors)
+
+
+def audit_agent_token_pages(ids: list[str]) -> dict[str, str]:
+    """For the audit log (core.audit_log): an agent token's rows link to its agent's page."""
+    found = AgentToken.objects.filter(pk__in=[int(i) for i in ids if i.isdigit()]).values_list("pk", "agent_id")
+    return {str(pk): reverse("gateway:agent", kwargs={"agent_id": agent_id}) for pk, agent_id in found}

@@ -5,6 +5,7 @@ run or the table: lists are paginated, counts are aggregated in the database.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,10 +23,12 @@ from django.db.models import (
     prefetch_related_objects,
 )
 from django.db.models.functions import Cast, Coalesce
+from django.urls import reverse
 from django.utils import timezone
 
 from capabilities.models import Capability
 from core.choices import LIVE_STATUSES, ApprovalState
+from core.pagination import Ordering
 from runs import search
 from runs.dashboard.budget_usage import run_budget_usage
 from runs.expressions import IsoText
@@ -38,7 +41,6 @@ from runs.models import (
     Run,
     Step,
 )
-from runs.pagination import Ordering
 from runs.querytools import narrowed, one_of
 from runs.trace.review import with_review_fields
 from runtime.plan import step_changes
@@ -471,3 +473,14 @@ def trace_approvals(*, run: Run) -> QuerySet[Approval]:
 def trace_decisions_without_attempt(*, run: Run) -> QuerySet[Decision]:
     return Decision.objects.filter(run=run, attempt__isnull=True).order_by("created_at", "id")
 
+
+def _ids(ids: list[str]) -> list[int]:
+    return [int(i) for i in ids if i.isdigit()]
+
+
+def audit_run_pages(model) -> Callable[[list[str]], dict[str, str]]:
+    """For the audit log (core.audit_log): the page of each row of `model` that belongs to a run (its run's)."""
+    def pages(ids: list[str]) -> dict[str, str]:
+        found = model.objects.filter(pk__in=_ids(ids)).values_list("pk", "run_id")
+        return {str(pk): reverse("runs:detail", kwargs={"run_id": run_id}) for pk, run_id in found}
+    return pages

@@ -25,6 +25,7 @@ from capabilities.models import Capability
 from core.choices import LIVE_STATUSES, DecisionChannel, ErrorCode, ObservationStatus, RunStatus, StopReason
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
+from core.pagination import COUNT_CAP, InvalidCursor, keyset_page
 from core.permissions import allowed, bad_request, forbidden, permission_needed
 from core.replica import reads_from_replica
 from runs import search, selectors, services
@@ -32,7 +33,6 @@ from runs.dashboard import periods as dashboard_data
 from runs.dashboard.page import dashboard_page
 from runs.labels import TOO_MANY_FILTERS, label_filters_parse
 from runs.models import Approval, Attempt, Planner, Run
-from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
 from runs.trace import as_json as trace_json
 from runs.trace import reconciliation
 from runs.trace import review as trace_review

@@ -25,6 +25,11 @@ FUNCTION_LEVEL_IMPORTS = {
     ("notifications/apps.py", "notifications"),  # ready(): refresh Slack messages when an approval is decided
     ("notifications/apps.py", "runs.signals"),  # ready(): ... connected to the runs' approval_decided signal
     ("runs/apps.py", "runs.dashboard"),  # ready(): the usage reader the registry pages ask (capability_usage)
+    # ready(): each app tells the audit log (core.audit_log) where its objects' pages are
+    ("runs/apps.py", "core.audit_log"), ("runs/apps.py", "runs.models"), ("runs/apps.py", "runs.selectors"),
+    ("capabilities/apps.py", "core.audit_log"), ("capabilities/apps.py", "capabilities.selectors"),
+    ("evaluation/apps.py", "core.audit_log"),
+    ("gateway/apps.py", "core.audit_log"), ("gateway/apps.py", "gateway.selectors"),
 }
 
 

@@ -103,6 +103,11 @@ MATRIX = [
     ("post", "/api/capabilities/{capability}/disable/", None, {"registry_admin"}),
     ("get", "/api/tokens/", None, AUTHENTICATED),
     ("post", "/api/tokens/", {"name": "matrix"}, AUTHENTICATED),
+    # The audit log: the lead operator role (and the auditor role, tests/project/test_audit_log.py).
+    ("get", "/audit/", None, {"lead_operator"}),
+    ("get", "/api/audit/", None, {"lead_operator"}),
+    ("get", "/api/audit/export/", None, {"lead_operator"}),
+    ("get", "/api/audit/export/?format=json", None, {"lead_operator"}),
 ]
 
 

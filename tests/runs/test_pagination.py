@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.pagination import InvalidCursor, capped_count, encode_cursor, keyset_page
 from runs import selectors
-from runs.pagination import InvalidCursor, capped_count, encode_cursor, keyset_page
 from runs.web.views import SORT_CHOICES
 
 
