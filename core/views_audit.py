@@ -8,11 +8,13 @@ from core import audit_log
 from core.models import AuditAction
 from core.pagination import InvalidCursor
 from core.permissions import bad_request, permission_needed
+from core.replica import reads_from_replica
 from core.roles import VIEW_AUDIT_LOG
 
 FILTER_FIELDS = ("actor", "action", "target_type", "target_id", "since", "until")
 
 
+@reads_from_replica
 @permission_needed(VIEW_AUDIT_LOG, "view the audit log")
 @require_GET
 def audit_log_page(request):
