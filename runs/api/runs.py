@@ -258,8 +258,8 @@ class RunForkApi(ApiView):
         attempt = serializers.CharField(required=False, max_length=32,
                                         help_text="Or the uid of the call the fork starts at (not with `at`).")
         budgets = serializers.JSONField(required=False, help_text="New budgets (default: the source's).")
-        planner = serializers.ChoiceField(choices=[c for c in Planner.choices if c[0] not in ("gateway", "direct")],
-                                          required=False, help_text="Another planner (default: the source's).")
+        planner = serializers.ChoiceField(choices=Planner.choices, required=False, help_text=(
+            "Another planner (default: the source's); not gateway or direct, which no fork can continue."))
         planner_config = serializers.JSONField(required=False,
                                                help_text="New planner settings (default: the source's).")
 

@@ -168,6 +168,8 @@ class TestTheApi:
         assert response.status_code == 400 and response.json()["error"]["fields"] == {"from_step": "unknown field"}
         response = api.post(f"/api/runs/{source.pk}/fork/", {"attempt": "nope"}, format="json")
         assert response.status_code == 400 and "attempt" in response.json()["error"]["fields"]
+        response = api.post(f"/api/runs/{source.pk}/fork/", {"planner": "gateway"}, format="json")
+        assert response.status_code == 400 and "planner" in response.json()["error"]["fields"]
         assert api.post("/api/runs/999999/fork/", {}, format="json").status_code == 404
         stranger = api_for(_make_user("sam", "operator"))
         assert stranger.post(f"/api/runs/{source.pk}/fork/", {}, format="json").status_code == 403
