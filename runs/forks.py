@@ -13,6 +13,8 @@ Pages and the API call `run_fork`; the new run records where it came from (`Run.
 """
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -33,8 +35,9 @@ from runtime.signatures import action_signature, outcome_fingerprint, signature_
 
 # A gateway session's agent is gone with its session, and the evaluation's direct baseline is
 # one call by design: neither has a planner a fork could ask.
-NOT_FORKABLE = {Planner.GATEWAY: "an MCP session's agent ended with its session",
-                Planner.DIRECT: "a direct call (the evaluation baseline) has no planner to continue"}
+NOT_FORKABLE: dict[str, str] = {
+    Planner.GATEWAY.value: "an MCP session's agent ended with its session",
+    Planner.DIRECT.value: "a direct call (the evaluation baseline) has no planner to continue"}
 
 
 def can_fork(user, run: Run) -> bool:
@@ -75,7 +78,7 @@ def run_fork(*, run_id: int, user, at: int | None = None, attempt: str | None = 
     run = Run.objects.create(
         goal=source.goal, completion=source.completion, budgets=parsed.to_dict(), planner=planner,
         planner_config=planner_config, owner=user, require_plan_approval=source.require_plan_approval,
-        trace_id=random_hex(16), deadline_at=now + timezone.timedelta(seconds=parsed.deadline_s),
+        trace_id=random_hex(16), deadline_at=now + timedelta(seconds=parsed.deadline_s),
         labels=source.labels, forked_from=source, forked_at=at)
     RunLabel.objects.bulk_create([RunLabel(run=run, key=k, value=v) for k, v in source.labels.items()])
     state = forked_state(
@@ -174,9 +177,8 @@ def _inherited(rows: list[Attempt], found: Reconciliation | None) -> tuple[list[
 
 
 def _observation(row: Attempt) -> Observation:
-    ref = None
-    if row.output_ref_id:
-        stored = row.output_ref
+    ref, stored = None, row.output_ref
+    if stored is not None:
         ref = OutputRef(uri=f"attempt:{row.uid}", size_bytes=stored.size_bytes, sha256=stored.sha256,
                         preview=stored.content[:500])
     return Observation(

@@ -513,7 +513,7 @@ def fork_origin(*, run: Run) -> ForkOrigin | None:
     first = max(0, inherited - INHERITED_SHOWN)
     calls = list(run_attempts(run=source)[first:inherited])
     for offset, attempt in enumerate(calls, start=first + 1):
-        attempt.position = offset
+        attempt.position = offset  # type: ignore[attr-defined]   # the page's label for it
     total = Attempt.objects.filter(run=source).count()
     resumed = run.forked_at == total + 1
     # A reconciled call is the one the source stopped on, its last: inherited by a resume only.

@@ -326,7 +326,7 @@ def _json_field(request, name: str):
         return None
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise InvalidInput(f"{name}: not valid JSON ({exc.msg}).", fields={name: "not valid JSON"}) from None
 
 

@@ -106,8 +106,8 @@ BUILD = {"decide": _decide, "agent": _agent, "rule": _rule, "channel": _channel,
 
 PAGES = [
     "/runs/", "/runs/?label=team%3Dpayments&stop_reason=stalled", "/runs/start/", "/runs/approvals/",
-    "/runs/dashboard/", "/runs/dashboard/?window=3y", "/runs/{stalled}/", "/runs/{waiting}/", "/runs/{unknown}/", "/runs/{forked}/",
-    "/runs/{stalled}/what-if/", "/runs/{attempt}/", "/capabilities/", "/capabilities/search_documents/",
+    "/runs/dashboard/", "/runs/dashboard/?window=3y", "/runs/{stalled}/", "/runs/{waiting}/", "/runs/{unknown}/",
+    "/runs/{forked}/", "/runs/{stalled}/what-if/", "/runs/{attempt}/", "/capabilities/", "/capabilities/search_documents/",
     "/capabilities/create_ticket/", "/capabilities/new-capability/", "/capabilities/search_documents/edit/",
     "/capabilities/mcp-servers/new/", "/capabilities/mcp-servers/{server}/import/", "/evaluations/",
     "/evaluations/readiness/", "/evaluations/{evaluation}/", "/notifications/",
