@@ -28,7 +28,7 @@ from runs.services import _enqueue_advance, budget_errors, can_manage_run, requi
 from runtime.budgets import Budgets
 from runtime.checkpoint import bounded_for_history
 from runtime.fork import forked_state, reconciled
-from runtime.history import HistoryEntry
+from runtime.history import DEFAULT_WINDOW, HistoryEntry
 from runtime.ids import random_hex
 from runtime.observation import ErrorCategory, ErrorCode, Observation, OutputRef, SideEffectStatus, Status
 from runtime.signatures import action_signature, outcome_fingerprint, signature_text
@@ -38,6 +38,10 @@ from runtime.signatures import action_signature, outcome_fingerprint, signature_
 NOT_FORKABLE: dict[str, str] = {
     Planner.GATEWAY.value: "an MCP session's agent ended with its session",
     Planner.DIRECT.value: "a direct call (the evaluation baseline) has no planner to continue"}
+
+
+# How many forks back a fork's inherited history is rebuilt (each level reads at most a window of calls).
+MAX_ANCESTRY = 20
 
 
 def can_fork(user, run: Run) -> bool:
@@ -73,6 +77,10 @@ def run_fork(*, run_id: int, user, at: int | None = None, attempt: str | None = 
     _validate(budgets, planner, planner_config)
     found = Reconciliation.objects.filter(run=source).first()
     inherited, settled = _inherited(calls[:at - 1], found)
+    # A fork of a fork: what the source itself inherited comes first, and its settled side effects stay
+    # settled (they precede every call of the source, so every fork point of it).
+    inherited = (_ancestry(source) + inherited)[-DEFAULT_WINDOW:]
+    settled |= set((source.state or {}).get("settled_keys") or ())
     parsed = Budgets.from_dict(budgets)
     now = timezone.now()
     run = Run.objects.create(
@@ -153,6 +161,19 @@ def _inherited(rows: list[Attempt], found: Reconciliation | None) -> tuple[list[
     A side effect whose outcome stayed unknown is inherited only once something settled it: a
     later call with its key (a re-send or a lookup) or a person's reconciliation. Otherwise the
     fork would not know whether to do it again: reconcile first, or fork before it."""
+    entries, settled, outcome_by_key = _entries(rows, found)
+    unknown = [key for key, status in outcome_by_key.items() if status == SideEffectStatus.UNKNOWN and key not in settled]
+    if unknown:
+        row = next(r for r in reversed(rows) if r.idempotency_key == unknown[0])
+        raise Conflict(f"Whether call {row.uid} ({row.capability_name}) committed is unknown: reconcile the run "
+                       "first, or fork before that call.")
+    return entries, settled
+
+
+def _entries(rows: list[Attempt], found: Reconciliation | None
+             ) -> tuple[list[HistoryEntry], set[str], dict[str, str]]:
+    """History entries for these rows (a reconciled call as the person found it), the keys they
+    committed, and each key's last side-effect status."""
     entries, settled = [], set()
     outcome_by_key: dict[str, str] = {}
     for row in rows:
@@ -168,12 +189,18 @@ def _inherited(rows: list[Attempt], found: Reconciliation | None) -> tuple[list[
         entries.append(HistoryEntry(attempt_id=row.uid, capability=row.capability_name, arguments=row.step.arguments,
                                     signature=signature, fingerprint=outcome_fingerprint(observation), kind=row.kind,
                                     observation=bounded_for_history(observation, row.uid)))
-    unknown = [key for key, status in outcome_by_key.items() if status == SideEffectStatus.UNKNOWN and key not in settled]
-    if unknown:
-        row = next(r for r in reversed(rows) if r.idempotency_key == unknown[0])
-        raise Conflict(f"Whether call {row.uid} ({row.capability_name}) committed is unknown: reconcile the run "
-                       "first, or fork before that call.")
-    return entries, settled
+    return entries, settled, outcome_by_key
+
+
+def _ancestry(run: Run, depth: int = 0) -> list[HistoryEntry]:
+    """The history a fork inherited from its own ancestors (the last window of it), rebuilt from their rows."""
+    parent = run.forked_from
+    if parent is None or run.forked_at is None or depth >= MAX_ANCESTRY:
+        return []
+    end = run.forked_at - 1
+    rows = list(source_calls(parent)[max(0, end - DEFAULT_WINDOW):end])
+    found = Reconciliation.objects.filter(run=parent).select_related("decided_by").first()
+    return (_ancestry(parent, depth + 1) + _entries(rows, found)[0])[-DEFAULT_WINDOW:]
 
 
 def _observation(row: Attempt) -> Observation:

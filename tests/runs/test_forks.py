@@ -58,11 +58,14 @@ class TestTheService:
         by_uid = run_fork(run_id=source.pk, user=operator, attempt=source.attempts.order_by("started_at")[2].uid)
         assert by_uid.forked_at == 3
 
-    def test_a_fork_of_a_fork_keeps_the_first_runs_keys(self, source, operator, manual_advance):
+    def test_a_fork_of_a_fork_keeps_the_first_runs_keys_history_and_settled_effects(self, source, operator, manual_advance):
         fork = run_fork(run_id=source.pk, user=operator)
         Run.objects.filter(pk=fork.pk).update(status="stopped", stop_reason="stalled")
         again = run_fork(run_id=fork.pk, user=operator)
-        assert _state(again).key_scope == str(source.pk)
+        state = _state(again)
+        assert state.key_scope == str(source.pk)
+        # What the fork inherited is inherited again: the history, and the side effects never to repeat.
+        assert state.settled_keys == ("key-ticket",) and len(state.history) == 3
 
     @pytest.mark.parametrize("at", [0, 5, -1, True, "2"])
     def test_a_fork_point_that_does_not_exist_is_refused_and_nothing_changes(self, source, operator, at):

@@ -92,7 +92,7 @@ def finished(run, wait_until):
 
 
 def test_a_fork_runs_to_its_end_and_never_repeats_a_side_effect_before_the_fork_point(
-        celery_worker, operator, record_item, wait_until):
+        celery_worker, operator, record_item, wait_until, client_for):
     source = finished(start(operator, [plan(0, 1, 2)], last=3), wait_until)   # n=3 never comes: stalled
     assert source.stop_reason == "stalled", source.stop_detail
     assert record_item.ledger == [0, 1, 2]
@@ -104,6 +104,8 @@ def test_a_fork_runs_to_its_end_and_never_repeats_a_side_effect_before_the_fork_
     assert Counter(record_item.ledger) == {0: 1, 1: 1, 2: 2, 3: 1}   # n=2 was after the fork point
     assert list(Attempt.objects.filter(run=fork).order_by("started_at").values_list("output__n", flat=True)) == [2, 3]
     assert fork.side_effects_committed == 2
+    trace = client_for(operator).get(f"/runs/{fork.pk}/").content.decode()
+    assert trace.count('data-testid="settled-before-fork"') == 2   # s0 and s1: done without a call
 
     # Resume the source after its end: every call inherited, only n=3 is new.
     resumed = finished(forks.run_fork(run_id=source.pk, user=operator,
@@ -111,6 +113,12 @@ def test_a_fork_runs_to_its_end_and_never_repeats_a_side_effect_before_the_fork_
     assert resumed.status == "completed", (resumed.stop_reason, resumed.stop_detail)
     assert Counter(record_item.ledger) == {0: 1, 1: 1, 2: 2, 3: 2}
     assert Attempt.objects.filter(run=resumed).count() == 1
+
+    # A fork of the resume: the side effects of both runs before it stay done; only n=4 is new.
+    again = finished(forks.run_fork(run_id=resumed.pk, user=operator,
+                                    planner_config={"plans": [plan(0, 1, 2, 3, 4)]}), wait_until)
+    assert Counter(record_item.ledger) == {0: 1, 1: 1, 2: 2, 3: 2, 4: 1}
+    assert list(Attempt.objects.filter(run=again).values_list("output__n", flat=True)) == [4]
 
 
 @pytest.mark.parametrize("fault, committed", [("late", True), ("lost", False)])
