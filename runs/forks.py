@@ -45,8 +45,16 @@ MAX_ANCESTRY = 20
 
 
 def can_fork(user, run: Run) -> bool:
-    return (run.is_finished and run.planner not in NOT_FORKABLE and user.has_perm("runs.start_run")
+    return (run.is_finished and not _not_forkable(run) and user.has_perm("runs.start_run")
             and can_manage_run(user, run))
+
+
+def _not_forkable(run: Run) -> str:
+    """Why a run cannot be forked at all ("" when it can)."""
+    if run.evaluation_id is not None:
+        # Its capabilities may have been simulated: a fork would call the registry's real ones.
+        return "an evaluation's run ran against its suite's capabilities; replay it with What if… instead"
+    return NOT_FORKABLE.get(run.planner, "")
 
 
 def source_calls(run: Run):
@@ -67,8 +75,8 @@ def run_fork(*, run_id: int, user, at: int | None = None, attempt: str | None = 
     if not source.is_finished:
         raise Conflict(f"Run {source.pk} is still {source.get_status_display().lower()}: fork it once it has "
                        "stopped (cancel it first to fork it now).")
-    if source.planner in NOT_FORKABLE:
-        raise Conflict(f"Run {source.pk} cannot be forked: {NOT_FORKABLE[source.planner]}.")
+    if _not_forkable(source):
+        raise Conflict(f"Run {source.pk} cannot be forked: {_not_forkable(source)}.")
     calls = list(source_calls(source))
     at = _fork_point(calls, at, attempt)
     planner = source.planner if planner is None else planner

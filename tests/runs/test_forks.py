@@ -92,11 +92,15 @@ class TestTheService:
         with pytest.raises(NotAllowed):
             run_fork(run_id=source.pk, user=viewer)
 
-    def test_a_run_still_running_or_a_gateway_session_cannot_be_forked(self, make_run, operator):
+    def test_a_run_still_running_a_gateway_session_or_an_evaluations_run_cannot_be_forked(self, make_run, operator):
         from core.errors import Conflict
+        from evaluation.models import Evaluation
+        from evaluation.services import evaluation_suites_sync
 
+        evaluation = Evaluation.objects.create(suite=evaluation_suites_sync()[0], started_by=operator)
         for run in (make_run(owner=operator, status="running"),
-                    make_run(owner=operator, status="stopped", planner="gateway")):
+                    make_run(owner=operator, status="stopped", planner="gateway"),
+                    make_run(owner=operator, status="stopped", evaluation=evaluation)):
             with pytest.raises(Conflict):
                 run_fork(run_id=run.pk, user=operator)
 
