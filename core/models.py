@@ -14,6 +14,7 @@ class AuditAction(models.TextChoices):
     RUN_STARTED = "run.started"
     RUN_CANCELLED = "run.cancelled"
     RUN_RECONCILED = "run.reconciled"
+    RUN_FORKED = "run.forked"
     ROLE_GRANTED = "role.granted"
     ROLE_REVOKED = "role.revoked"
     STEP_APPROVED = "step.approved"

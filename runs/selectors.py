@@ -38,6 +38,7 @@ from runs.models import (
     Decision,
     PlannerCall,
     PlanRevision,
+    Reconciliation,
     Run,
     Step,
 )
@@ -484,3 +485,44 @@ def audit_run_pages(model) -> Callable[[list[str]], dict[str, str]]:
         found = model.objects.filter(pk__in=_ids(ids)).values_list("pk", "run_id")
         return {str(pk): reverse("runs:detail", kwargs={"run_id": run_id}) for pk, run_id in found}
     return pages
+
+# -- forks (runs.forks) -----------------------------------------------------------------------
+
+INHERITED_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class ForkOrigin:
+    """Where a fork came from: the source, the call it starts at, and the inherited calls shown."""
+
+    source: Run | None         # None: the source was deleted (the fork keeps its number)
+    at: int
+    inherited: int             # how many of the source's calls are this run's history
+    calls: list                # the last INHERITED_SHOWN of them, in order, each with .position
+    resumed: bool              # the fork point is the source's end
+    reconciliation: Any = None  # the source's reconciliation, when its call is inherited
+
+
+def fork_origin(*, run: Run) -> ForkOrigin | None:
+    if run.forked_at is None:
+        return None
+    source = run.forked_from
+    if source is None:
+        return ForkOrigin(source=None, at=run.forked_at, inherited=run.forked_at - 1, calls=[], resumed=False)
+    inherited = run.forked_at - 1
+    first = max(0, inherited - INHERITED_SHOWN)
+    calls = list(run_attempts(run=source)[first:inherited])
+    for offset, attempt in enumerate(calls, start=first + 1):
+        attempt.position = offset  # type: ignore[attr-defined]   # the page's label for it
+    total = Attempt.objects.filter(run=source).count()
+    resumed = run.forked_at == total + 1
+    # A reconciled call is the one the source stopped on, its last: inherited by a resume only.
+    found = Reconciliation.objects.filter(run=source).select_related("decided_by").first() if resumed else None
+    return ForkOrigin(source=source, at=run.forked_at, inherited=inherited, calls=calls,
+                      resumed=resumed, reconciliation=found)
+
+
+def run_forks(*, run: Run) -> list[Run]:
+    """The runs forked from this one, oldest first."""
+    return list(Run.objects.filter(forked_from=run).select_related("owner").order_by("created_at", "id")
+                .only("id", "status", "stop_reason", "forked_at", "owner__username", "created_at", "forked_from"))

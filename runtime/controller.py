@@ -21,6 +21,7 @@ from . import budgets as B
 from .approval_gate import request_approval, take_approval
 from .approvals import ApprovalKind, ApprovalRequest
 from .calls import Action, Attempt, call, record_attempt, wait_for_admission
+from .completion import completion_met
 from .conclusion import conclude
 from .decide import Decision
 from .events import DecisionMade, Event
@@ -34,7 +35,7 @@ from .planner_calls import settle_lost_calls
 from .ports import ApprovalBook, Authorizer, CapabilityRegistry, Clock, Executor, IdSource, Planner
 from .records import replace
 from .resolution import interrupted_call, look_up_settled, resolve
-from .signatures import action_signature, arguments_hash, idempotency_key
+from .signatures import action_signature, arguments_hash, idempotency_key, signature_text
 from .state import PlanningNeed, RunState, StepProgress, StepStatus
 from .stop import ReplanReason, RunStatus, StopKind
 
@@ -187,16 +188,18 @@ class Controller:
             # resolved with the kind and the key it was sent with.
             return self._execute(p, progress, Action(spec, interrupted.kind, interrupted.idempotency_key),
                                  interrupted)
+        # Side-effecting calls carry a key that is stable across retries, revisions and forks.
+        key = None
+        if spec.changes_state:
+            key = idempotency_key(s.key_scope or s.run_id, action_signature(spec.name, step.arguments),
+                                  step.id if spec.distinct_calls else None)
+        if key is not None and key in s.settled_keys:
+            return settled_before_fork(p, progress)
         args_hash = arguments_hash(step.arguments)
         if spec.requires_approval and progress.approved_arguments_hash != args_hash:
             request = ApprovalRequest(kind=ApprovalKind.STEP, run_id=s.run_id, revision=s.revision, step_id=step.id,
                                       capability=spec.name, arguments_hash=args_hash)
             return request_approval(p, request, arguments=step.arguments)
-        # Side-effecting calls carry a key that is stable across retries and revisions.
-        key = None
-        if spec.changes_state:
-            key = idempotency_key(s.run_id, action_signature(spec.name, step.arguments),
-                                  step.id if spec.distinct_calls else None)
         self._execute(p, progress, Action(spec, kind, key))
 
     def _execute(self, p: Pass, progress: StepProgress, action: Action,
@@ -221,6 +224,24 @@ class Controller:
                 return
             attempt = resolved
         conclude(p, action, attempt, history_before)
+
+
+def settled_before_fork(p: Pass, progress: StepProgress) -> None:
+    """A fork's step whose side effect committed before the fork point (its source's record, or a
+    person's reconciliation, says so): it is never sent again. The step counts as done, with the
+    inherited outcome in the history the planner and the completion check read."""
+    inherited = next((e for e in reversed(p.state.history) if e.signature == signature_text(
+        action_signature(progress.step.capability, progress.step.arguments))), None)
+    summary = {"status": "ok", "side_effect": SideEffectStatus.COMMITTED.value, "state_changed": True,
+               "settled_before_fork": True, "attempt_id": inherited.attempt_id if inherited else None}
+    p.state = s = p.state.with_step(replace(progress, status=StepStatus.SUCCEEDED, committed=True,
+                                            last_observation=summary))
+    p.wait_s = 0.0
+    if any(pr.status == StepStatus.PENDING for pr in s.steps):
+        return
+    if completion_met(s.completion, s.latest_ok_outputs) if s.completion is not None else s.plan_success_completes:
+        p.stop(StopKind.COMPLETED, None, f"step {progress.step.id}: {progress.step.capability} committed before "
+                                         "the fork point, and that meets the completion criteria")
 
 
 def next_runnable(state: RunState) -> StepProgress | None:

@@ -137,6 +137,11 @@ class RunState:
     latest_ok_outputs: dict[str, Any] = field(default_factory=dict)
     not_before: float | None = None            # earliest time of the next action (backoff, poll, Retry-After)
     last_attempt_id: str | None = None
+    # A fork of another run (runtime/fork.py): idempotency keys are scoped by the first run of the
+    # line ("" = this run), so the same action keeps its key across forks; and the keys of side
+    # effects committed before the fork point, which this run never sends again.
+    key_scope: str = ""
+    settled_keys: tuple[str, ...] = ()
 
     @classmethod
     def new(cls, *, run_id: str, goal: str, completion: CompletionCriteria | dict[str, Any] | None,
@@ -180,6 +185,9 @@ class RunState:
             "history": [h.to_dict() for h in self.history],
             "latest_ok_outputs": self.latest_ok_outputs, "not_before": self.not_before,
             "last_attempt_id": self.last_attempt_id,
+            # Only for a fork: every other run's checkpoint stays as it was.
+            **({"key_scope": self.key_scope} if self.key_scope else {}),
+            **({"settled_keys": list(self.settled_keys)} if self.settled_keys else {}),
         }
 
     @classmethod
@@ -204,4 +212,5 @@ class RunState:
             history=tuple(HistoryEntry.from_dict(h) for h in data.get("history") or ()),
             latest_ok_outputs=dict(data.get("latest_ok_outputs") or {}),
             not_before=data.get("not_before"), last_attempt_id=data.get("last_attempt_id"),
+            key_scope=data.get("key_scope") or "", settled_keys=tuple(data.get("settled_keys") or ()),
         )

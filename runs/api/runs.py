@@ -11,7 +11,7 @@ from capabilities.models import StoredOutput
 from core.api import PAGE_PARAMETERS, ApiView, Pagination, paginated, validated
 from core.choices import DecisionChannel, ErrorCategory, ErrorCode, RunStatus, SideEffectStatus, StopReason
 from core.permissions import require_perm
-from runs import search, selectors, services
+from runs import forks, search, selectors, services
 from runs.labels import label_filters_parse
 from runs.models import Approval, Attempt, Decision, Planner, PlanRevision, Run
 from runs.selectors import RunFilters
@@ -45,6 +45,9 @@ class RunOutput(serializers.ModelSerializer):
     tokens_estimated = serializers.IntegerField(help_text="Of tokens: planner calls lost with their worker, "
                                                           "counted at their maximum (no answer was recorded).")
     cost_estimated = serializers.FloatField(help_text="Of cost: the same calls at the model's price.")
+    forked_from = serializers.IntegerField(allow_null=True, help_text="A fork: the run it started from.")
+    forked_at = serializers.IntegerField(allow_null=True, help_text="A fork: the source's call it starts at "
+                                                                    "(1-based); the calls before it are inherited.")
 
     class Meta:
         model = Run
@@ -52,7 +55,8 @@ class RunOutput(serializers.ModelSerializer):
                   "stop_reason", "stop_detail", "stop_attempt", "stall_kind", "iterations", "revisions", "plans",
                   "tool_calls", "retries", "tokens", "cost", "side_effects_committed", "approvals_requested",
                   "repeated_attempts", "trace_id", "created_at", "started_at", "finished_at", "deadline_at",
-                  "cancel_requested_at", "budget_usage", "labels", "tokens_estimated", "cost_estimated"]
+                  "cancel_requested_at", "budget_usage", "labels", "tokens_estimated", "cost_estimated",
+                  "forked_from", "forked_at"]
 
 
 class RevisionOutput(serializers.ModelSerializer):
@@ -229,7 +233,8 @@ class RunReconcileApi(ApiView):
         evidence = serializers.CharField()
         decided_by = serializers.CharField(source="decided_by.username")
         decided_at = serializers.DateTimeField()
-        next = serializers.SerializerMethodField(help_text="What may follow: there is no fork of a run yet.")
+        next = serializers.SerializerMethodField(help_text="What may follow: resume the run from the reconciled "
+                                                           "call (POST /api/runs/{id}/fork/), or leave it closed.")
 
         def get_next(self, _obj) -> str:
             return reconciliation.AFTER_RECORDING
@@ -240,6 +245,29 @@ class RunReconcileApi(ApiView):
         found = reconciliation.run_reconcile(run_id=run_id, user=request.user,
                                              **validated(self.ReconcileInput, request.data))
         return Response(self.ReconcileOutput(found).data, status=201)
+
+
+class RunForkApi(ApiView):
+    """Fork a finished run before one of its calls, or resume it after its end (runs.forks)."""
+    permission_classes = [require_perm("runs.start_run")]
+
+    class ForkInput(serializers.Serializer):
+        at = serializers.IntegerField(required=False, min_value=1, help_text=(
+            "The source's call the fork starts at (1-based, in the trace's order): the calls before it are "
+            "inherited history, not repeated. Omitted (or the number of calls + 1): resume after the end."))
+        attempt = serializers.CharField(required=False, max_length=32,
+                                        help_text="Or the uid of the call the fork starts at (not with `at`).")
+        budgets = serializers.JSONField(required=False, help_text="New budgets (default: the source's).")
+        planner = serializers.ChoiceField(choices=Planner.choices, required=False, help_text=(
+            "Another planner (default: the source's); not gateway or direct, which no fork can continue."))
+        planner_config = serializers.JSONField(required=False,
+                                               help_text="New planner settings (default: the source's).")
+
+    @extend_schema(request=ForkInput, responses={201: RunOutput})
+    def post(self, request, run_id: int):
+        get_object_or_404(Run, pk=run_id)
+        run = forks.run_fork(run_id=run_id, user=request.user, **validated(self.ForkInput, request.data))
+        return Response(run_dict(run), status=201)
 
 
 class RunRevisionsApi(ApiView):

@@ -8,6 +8,7 @@ urlpatterns = [
     path("runs/<int:run_id>/", api.RunDetailApi.as_view(), name="api-run-detail"),
     path("runs/<int:run_id>/cancel/", api.RunCancelApi.as_view(), name="api-run-cancel"),
     path("runs/<int:run_id>/reconcile/", api.RunReconcileApi.as_view(), name="api-run-reconcile"),
+    path("runs/<int:run_id>/fork/", api.RunForkApi.as_view(), name="api-run-fork"),
     path("runs/<int:run_id>/revisions/", api.RunRevisionsApi.as_view(), name="api-run-revisions"),
     path("runs/<int:run_id>/attempts/", api.RunAttemptsApi.as_view(), name="api-run-attempts"),
     path("approvals/", api.ApprovalListApi.as_view(), name="api-approval-list"),

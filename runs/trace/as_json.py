@@ -44,6 +44,7 @@ def run_dict(run: Run) -> dict:
         "finished_at": iso(run.finished_at), "deadline_at": iso(run.deadline_at),
         "cancel_requested_at": iso(run.cancel_requested_at), "budget_usage": run_budget_usage(run),
         "labels": run.labels, "tokens_estimated": run.tokens_estimated, "cost_estimated": run.cost_estimated,
+        "forked_from": run.forked_from_id, "forked_at": run.forked_at,
     }
 
 

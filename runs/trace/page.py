@@ -30,6 +30,8 @@ class TracePage:
     first_failure_uid: str | None
     trace_filters: TraceFilters
     timeline: Any
+    fork_origin: Any           # a fork: its source, fork point and inherited calls (selectors.ForkOrigin)
+    forks: list                # the runs forked from this one
 
     def context(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -79,6 +81,7 @@ def trace_page(run: Run, *, capability_calls: dict[str, int], trace_filters: Tra
         stall_kind=review.stall_kind(run), last_failure=last_failure,
         first_failure_uid=review.first_failure_uid(run=run), trace_filters=trace_filters,
         timeline=timeline.run_timeline(run=run, revisions=revisions, approvals=approvals, trigger=trigger),
+        fork_origin=selectors.fork_origin(run=run), forks=selectors.run_forks(run=run),
     )
 
 

@@ -5,9 +5,10 @@ deduplicated by its idempotency key nor looked up (design.md). Someone then chec
 other system and records what they found: committed or not, with the evidence. The run's
 own record stays what the runtime saw; the finding sits beside it, audited, once per run.
 
-Resuming the run from that point would need a fork of a run (a new run that carries this
-one's history on), which does not exist yet: recording the finding closes the question,
-and the page says so.
+Then the person may resume the run from there (runs/forks.py: a fork at its end): the new
+run inherits the history up to the unknown call, and that call's observation is what the
+person recorded. Committed: the effect is done and never sent again. Not committed: the
+planner may do it again. Or they leave the run closed, the question answered.
 """
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ from runtime.stop import StopKind, stop_reason
 OUTCOME_UNKNOWN = stop_reason(StopKind.TERMINAL_FAILURE, ErrorCode.OUTCOME_UNKNOWN)
 RECONCILE_RUN = "runs.reconcile_run"
 MAX_EVIDENCE = 5000
-# What a person may do after recording: said on the page and in the API (no fork of a run yet).
-AFTER_RECORDING = ("Resuming this run from the unknown call is not possible: AgentOps has no fork of a run yet. "
-                   "Recording what you found closes the question; start a new run for what is left to do.")
+# What a person may do after recording: said on the page and in the API.
+AFTER_RECORDING = ("Resume the run from the unknown call (Resume on its trace, or POST /api/runs/{id}/fork/): the "
+                   "new run inherits its history with your finding as that call's outcome, so a committed side "
+                   "effect is never sent again and one not committed may be done again. Or leave the run closed: "
+                   "your finding answers the question.")
 
 
 def needs_reconciliation(run: Run) -> bool:

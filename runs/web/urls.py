@@ -15,6 +15,7 @@ urlpatterns = [
     path("<int:run_id>/trace.json", views.trace_download, name="trace_json"),
     path("<int:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("<int:run_id>/reconcile/", views.run_reconcile, name="reconcile"),
+    path("<int:run_id>/fork/", views.run_fork, name="fork"),
     path("<int:run_id>/attempts/<str:uid>/", views.attempt_detail, name="attempt"),
     path("<int:run_id>/attempts/<str:uid>/output.json", views.attempt_output, name="output"),
 ]

@@ -24,11 +24,11 @@ from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 from capabilities.models import Capability
 from core.choices import LIVE_STATUSES, DecisionChannel, ErrorCode, ObservationStatus, RunStatus, StopReason
 from core.downloads import as_download
-from core.errors import NotAllowed, ServiceError
+from core.errors import InvalidInput, NotAllowed, ServiceError
 from core.pagination import COUNT_CAP, InvalidCursor, keyset_page
 from core.permissions import allowed, bad_request, forbidden, permission_needed
 from core.replica import reads_from_replica
-from runs import search, selectors, services
+from runs import forks, search, selectors, services
 from runs.dashboard import periods as dashboard_data
 from runs.dashboard.page import dashboard_page
 from runs.labels import TOO_MANY_FILTERS, label_filters_parse
@@ -243,6 +243,8 @@ def run_detail(request, run_id: int):
         "can_start": allowed(request.user, "runs.start_run"),
         "can_reconcile": reconciliation.needs_reconciliation(run) and reconciliation.can_reconcile(request.user, run),
         "after_reconciling": reconciliation.AFTER_RECORDING,
+        "can_fork": forks.can_fork(request.user, run),
+        "needs_reconciling": reconciliation.needs_reconciliation(run),
     }
     if request.htmx:
         html = render_to_string("runs/detail.html#trace", context, request=request)
@@ -315,6 +317,40 @@ def run_reconcile(request, run_id: int):
     else:
         messages.success(request, f"Recorded what you found for run {run_id}. {reconciliation.AFTER_RECORDING}")
     return redirect(reverse("runs:detail", args=[run_id]) + "#reconciliation")
+
+
+def _json_field(request, name: str):
+    """An optional JSON object from the fork form (blank: keep the source's)."""
+    text = request.POST.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{name}: not valid JSON ({exc.msg}).", fields={name: "not valid JSON"}) from None
+
+
+@permission_needed("runs.start_run", "start runs")
+@require_POST
+def run_fork(request, run_id: int):
+    """Fork the run before one of its calls (attempt or at), or resume it after its end."""
+    try:
+        at = request.POST.get("at", "").strip()
+        run = forks.run_fork(run_id=run_id, user=request.user, attempt=request.POST.get("attempt") or None,
+                             at=int(at) if at.isdigit() else (None if not at else -1),
+                             budgets=_json_field(request, "budgets"),
+                             planner_config=_json_field(request, "planner_config"))
+    except NotAllowed as exc:
+        return forbidden(request, exc.message)
+    except ServiceError as exc:
+        if not Run.objects.filter(pk=run_id).exists():
+            raise Http404("No such run.") from None
+        messages.error(request, exc.message)
+        return redirect(reverse("runs:detail", args=[run_id]) + "#fork")
+    what = "resumes" if run.forked_at and run.forked_at > Attempt.objects.filter(run_id=run_id).count() else "forks"
+    messages.success(request, f"Run {run.pk} {what} run {run_id}: the calls before the fork point are its "
+                              "inherited history, not repeated.")
+    return redirect("runs:detail", run.pk)
 
 
 @permission_needed("runs.cancel_run", "cancel runs")

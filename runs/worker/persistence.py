@@ -295,7 +295,8 @@ class PassWriter(PlannerCallIntents):
     def _attempt(self, attempts: dict[str, Attempt], uid: str | None) -> Attempt | None:
         if not uid:
             return None
-        return attempts.get(uid) or Attempt.objects.filter(uid=uid).first()
+        # This run's own: a fork's inherited attempts (another run's rows) are never linked as its own.
+        return attempts.get(uid) or Attempt.objects.filter(run=self.run, uid=uid).first()
 
     def _step(self, revision: int, key: str) -> tuple[int, int | None]:
         """A step's row id and the capability version it is linked to (None before its first attempt)."""
@@ -412,7 +413,7 @@ def _record_plan(run: Run, event: ev.PlanProposed, step_ids: dict | None = None,
     (`version_of`: what the worker's registry view says; else read from the registry)."""
     revision_row, rows = _plan_rows(run, event, version_of)
     revision = PlanRevision.objects.create(
-        **revision_row, triggering_attempt=Attempt.objects.filter(uid=event.triggering_attempt_id).first()
+        **revision_row, triggering_attempt=Attempt.objects.filter(run=run, uid=event.triggering_attempt_id).first()
         if event.triggering_attempt_id else None)
     if not rows:
         return

@@ -48,6 +48,16 @@ def _unknown(admin):
     return run
 
 
+def _forked(admin):
+    """A resume of a stalled run, advanced once: its trace shows where it came from and what it inherited."""
+    from runs import forks
+    from runs.worker import engine
+
+    run = forks.run_fork(run_id=_stalled(admin).pk, user=admin)
+    engine.run_advance(run_id=run.pk, worker="pages")
+    return run
+
+
 def _evaluation(admin):
     from evaluation.services import evaluation_run_now, evaluation_suites_sync
 
@@ -90,14 +100,14 @@ def _channel(admin):
 
 
 BUILD = {"decide": _decide, "agent": _agent, "rule": _rule, "channel": _channel,
-         "stalled": _stalled, "waiting": _waiting, "unknown": _unknown, "evaluation": _evaluation,
+         "stalled": _stalled, "waiting": _waiting, "unknown": _unknown, "forked": _forked, "evaluation": _evaluation,
          "server": _server, "attempt": lambda admin: (lambda a: f"{a.run_id}/attempts/{a.uid}")(
              _stalled(admin).attempts.order_by("id").first())}
 
 PAGES = [
     "/runs/", "/runs/?label=team%3Dpayments&stop_reason=stalled", "/runs/start/", "/runs/approvals/",
     "/runs/dashboard/", "/runs/dashboard/?window=3y", "/runs/{stalled}/", "/runs/{waiting}/", "/runs/{unknown}/",
-    "/runs/{stalled}/what-if/", "/runs/{attempt}/", "/capabilities/", "/capabilities/search_documents/",
+    "/runs/{forked}/", "/runs/{stalled}/what-if/", "/runs/{attempt}/", "/capabilities/", "/capabilities/search_documents/",
     "/capabilities/create_ticket/", "/capabilities/new-capability/", "/capabilities/search_documents/edit/",
     "/capabilities/mcp-servers/new/", "/capabilities/mcp-servers/{server}/import/", "/evaluations/",
     "/evaluations/readiness/", "/evaluations/{evaluation}/", "/notifications/",

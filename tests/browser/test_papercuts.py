@@ -49,7 +49,7 @@ def test_an_operator_reconciles_an_unknown_outcome_and_the_run_says_so(page, liv
     Run.objects.filter(pk=run.pk).update(stop_reason="terminal_failure:outcome_unknown", stall_kind="")
     login(operator).goto(f"{live_server.url}/runs/{run.pk}/")
     section = page.locator("#reconciliation")
-    expect(section).to_contain_text("no fork of a run yet")
+    expect(section).to_contain_text("Resume the run from the unknown call")
     section.get_by_label("committed", exact=True).check()
     section.get_by_label("Evidence: what you checked and what it showed").fill("Ticket T-7 exists, created 10:02")
     section.get_by_role("button", name="Record and close").click()

@@ -24,7 +24,7 @@ class TestThePage:
         client = client_for(operator)
         page = client.get(f"/runs/{unknown_run.pk}/").content.decode()
         assert f'action="/runs/{unknown_run.pk}/reconcile/"' in page
-        assert "no fork of a run yet" in page
+        assert "Resume the run from the unknown call" in page
         response = client.post(f"/runs/{unknown_run.pk}/reconcile/",
                                {"committed": "yes", "evidence": "Ticket T-7 exists in the helpdesk, created 10:02"})
         assert response.status_code == 302
@@ -66,7 +66,7 @@ class TestTheApi:
         assert response.status_code == 201, response.json()
         body = response.json()
         assert body["committed"] is False and body["decided_by"] == operator.username
-        assert "no fork of a run yet" in body["next"]
+        assert "Resume the run from the unknown call" in body["next"]
 
     def test_evidence_is_required_and_unknown_fields_are_named(self, api_for, operator, unknown_run):
         api = api_for(operator)
