@@ -446,17 +446,14 @@ CONTENT_SECURITY_POLICY = {
         "connect-src": [SELF],
         "object-src": [NONE],
         "base-uri": [SELF],
-        "form-action": [SELF],
+        # Signing out redirects the sign-out form to the provider's end_session_endpoint, and Chromium
+        # checks a form's redirects against form-action: the provider's origins, nothing more.
+        "form-action": [SELF, *sorted({
+            f"{urlsplit(url).scheme}://{urlsplit(url).netloc}"
+            for url in [AGENTOPS_OIDC_ISSUER, AGENTOPS_OIDC_ENDPOINTS["end_session_endpoint"]] if url})],
         "frame-ancestors": [NONE],
     },
 }
-
-if AGENTOPS_OIDC_ENABLED:
-    # Signing out redirects the sign-out form to the provider's end_session_endpoint, and Chromium
-    # checks a form's redirects against form-action: the provider's origins, nothing more.
-    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"] += sorted({
-        f"{urlsplit(url).scheme}://{urlsplit(url).netloc}"
-        for url in [AGENTOPS_OIDC_ISSUER, AGENTOPS_OIDC_ENDPOINTS["end_session_endpoint"]] if url})
 
 # --- API ----------------------------------------------------------------------
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 1_048_576, minimum=1024)

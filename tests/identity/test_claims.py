@@ -14,3 +14,10 @@ def test_roles_are_the_union_of_the_mapped_groups(settings):
     settings.AGENTOPS_OIDC_ROLE_MAP = {"ops": ["operator"], "platform": ["registry admin", "lead operator"]}
     assert roles_for(["ops", "platform", "unknown"]) == {"operator", "registry admin", "lead operator"}
     assert roles_for(["unknown"]) == set()
+
+
+def test_the_client_secret_is_redacted_from_what_the_server_stores_and_shows(settings, db):
+    from capabilities.egress import server_redactor
+
+    settings.AGENTOPS_OIDC_CLIENT_SECRET = "oidc-client-secret-value-42"
+    assert "oidc-client-secret-value-42" not in server_redactor()("token call failed: oidc-client-secret-value-42")

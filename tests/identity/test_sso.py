@@ -92,6 +92,14 @@ class TestRefusals:
         assert browserless.signed_in_as() is None
         assert not get_user_model().objects.filter(username="erin").exists()
 
+    def test_a_wrong_client_secret_says_so_without_showing_it(self, oidc, browserless, settings, caplog):
+        oidc.add_user("lou", groups=["ops"])
+        settings.AGENTOPS_OIDC_CLIENT_SECRET = "wrong-secret-that-must-not-show"
+        hops = browserless.sign_in("lou")
+        assert hops["callback"].status_code == 403
+        assert "did not exchange the code: The provider answered HTTP 401 (invalid_client)" in hops["callback"].text
+        assert "wrong-secret-that-must-not-show" not in hops["callback"].text + caplog.text
+
     def test_a_replayed_callback_is_refused(self, oidc, browserless, live_server):
         oidc.add_user("fred", groups=["ops"])
         hops = browserless.sign_in("fred")
