@@ -395,7 +395,6 @@ OIDC_USE_PKCE = True
 OIDC_STORE_ID_TOKEN = True  # the sign-out's id_token_hint
 OIDC_AUTHENTICATION_CALLBACK_URL = "oidc-callback"
 OIDC_REDIRECT_REQUIRE_HTTPS = False  # `next` is a path on this site; the provider's URLs are checked apart
-LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:list"

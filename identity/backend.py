@@ -123,6 +123,12 @@ class OidcBackend(OIDCAuthenticationBackend):
             claims.update(info)
         return claims
 
+    def get_user(self, user_id):
+        # The session's user, on every request: a user deactivated here is signed out at once, as
+        # ModelBackend does for password sessions (mozilla-django-oidc's get_user does not check).
+        user = super().get_user(user_id)
+        return user if user is not None and self.user_can_authenticate(user) else None
+
     def verify_claims(self, claims):
         return bool(claims.get("sub"))
 

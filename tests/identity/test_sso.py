@@ -1,6 +1,7 @@
 """Single sign-on against a real OpenID Connect provider process on loopback, through the live server."""
 from __future__ import annotations
 
+import httpx
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -76,6 +77,13 @@ class TestRefusals:
         assert hops["callback"].status_code == 403 and "disabled in AgentOps" in hops["callback"].text
         assert browserless.signed_in_as() is None
 
+    def test_deactivating_a_user_ends_their_open_session(self, oidc, browserless):
+        oidc.add_user("dora", groups=["ops"])
+        browserless.sign_in("dora")
+        assert browserless.signed_in_as() == "dora"
+        get_user_model().objects.filter(username="dora").update(is_active=False)
+        assert browserless.signed_in_as() is None
+
     @pytest.mark.parametrize("tweak,reason", [
         ({"aud": "another-client"}, "issued for another client (audience)"),
         ({"aud": ["agentops", "another-client"], "azp": "another-client"}, "issued for another client (azp)"),
@@ -148,6 +156,38 @@ class TestRefusals:
         assert browserless.signed_in_as() is None
 
 
+class TestThroughTheWorker:
+    def test_an_sso_users_machine_token_runs_under_the_roles_their_groups_give(
+            self, oidc, browserless, live_server, celery_worker, wait_until):
+        """Roles mapped from the provider are what the API and the worker check: a run started with the
+        user's API token completes through the real worker; a group lost at the provider takes the right away."""
+        from capabilities.kinds.python.sync import python_capabilities_sync
+        from runs.models import Run
+
+        python_capabilities_sync()
+        oidc.add_user("max", groups=["ops"])
+        browserless.sign_in("max")
+        made = browserless.http.post(f"{live_server.url}/api/tokens/", json={"name": "agent"},
+                                     headers={"X-CSRFToken": browserless.http.cookies.get("csrftoken", "")})
+        key = made.json()["key"]
+        body = {"goal": "Find the travel policy", "planner": "scripted",
+                "planner_config": {"plans": [[{"capability": "search_documents", "arguments": {"q": "travel"}}]]},
+                "completion": {"capability": "search_documents", "path": "documents.0.id", "exists": True}}
+        machine = httpx.Client(headers={"Authorization": f"Token {key}"}, timeout=20)
+        started = machine.post(f"{live_server.url}/api/runs/start/", json=body)
+        assert started.status_code == 201, started.text
+        run_id = started.json()["id"]
+        wait_until(lambda: Run.objects.get(pk=run_id).status == "completed", message="the run to complete")
+        assert Run.objects.get(pk=run_id).owner.username == "max"
+        oidc.set_user("max", groups=["readers"])
+        browserless.http.cookies.clear()
+        browserless.sign_in("max")
+        assert roles_of("max") == {"viewer"}
+        assert machine.post(f"{live_server.url}/api/runs/start/", json=body).status_code == 403
+        assert machine.get(f"{live_server.url}/api/runs/{run_id}/").status_code == 200
+        machine.close()
+
+
 class TestSignOutAndPasswords:
     def test_sign_out_ends_the_provider_session(self, oidc, browserless, live_server):
         oidc.add_user("ivan", groups=["ops"])
@@ -202,12 +242,8 @@ class TestSignOutAndPasswords:
 
 
 def httpx_post(url, data):
-    import httpx
-
     return httpx.post(url, json=data)
 
 
 def httpx_get(url, key):
-    import httpx
-
     return httpx.get(url, headers={"Authorization": f"Token {key}"})
