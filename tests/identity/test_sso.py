@@ -210,6 +210,16 @@ class TestSignOutAndPasswords:
         response = client.post("/logout/")
         assert response.status_code == 302 and response["Location"] == "/login/"
 
+    def test_password_lock_out_still_holds_beside_single_sign_on(self, oidc, client, operator, settings):
+        for _ in range(settings.AXES_FAILURE_LIMIT):
+            client.post("/login/", {"username": "otto", "password": "wrong"})
+        locked = client.post("/login/", {"username": "otto", "password": "pw-otto"})
+        assert locked.status_code == 429 and "_auth_user_id" not in client.session
+        # The CSP is the same everywhere, the provider's origin admitted only as a form's target.
+        header = client.get("/login/")["Content-Security-Policy"]
+        policy = dict(d.strip().partition(" ")[::2] for d in header.split(";"))
+        assert policy["form-action"] == f"'self' {oidc.issuer}" and policy["script-src"] == "'self'"
+
     def test_the_login_page_shows_the_button_and_the_form(self, oidc, client):
         page = client.get("/login/").content.decode()
         assert "Sign in with Test provider" in page and 'name="password"' in page
