@@ -10,7 +10,8 @@ from runs import services
 from runs.models import Approval
 from runs.worker import engine
 
-PUBLIC = {"login", "logout", "healthz", "favicon"}
+# The provider's redirect and callback are part of signing in (tests/identity covers what they refuse).
+PUBLIC = {"login", "logout", "healthz", "favicon", "oidc-start", "oidc-callback"}
 # "operator" owns the run under test; "other_operator" does not; "lead_operator" holds
 # runs.manage_all_runs and may act on every run.
 ROLES = ("anonymous", "nobody", "viewer", "operator", "other_operator", "lead_operator", "registry_admin")
