@@ -1,0 +1,247 @@
+"""Two runs compared, read in a fixed number of queries whatever their size (the page and the API).
+
+The whole alignment is built from light rows (each run's steps, and its attempts' outcomes: no
+output, no arguments); the arguments and outcomes are read only for the rows of the page asked
+for, each under a cap (`VALUE_CAP`, cut in the database: a stored output of megabytes is never
+read whole), and diffed by the pure runs.trace.compare.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.db.models import IntegerField, TextField, Value
+from django.db.models.functions import Cast, Coalesce, Length, Substr
+from django.utils import timezone
+
+from runs import selectors
+from runs.models import Attempt, PlanRevision, Run, Step
+from runs.trace.compare import (
+    Aligned,
+    AlignmentCounts,
+    AttemptCell,
+    CappedText,
+    StepSide,
+    UsageRow,
+    ValueDiff,
+    align,
+    counts,
+    usage_rows,
+    value_diff,
+)
+from runs.trace.labels import attempt_label
+
+ROWS_PER_PAGE = 25
+MAX_ROWS_PER_PAGE = 100
+ATTEMPTS_SHOWN = 10          # per step and side; the rest are a link into the trace
+REVISIONS_SHOWN = 50         # per run; a gateway session can hold thousands
+VALUE_CAP = 32_000           # characters of an argument or output value read for its diff
+
+
+class RunMissing(Exception):
+    """One of the two runs asked for does not exist."""
+
+    def __init__(self, field: str, run_id: int):
+        super().__init__(f"There is no run #{run_id} ({field}).")
+        self.field, self.run_id = field, run_id
+        self.message = str(self)
+
+
+def compare_runs_get(*, a_id: int, b_id: int) -> tuple[Run, Run]:
+    runs = {}
+    for field, run_id in (("a", a_id), ("b", b_id)):
+        try:
+            runs[field] = selectors.run_get(run_id=run_id)
+        except Run.DoesNotExist:
+            raise RunMissing(field, run_id) from None
+    return runs["a"], runs["b"]
+
+
+@dataclass(frozen=True)
+class RevisionSummary:
+    number: int
+    accepted: bool
+    reason_code: str
+    reason: str
+    steps: int
+    changes: list[tuple[str, str]]     # selectors.revision_diff's (kind, text) lines
+    tokens: int
+    cost: float
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RunSide:
+    run: Run
+    revisions: list[RevisionSummary]   # the first REVISIONS_SHOWN
+    plans: int                         # every plan received
+    steps: int
+    attempts: int
+    wall_s: float | None
+    stop_attempt_label: str
+
+    @property
+    def revisions_hidden(self) -> int:
+        return max(0, self.plans - len(self.revisions))
+
+
+@dataclass(frozen=True)
+class RowDetail:
+    """An aligned row of the page, with its arguments and outcome compared."""
+
+    row: Aligned
+    arguments: ValueDiff
+    outcome: ValueDiff
+
+
+@dataclass(frozen=True)
+class ComparePage:
+    a: RunSide
+    b: RunSide
+    usage: list[UsageRow]
+    summary: AlignmentCounts
+    rows_page: Page                    # of RowDetail
+    differences_only: bool
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def compare_page(a: Run, b: Run, *, page_number: int | str = 1, per_page: int = ROWS_PER_PAGE,
+                 differences_only: bool = False, now: datetime | None = None) -> ComparePage:
+    now = now or timezone.now()
+    steps_a, attempts_a = _steps(a)
+    steps_b, attempts_b = _steps(b)
+    rows = align(steps_a, steps_b)
+    summary = counts(rows)
+    shown = [row for row in rows if row.differs] if differences_only else rows
+    page = Paginator(shown, per_page).get_page(page_number)
+    page.object_list = _details(list(page.object_list))
+    side_a = _side(a, steps=len(steps_a), attempts=attempts_a, now=now)
+    side_b = _side(b, steps=len(steps_b), attempts=attempts_b, now=now)
+    return ComparePage(a=side_a, b=side_b, usage=usage_rows(_usage(side_a), _usage(side_b)), summary=summary,
+                       rows_page=page, differences_only=differences_only)
+
+
+# -- the runs ---------------------------------------------------------------------------------
+
+
+def _side(run: Run, *, steps: int, attempts: int, now: datetime) -> RunSide:
+    revisions = list(PlanRevision.objects.filter(run=run).order_by("number")
+                     .only("number", "accepted", "reason_code", "reason", "steps", "changes", "tokens", "cost",
+                           "created_at")[:REVISIONS_SHOWN])
+    summaries, previous = [], None
+    for rev in revisions:
+        summaries.append(RevisionSummary(
+            number=rev.number, accepted=rev.accepted, reason_code=rev.reason_code, reason=rev.reason,
+            steps=len(rev.steps) if isinstance(rev.steps, list) else 0,
+            changes=selectors.revision_diff(rev.changes, previous.steps if previous else None, rev.steps),
+            tokens=rev.tokens, cost=rev.cost, created_at=rev.created_at))
+        previous = rev
+    started = run.started_at or run.created_at
+    wall_s = ((run.finished_at or now) - started).total_seconds() if run.started_at else None
+    stop = run.stop_attempt
+    stop_label = attempt_label(stop.step.revision.number, stop.step.key, stop.number) if stop else ""
+    return RunSide(run=run, revisions=summaries, plans=max(run.revisions, len(summaries)), steps=steps,
+                   attempts=attempts, wall_s=wall_s, stop_attempt_label=stop_label)
+
+
+def _usage(side: RunSide) -> dict[str, float | None]:
+    run = side.run
+    return {"tool_calls": run.tool_calls, "attempts": side.attempts, "steps": side.steps, "plans": side.plans,
+            "iterations": run.iterations, "retries": run.retries, "tokens": run.tokens, "cost": run.cost,
+            "wall_s": None if side.wall_s is None else round(side.wall_s, 3),
+            "side_effects_committed": run.side_effects_committed, "approvals_requested": run.approvals_requested,
+            "repeated_attempts": run.repeated_attempts}
+
+
+# -- the steps, light ---------------------------------------------------------------------------
+
+
+_ATTEMPT_COLUMNS = ("step_id", "uid", "number", "kind", "status", "error_code", "latency_s", "side_effect_status",
+                    "repeated_without_progress")
+
+
+def _steps(run: Run) -> tuple[list[StepSide], int]:
+    """The run's steps in the order they ran (revision, then index) with their first attempts and
+    their last, and the run's number of attempts: two queries, no JSON read."""
+    steps = list(Step.objects.filter(run=run).order_by("revision__number", "index")
+                 .values_list("id", "revision__number", "index", "key", "capability_name", "status",
+                              "arguments_hash"))
+    by_step: dict[int, list[tuple]] = {}
+    total = 0
+    # Light tuples in (step, number) order, along the (step, number) unique index.
+    for row in Attempt.objects.filter(run=run).order_by("step_id", "number").values_list(*_ATTEMPT_COLUMNS):
+        by_step.setdefault(row[0], []).append(row)
+        total += 1
+    revision_of = {step_id: revision for step_id, revision, *_ in steps}
+    key_of = {step_id: key for step_id, _rev, _index, key, *_ in steps}
+
+    def cell(row: tuple) -> AttemptCell:
+        step_id, uid, number, kind, status, code, latency, side_effect, repeated = row
+        return AttemptCell(uid=uid, revision=revision_of.get(step_id), step_key=key_of.get(step_id, "?"),
+                           number=number, kind=kind, status=status, error_code=code, latency_s=latency,
+                           side_effect=side_effect, repeated=repeated)
+
+    sides = []
+    for step_id, revision, index, key, capability, status, arguments_hash in steps:
+        made = by_step.get(step_id, [])
+        sides.append(StepSide(id=step_id, revision=revision, index=index, key=key, capability=capability,
+                              status=status, arguments_hash=arguments_hash, attempt_count=len(made),
+                              attempts=tuple(cell(r) for r in made[:ATTEMPTS_SHOWN]),
+                              last=cell(made[-1]) if made else None))
+    return sides, total
+
+
+# -- the page's values --------------------------------------------------------------------------
+
+
+def _capped(expression) -> dict[str, Any]:
+    text = Cast(expression, TextField())
+    return {"text": Substr(text, 1, VALUE_CAP), "size": Length(text)}
+
+
+def _details(rows: list[Aligned]) -> list[RowDetail]:
+    """The page's rows with their arguments and outcomes compared: two queries for the whole page."""
+    step_ids = {side.id for row in rows for side in (row.a, row.b) if side is not None}
+    arguments = {pk: CappedText(text or "", size or 0, truncated=(size or 0) > VALUE_CAP)
+                 for pk, text, size in Step.objects.filter(pk__in=step_ids).annotate(**_capped("arguments"))
+                 .values_list("pk", "text", "size")}
+    last_uids = {side.last.uid for row in rows for side in (row.a, row.b) if side is not None and side.last}
+    outcomes = _outcomes(last_uids)
+    details = []
+    for row in rows:
+        args = [arguments.get(side.id) if side else None for side in (row.a, row.b)]
+        outs = [outcomes.get(side.last.uid) if side and side.last else None for side in (row.a, row.b)]
+        details.append(RowDetail(row=row, arguments=value_diff(*args, what="arguments"),
+                                 outcome=value_diff(*outs, what="outcome")))
+    return details
+
+
+def _outcomes(uids: set[str]) -> dict[str, CappedText]:
+    """Each attempt's outcome as JSON text: its output (a stored one read from its start, up to the cap),
+    or for a failure what failed: {"status", "error_code", "error_message"}."""
+    found: dict[str, CappedText] = {}
+    if not uids:
+        return found
+    rows = (Attempt.objects.filter(uid__in=uids)
+            .annotate(out_text=Substr(Cast("output", TextField()), 1, VALUE_CAP),
+                      out_size=Length(Cast("output", TextField())),
+                      ref_text=Substr("output_ref__content", 1, VALUE_CAP),
+                      ref_size=Coalesce("output_ref__size_bytes", Value(0), output_field=IntegerField()),
+                      message=Substr("error_message", 1, 2000))
+            .values_list("uid", "status", "error_code", "message", "output_ref_id", "output_ref__sha256", "out_text",
+                         "out_size", "ref_text", "ref_size"))
+    for uid, status, code, message, ref_id, sha, out_text, out_size, ref_text, ref_size in rows:
+        if ref_id is not None:
+            found[uid] = CappedText(ref_text or "", ref_size, truncated=ref_size > VALUE_CAP, sha256=sha or "")
+        elif status == "ok":
+            size = out_size or 0
+            found[uid] = CappedText(out_text or "null", size, truncated=size > VALUE_CAP)
+        else:
+            text = json.dumps({"status": status, "error_code": code, "error_message": message}, ensure_ascii=False)
+            found[uid] = CappedText(text, len(text))
+    return found
