@@ -8,7 +8,7 @@ read whole), and diffed by the pure runs.trace.compare.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +32,7 @@ from runs.trace.compare import (
     usage_rows,
     value_diff,
 )
+from runs.trace.as_json import iso
 from runs.trace.labels import attempt_label
 
 ROWS_PER_PAGE = 25
@@ -245,3 +246,59 @@ def _outcomes(uids: set[str]) -> dict[str, CappedText]:
             text = json.dumps({"status": status, "error_code": code, "error_message": message}, ensure_ascii=False)
             found[uid] = CappedText(text, len(text))
     return found
+
+
+
+# -- as JSON (the API) ----------------------------------------------------------------------------
+
+
+def compare_dict(page: ComparePage) -> dict[str, Any]:
+    """The comparison as the API answers it (runs.api.compare documents the shape); paging is the caller's."""
+    return {
+        "a": _run_dict(page.a), "b": _run_dict(page.b),
+        "usage": [{"name": u.name, "label": u.label, "a": u.a, "b": u.b, "delta": u.delta} for u in page.usage],
+        "summary": asdict(page.summary), "differences_only": page.differences_only,
+        "page": page.rows_page.number, "pages": page.rows_page.paginator.num_pages,
+        "count": page.rows_page.paginator.count,
+        "results": [_row_dict(d) for d in page.rows_page.object_list],
+    }
+
+
+def _run_dict(side: RunSide) -> dict[str, Any]:
+    run = side.run
+    return {
+        "id": run.pk, "goal": run.goal, "status": run.status, "stop_reason": run.stop_reason or None,
+        "stop_detail": run.stop_detail, "stall_kind": run.stall_kind, "stop_attempt": side.stop_attempt_label or None,
+        "planner": run.planner, "owner": run.owner.get_username(), "labels": run.labels,
+        "created_at": iso(run.created_at), "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
+        "plans": side.plans, "revisions_not_shown": side.revisions_hidden,
+        "revisions": [{"number": r.number, "accepted": r.accepted, "reason_code": r.reason_code, "reason": r.reason,
+                       "steps": r.steps, "changes": [{"kind": k, "text": t} for k, t in r.changes],
+                       "tokens": r.tokens, "cost": r.cost, "created_at": iso(r.created_at)} for r in side.revisions],
+    }
+
+
+def _attempt_dict(cell: AttemptCell) -> dict[str, Any]:
+    return {"uid": cell.uid, "label": cell.label, "number": cell.number, "kind": cell.kind, "status": cell.status,
+            "error_code": cell.error_code or None, "latency_s": cell.latency_s, "side_effect": cell.side_effect,
+            "repeated_without_progress": cell.repeated}
+
+
+def _step_dict(step: StepSide | None) -> dict[str, Any] | None:
+    if step is None:
+        return None
+    return {"revision": step.revision, "key": step.key, "index": step.index, "label": step.label,
+            "capability": step.capability, "status": step.status, "arguments_hash": step.arguments_hash,
+            "attempt_count": step.attempt_count, "attempts": [_attempt_dict(c) for c in step.attempts],
+            "last": _attempt_dict(step.last) if step.last else None}
+
+
+def _diff_dict(diff: ValueDiff) -> dict[str, Any]:
+    return {"same": diff.same, "lines": [{"kind": line.kind, "text": line.text} for line in diff.lines],
+            "notes": list(diff.notes)}
+
+
+def _row_dict(detail: RowDetail) -> dict[str, Any]:
+    row = detail.row
+    return {"position": row.position, "match": row.match, "differs": row.differs, "a": _step_dict(row.a),
+            "b": _step_dict(row.b), "arguments": _diff_dict(detail.arguments), "outcome": _diff_dict(detail.outcome)}
