@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from runs import selectors
 from runs.models import Attempt, PlanRevision, Run, Step
+from runs.trace.as_json import iso
 from runs.trace.compare import (
     Aligned,
     AlignmentCounts,
@@ -32,7 +33,6 @@ from runs.trace.compare import (
     usage_rows,
     value_diff,
 )
-from runs.trace.as_json import iso
 from runs.trace.labels import attempt_label
 
 ROWS_PER_PAGE = 25
