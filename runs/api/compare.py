@@ -37,7 +37,7 @@ class ValueDiffOutput(serializers.Serializer):
 
 class CompareAttemptOutput(serializers.Serializer):
     uid = serializers.CharField()
-    label = serializers.CharField(help_text="As the trace shows it: r2·s1#1.")
+    label = serializers.CharField(help_text="As the trace shows it: r2·s1#1.")  # type: ignore[assignment]
     number = serializers.IntegerField()
     kind = serializers.CharField()
     status = serializers.CharField()
@@ -51,7 +51,7 @@ class CompareStepOutput(serializers.Serializer):
     revision = serializers.IntegerField()
     key = serializers.CharField(help_text="The step's id within its plan.")
     index = serializers.IntegerField()
-    label = serializers.CharField(help_text="r2·s1")
+    label = serializers.CharField(help_text="r2·s1")  # type: ignore[assignment]
     capability = serializers.CharField()
     status = serializers.CharField()
     arguments_hash = serializers.CharField()
@@ -108,7 +108,7 @@ class CompareRunOutput(serializers.Serializer):
 
 class CompareUsageOutput(serializers.Serializer):
     name = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]
     a = serializers.FloatField(allow_null=True)
     b = serializers.FloatField(allow_null=True)
     delta = serializers.FloatField(allow_null=True, help_text="b - a")

@@ -119,8 +119,9 @@ def compare_page(a: Run, b: Run, *, page_number: int | str = 1, per_page: int = 
     rows = align(steps_a, steps_b)
     summary = counts(rows)
     shown = [row for row in rows if row.differs] if differences_only else rows
-    page = Paginator(shown, per_page).get_page(page_number)
-    page.object_list = _details(list(page.object_list))
+    aligned_page = Paginator(shown, per_page).get_page(page_number)
+    details: list[RowDetail] = _details(list(aligned_page.object_list))
+    page: Page = Page(details, aligned_page.number, aligned_page.paginator)  # type: ignore[misc]
     side_a = _side(a, steps=len(steps_a), attempts=attempts_a, now=now)
     side_b = _side(b, steps=len(steps_b), attempts=attempts_b, now=now)
     return ComparePage(a=side_a, b=side_b, usage=usage_rows(_usage(side_a), _usage(side_b)), summary=summary,
@@ -200,16 +201,13 @@ def _steps(run: Run) -> tuple[list[StepSide], int]:
 # -- the page's values --------------------------------------------------------------------------
 
 
-def _capped(expression) -> dict[str, Any]:
-    text = Cast(expression, TextField())
-    return {"text": Substr(text, 1, VALUE_CAP), "size": Length(text)}
-
-
 def _details(rows: list[Aligned]) -> list[RowDetail]:
     """The page's rows with their arguments and outcomes compared: two queries for the whole page."""
     step_ids = {side.id for row in rows for side in (row.a, row.b) if side is not None}
     arguments = {pk: CappedText(text or "", size or 0, truncated=(size or 0) > VALUE_CAP)
-                 for pk, text, size in Step.objects.filter(pk__in=step_ids).annotate(**_capped("arguments"))
+                 for pk, text, size in Step.objects.filter(pk__in=step_ids)
+                 .annotate(text=Substr(Cast("arguments", TextField()), 1, VALUE_CAP),
+                           size=Length(Cast("arguments", TextField())))
                  .values_list("pk", "text", "size")}
     last_uids = {side.last.uid for row in rows for side in (row.a, row.b) if side is not None and side.last}
     outcomes = _outcomes(last_uids)
