@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from runs.trace.labels import attempt_label, kind_label
 
 MAX_DIFF_LINES = 200
+MAX_DIFF_INPUT_LINES = 600
 DIFF_CONTEXT = 3
 
 
@@ -67,8 +69,9 @@ class StepSide:
     status: str
     arguments_hash: str
     attempt_count: int
-    attempts: tuple[AttemptCell, ...] = ()   # the first ones, in order (runs.trace.compare_page caps them)
-    last: AttemptCell | None = None          # the step's outcome: its last attempt
+    outcome: tuple[str, str] | None = None   # its last attempt's (status, error code); None before any
+    attempts: tuple[AttemptCell, ...] = ()   # the first ones, in order (read for the page's rows only)
+    last: AttemptCell | None = None          # the step's outcome: its last attempt (likewise)
 
     @property
     def label(self) -> str:
@@ -95,7 +98,7 @@ class Aligned:
             return True
         a, b = self.a, self.b
         return (a.arguments_hash != b.arguments_hash or a.status != b.status or a.attempt_count != b.attempt_count
-                or _outcome(a.last) != _outcome(b.last))
+                or a.outcome != b.outcome)
 
     def attempt_pairs(self) -> list[tuple[AttemptCell | None, AttemptCell | None]]:
         """The attempts shown, side by side by number (#1 beside #1)."""
@@ -103,10 +106,6 @@ class Aligned:
         right = self.b.attempts if self.b else ()
         return [(left[i] if i < len(left) else None, right[i] if i < len(right) else None)
                 for i in range(max(len(left), len(right)))]
-
-
-def _outcome(cell: AttemptCell | None) -> tuple[str, str] | None:
-    return None if cell is None else (cell.status, cell.error_code)
 
 
 # -- the alignment ----------------------------------------------------------------------------
@@ -225,56 +224,42 @@ def pretty_lines(value: CappedText) -> list[str]:
     return pretty_json_prefix(value.text)
 
 
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\],:]|[^"{}\[\],:\s]+|\s+')
+
+
 def pretty_json_prefix(text: str, indent: int = 2) -> list[str]:
     """JSON text that may stop anywhere, laid out as json.dumps(indent=2) lays it out (key order as
     given), without parsing it: a large output's first part reads like the rest would."""
     lines: list[str] = []
-    line: list[str] = []
+    line = ""
     depth = 0
-    in_string = escaped = False
-
-    def flush() -> None:
-        if "".join(line).strip():
-            lines.append("".join(line).rstrip())
-        line.clear()
-        line.append(" " * indent * depth)
-
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
+    tokens = [t for t in _TOKENS.findall(text) if not t.isspace()]
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
         i += 1
-        if in_string:
-            line.append(ch)
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-            line.append(ch)
-        elif ch in "{[":
-            rest = text[i:i + 64].lstrip()
-            if rest[:1] == ("}" if ch == "{" else "]"):   # an empty object or array stays on its line
-                line.append(ch + rest[0])
-                i = text.index(rest[0], i) + 1
+        if token in ("{", "["):
+            if i < len(tokens) and tokens[i] == ("}" if token == "{" else "]"):   # {} and [] stay on their line
+                line += token + tokens[i]
+                i += 1
                 continue
-            line.append(ch)
+            lines.append(line + token)
             depth += 1
-            flush()
-        elif ch in "}]":
+            line = " " * indent * depth
+        elif token in ("}", "]"):
+            if line.strip():
+                lines.append(line)
             depth = max(0, depth - 1)
-            flush()
-            line.append(ch)
-        elif ch == ",":
-            line.append(ch)
-            flush()
-        elif ch == ":":
-            line.append(": ")
-        elif ch not in " \t\r\n":
-            line.append(ch)
-    flush()
+            line = " " * indent * depth + token
+        elif token == ",":
+            lines.append(line + token)
+            line = " " * indent * depth
+        elif token == ":":
+            line += ": "
+        else:
+            line += token
+    if line.strip():
+        lines.append(line)
     return lines
 
 
@@ -300,14 +285,48 @@ def value_diff(a: CappedText | None, b: CappedText | None, *, what: str = "value
         if cut:
             notes.append("The parts compared are the same; the rest was not compared.")
         return ValueDiff(same=None if cut else True, notes=tuple(notes))
-    found = [line for line in difflib.unified_diff(left, right, lineterm="", n=DIFF_CONTEXT)
-             if not line.startswith(("---", "+++"))]
-    kinds = {"+": "added", "-": "removed", "@": "hunk"}
-    lines = tuple(DiffLine(kinds.get(line[:1], "context"), line[1:] if line[:1] in "+- " else line)
-                  for line in found[:max_lines])
+    found = _unified(left, right, notes)
+    lines = tuple(found[:max_lines])
     if len(found) > max_lines:
         notes.append(f"{len(found) - max_lines:,} more diff lines are not shown.")
     return ValueDiff(same=False, lines=lines, notes=tuple(notes))
+
+
+def _unified(left: list[str], right: list[str], notes: list[str]) -> list[DiffLine]:
+    """difflib's unified diff of the two line lists, with true line numbers in its hunk headers, over
+    what lies between their common first and last lines, at most MAX_DIFF_INPUT_LINES of it a side:
+    difflib's matching grows faster than the lines, and a page shows MAX_DIFF_LINES anyway."""
+    head = 0
+    while head < min(len(left), len(right)) and left[head] == right[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(left), len(right)) - head and left[-1 - tail] == right[-1 - tail]:
+        tail += 1
+    start, tail = max(0, head - DIFF_CONTEXT), max(0, tail - DIFF_CONTEXT)   # keep the context either side
+    a_mid, b_mid = left[start:len(left) - tail], right[start:len(right) - tail]
+    if max(len(a_mid), len(b_mid)) > MAX_DIFF_INPUT_LINES:
+        notes.append(f"Compared from line {start + 1:,} for {MAX_DIFF_INPUT_LINES:,} lines; the rest was not "
+                     f"compared.")
+        a_mid, b_mid = a_mid[:MAX_DIFF_INPUT_LINES], b_mid[:MAX_DIFF_INPUT_LINES]
+    found: list[DiffLine] = []
+    matcher = difflib.SequenceMatcher(None, a_mid, b_mid)
+    for group in matcher.get_grouped_opcodes(DIFF_CONTEXT):
+        a1, a2, b1, b2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        found.append(DiffLine("hunk", f"@@ -{_range(start + a1, a2 - a1)} +{_range(start + b1, b2 - b1)} @@"))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                found += [DiffLine("context", line) for line in a_mid[i1:i2]]
+                continue
+            found += [DiffLine("removed", line) for line in a_mid[i1:i2]]
+            found += [DiffLine("added", line) for line in b_mid[j1:j2]]
+    return found
+
+
+def _range(start: int, length: int) -> str:
+    """A hunk's range as unified diffs write it (1-based; an empty range names the line before it)."""
+    if length == 1:
+        return str(start + 1)
+    return f"{start + 1 if length else start},{length}"
 
 
 # -- usage and stop, side by side ---------------------------------------------------------------

@@ -8,7 +8,7 @@ read whole), and diffed by the pure runs.trace.compare.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -120,10 +120,12 @@ def compare_page(a: Run, b: Run, *, page_number: int | str = 1, per_page: int = 
     summary = counts(rows)
     shown = [row for row in rows if row.differs] if differences_only else rows
     aligned_page = Paginator(shown, per_page).get_page(page_number)
-    details: list[RowDetail] = _details(list(aligned_page.object_list))
+    page_rows = [replace(row, a=_with_attempts(row.a, attempts_a), b=_with_attempts(row.b, attempts_b))
+                 for row in aligned_page.object_list]
+    details: list[RowDetail] = _details(page_rows)
     page: Page = Page(details, aligned_page.number, aligned_page.paginator)  # type: ignore[misc]
-    side_a = _side(a, steps=len(steps_a), attempts=attempts_a, now=now)
-    side_b = _side(b, steps=len(steps_b), attempts=attempts_b, now=now)
+    side_a = _side(a, steps=len(steps_a), attempts=sum(map(len, attempts_a.values())), now=now)
+    side_b = _side(b, steps=len(steps_b), attempts=sum(map(len, attempts_b.values())), now=now)
     return ComparePage(a=side_a, b=side_b, usage=usage_rows(_usage(side_a), _usage(side_b)), summary=summary,
                        rows_page=page, differences_only=differences_only)
 
@@ -167,35 +169,39 @@ _ATTEMPT_COLUMNS = ("step_id", "uid", "number", "kind", "status", "error_code", 
                     "repeated_without_progress")
 
 
-def _steps(run: Run) -> tuple[list[StepSide], int]:
-    """The run's steps in the order they ran (revision, then index) with their first attempts and
-    their last, and the run's number of attempts: two queries, no JSON read."""
+def _steps(run: Run) -> tuple[list[StepSide], dict[int, list[tuple]]]:
+    """The run's steps in the order they ran (revision, then index), each with its number of attempts
+    and its outcome, and the attempts' light rows by step: two queries, no JSON read."""
     steps = list(Step.objects.filter(run=run).order_by("revision__number", "index")
                  .values_list("id", "revision__number", "index", "key", "capability_name", "status",
                               "arguments_hash"))
     by_step: dict[int, list[tuple]] = {}
-    total = 0
     # Light tuples in (step, number) order, along the (step, number) unique index.
     for row in Attempt.objects.filter(run=run).order_by("step_id", "number").values_list(*_ATTEMPT_COLUMNS):
         by_step.setdefault(row[0], []).append(row)
-        total += 1
-    revision_of = {step_id: revision for step_id, revision, *_ in steps}
-    key_of = {step_id: key for step_id, _rev, _index, key, *_ in steps}
-
-    def cell(row: tuple) -> AttemptCell:
-        step_id, uid, number, kind, status, code, latency, side_effect, repeated = row
-        return AttemptCell(uid=uid, revision=revision_of.get(step_id), step_key=key_of.get(step_id, "?"),
-                           number=number, kind=kind, status=status, error_code=code, latency_s=latency,
-                           side_effect=side_effect, repeated=repeated)
-
     sides = []
     for step_id, revision, index, key, capability, status, arguments_hash in steps:
-        made = by_step.get(step_id, [])
+        made = by_step.get(step_id, ())
         sides.append(StepSide(id=step_id, revision=revision, index=index, key=key, capability=capability,
                               status=status, arguments_hash=arguments_hash, attempt_count=len(made),
-                              attempts=tuple(cell(r) for r in made[:ATTEMPTS_SHOWN]),
-                              last=cell(made[-1]) if made else None))
-    return sides, total
+                              outcome=(made[-1][4], made[-1][5]) if made else None))
+    return sides, by_step
+
+
+def _with_attempts(step: StepSide | None, rows: dict[int, list[tuple]]) -> StepSide | None:
+    """A step of the page with its first attempts and its last as cells (built for the page's rows only)."""
+    if step is None:
+        return None
+
+    def cell(row: tuple) -> AttemptCell:
+        _step, uid, number, kind, status, code, latency, side_effect, repeated = row
+        return AttemptCell(uid=uid, revision=step.revision, step_key=step.key, number=number, kind=kind,
+                           status=status, error_code=code, latency_s=latency, side_effect=side_effect,
+                           repeated=repeated)
+
+    made = rows.get(step.id, [])
+    return replace(step, attempts=tuple(cell(r) for r in made[:ATTEMPTS_SHOWN]),
+                   last=cell(made[-1]) if made else None)
 
 
 # -- the page's values --------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 """Comparing two runs, the pure part (runs.trace.compare): the alignment of steps and the value diffs."""
+import difflib
 import json
 import time
 
@@ -19,8 +20,10 @@ def _step(pk, key, capability, *, revision=1, index=0, status="succeeded", args=
                               else "retry", status=outcome if n == attempts else "retryable",
                               error_code="" if outcome == "ok" and n == attempts else "timeout", latency_s=0.1,
                               side_effect="not_committed", repeated=False) for n in range(1, attempts + 1))
+    last = cells[-1] if cells else None
     return StepSide(id=pk, revision=revision, index=index, key=key, capability=capability, status=status,
-                    arguments_hash=args, attempt_count=attempts, attempts=cells, last=cells[-1] if cells else None)
+                    arguments_hash=args, attempt_count=attempts, attempts=cells, last=last,
+                    outcome=(last.status, last.error_code) if last else None)
 
 
 def _shape(rows):
@@ -106,6 +109,23 @@ class TestValueDiff:
         assert ("removed", '    "status": "open"') in [(d.kind, d.text) for d in diff.lines]
         assert ("added", '    "status": "closed"') in [(d.kind, d.text) for d in diff.lines]
         assert diff.lines[0].kind == "hunk"
+
+    def test_hunks_say_where_they_are_in_each_value(self):
+        a = CappedText(json.dumps({"k": list(range(50)), "z": 1}), 0)
+        b = CappedText(json.dumps({"k": list(range(50)), "z": 2}), 0)
+        lines = value_diff(a, b).lines
+        left = json.dumps({"k": list(range(50)), "z": 1}, indent=2).splitlines()
+        right = json.dumps({"k": list(range(50)), "z": 2}, indent=2).splitlines()
+        expected = [line for line in difflib.unified_diff(left, right, lineterm="") if line.startswith("@@")]
+        assert [d.text for d in lines if d.kind == "hunk"] == expected == ["@@ -51,5 +51,5 @@"]
+        assert [(d.kind, d.text) for d in lines if d.kind in ("added", "removed")] == [
+            ("removed", '  "z": 1'), ("added", '  "z": 2')]
+
+    def test_a_value_longer_than_the_diff_can_read_is_compared_in_part_and_says_so(self):
+        a = CappedText(json.dumps([{"n": n, "side": 0} for n in range(2000)]), 0)
+        b = CappedText(json.dumps([{"n": n, "side": 1} for n in range(2000)]), 0)
+        diff = value_diff(a, b)
+        assert diff.same is False and any("the rest was not compared" in note for note in diff.notes)
 
     def test_a_missing_side_is_all_added(self):
         diff = value_diff(None, CappedText('{"q": "x"}', 10))
