@@ -48,7 +48,7 @@ def test_a_reviewer_ticks_two_runs_compares_them_and_reads_the_diffs(page, live_
     expect(page.locator("[data-compare-status]")).to_contain_text("Two runs ticked")
     shot("compare-runs-list")
     page.get_by_role("button", name="Compare selected").click()
-    page.wait_for_url(f"**/runs/compare/?a=*&b=*")
+    page.wait_for_url("**/runs/compare/?a=*&b=*")
     assert {f"a={stalled.pk}", f"b={found.pk}"} <= set(page.url.split("?")[1].split("&")) or \
         {f"a={found.pk}", f"b={stalled.pk}"} <= set(page.url.split("?")[1].split("&"))
     expect(page.get_by_role("heading", name="Steps, aligned")).to_be_visible()
