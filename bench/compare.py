@@ -34,6 +34,8 @@ sys.path.insert(0, str(ROOT))
 import benchenv  # noqa: E402  (bench/ is on sys.path: these run as scripts)
 import pages  # noqa: E402  (its Loader and its generator of N runs)
 
+from runtime.stop import StopKind, StopReason, status_for_stop  # noqa: E402
+
 benchenv.prepare()
 
 ROUNDS = 5
@@ -66,7 +68,8 @@ def _build_pair(user, *, attempts: int, steps: int, revisions: int, big_outputs:
             run = Run.objects.create(goal=f"compare bench {side}", completion={"capability": "get_document",
                                                                                "exists": True},
                                      budgets={"deadline_s": 86_400}, planner="rules", owner=user,
-                                     status="completed", stop_reason="completed", trace_id=f"c{side}".ljust(32, "0"),
+                                     status=status_for_stop(StopKind.COMPLETED).value,
+                                     stop_reason=str(StopReason(StopKind.COMPLETED)), trace_id=f"c{side}".ljust(32, "0"),
                                      tool_calls=attempts, revisions=revisions, iterations=attempts + revisions,
                                      tokens=1000 * revisions, cost=0.01 * revisions, started_at=now - timedelta(hours=1),
                                      finished_at=now)
