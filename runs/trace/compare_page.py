@@ -171,10 +171,16 @@ _ATTEMPT_COLUMNS = ("step_id", "uid", "number", "kind", "status", "error_code", 
 
 def _steps(run: Run) -> tuple[list[StepSide], dict[int, list[tuple]]]:
     """The run's steps in the order they ran (revision, then index), each with its number of attempts
-    and its outcome, and the attempts' light rows by step: two queries, no JSON read."""
-    steps = list(Step.objects.filter(run=run).order_by("revision__number", "index")
-                 .values_list("id", "revision__number", "index", "key", "capability_name", "status",
-                              "arguments_hash"))
+    and its outcome, and the attempts' light rows by step: three queries, each along an index on
+    the run, no JSON read."""
+    # The revisions' numbers by a query of their own: a join would have the planner hash every
+    # revision of every run (a sequential scan that grows with the table, not with the run).
+    numbers = dict(PlanRevision.objects.filter(run=run).values_list("id", "number"))
+    steps = sorted(((pk, numbers.get(revision_id, 0), index, key, capability, status, arguments_hash)
+                    for pk, revision_id, index, key, capability, status, arguments_hash
+                    in Step.objects.filter(run=run).values_list("id", "revision_id", "index", "key",
+                                                                "capability_name", "status", "arguments_hash")),
+                   key=lambda row: (row[1], row[2]))
     by_step: dict[int, list[tuple]] = {}
     # Light tuples in (step, number) order, along the (step, number) unique index.
     for row in Attempt.objects.filter(run=run).order_by("step_id", "number").values_list(*_ATTEMPT_COLUMNS):
