@@ -182,7 +182,7 @@ def _steps(run: Run) -> tuple[list[StepSide], dict[int, list[tuple]]]:
                                                                 "capability_name", "status", "arguments_hash")),
                    key=lambda row: (row[1], row[2]))
     by_step: dict[int, list[tuple]] = {}
-    # Light tuples in (step, number) order, along the (step, number) unique index.
+    # Light tuples, found by the run's index and sorted by (step, number): a few thousand rows, no JSON.
     for row in Attempt.objects.filter(run=run).order_by("step_id", "number").values_list(*_ATTEMPT_COLUMNS):
         by_step.setdefault(row[0], []).append(row)
     sides = []
