@@ -183,3 +183,13 @@ class TestComparePageView:
         assert link in client.get(f"/evaluations/runs/{planning.pk}/twins/").content.decode()
         assert link in client.get(f"/evaluations/runs/{direct.pk}/twins/").content.decode()
         assert link in client.get(f"/evaluations/{evaluation.pk}/").content.decode()
+
+    def test_a_fork_and_its_source_link_to_their_comparison(self, two_runs, viewer, client_for):
+        from runs.models import Run
+
+        source, fork = two_runs
+        Run.objects.filter(pk=fork.pk).update(forked_from=source, forked_at=2)
+        client = client_for(viewer)
+        link = f"/runs/compare/?a={source.pk}&amp;b={fork.pk}"
+        assert link in client.get(f"/runs/{fork.pk}/").content.decode()
+        assert link in client.get(f"/runs/{source.pk}/").content.decode()
