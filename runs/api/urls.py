@@ -1,10 +1,12 @@
 from django.urls import path
 
+from runs.api import compare as api_compare
 from runs.api import runs as api
 
 urlpatterns = [
     path("runs/", api.RunListApi.as_view(), name="api-run-list"),
     path("runs/start/", api.RunStartApi.as_view(), name="api-run-start"),
+    path("runs/compare/", api_compare.RunCompareApi.as_view(), name="api-run-compare"),
     path("runs/<int:run_id>/", api.RunDetailApi.as_view(), name="api-run-detail"),
     path("runs/<int:run_id>/cancel/", api.RunCancelApi.as_view(), name="api-run-cancel"),
     path("runs/<int:run_id>/reconcile/", api.RunReconcileApi.as_view(), name="api-run-reconcile"),

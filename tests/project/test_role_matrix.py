@@ -40,7 +40,11 @@ def world(db, operator, second_operator):
                              completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
                              require_plan_approval=True)
     engine.run_advance(run_id=run.pk, worker="matrix")
-    return {"run": run, "approval": Approval.objects.get(run=run), "capability": Capability.objects.first()}
+    other = services.run_start(owner=operator, goal="Another run, to compare with", planner="scripted",
+                               planner_config={"plans": [[{"capability": "search_documents", "arguments": {"q": "x"}}]]},
+                               completion={"capability": "search_documents", "path": "documents.0.id", "exists": True})
+    return {"run": run, "approval": Approval.objects.get(run=run), "capability": Capability.objects.first(),
+            "other_run": other}
 
 
 def _concrete(route, world):
@@ -78,6 +82,7 @@ MATRIX = [
     ("get", "/runs/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/runs/{run}/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/runs/{run}/trace.json", None, {"viewer", "operator", "registry_admin"}),
+    ("get", "/runs/compare/?a={run}&b={other}", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/runs/approvals/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/runs/dashboard/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/runs/start/", None, {"operator"}),
@@ -95,6 +100,7 @@ MATRIX = [
     ("get", "/api/runs/{run}/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/api/runs/{run}/attempts/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/api/runs/{run}/revisions/", None, {"viewer", "operator", "registry_admin"}),
+    ("get", "/api/runs/compare/?a={run}&b={other}", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/api/approvals/", None, {"viewer", "operator", "registry_admin"}),
     ("post", "/api/runs/start/", {"goal": "g", "completion": {"capability": "search_documents", "exists": True}},
      {"operator"}),
@@ -147,7 +153,8 @@ def test_role_endpoint_matrix(method, template, body, allowed, world, nobody, vi
                               lead_operator, registry_admin):
     users = {"nobody": nobody, "viewer": viewer, "operator": operator, "other_operator": second_operator,
              "lead_operator": lead_operator, "registry_admin": registry_admin}
-    url = template.format(run=world["run"].pk, approval=world["approval"].pk, capability=world["capability"].name)
+    url = template.format(run=world["run"].pk, approval=world["approval"].pk, capability=world["capability"].name,
+                          other=world["other_run"].pk)
     # Refused roles first: an allowed POST may change what a later request sees.
     for role in sorted(ROLES, key=lambda r: r in allowed):
         api = _client(role, users)

@@ -24,7 +24,7 @@ CODE_IN_TEXT = re.compile(rf"\b(?:{_CODES})\b")
 NAMES = {
     "repeated_without_progress": ("the Attempt field of that name", {
         "runs/api/runs.py", "runs/selectors.py", "runs/trace/as_json.py", "runs/trace/review.py",
-        "runs/trace/timeline.py", "runs/otel.py", "bench/pages.py"}),
+        "runs/trace/timeline.py", "runs/trace/compare_page.py", "runs/otel.py", "bench/pages.py"}),
     "stalled": ("a figure counting stalled runs", {
         "runs/dashboard/periods.py", "notifications/rules.py", "evaluation/runner.py"}),
     "internal_error": ("a figure counting runs stopped by internal errors", {"bench/chaos.py"}),
