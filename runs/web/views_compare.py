@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from core.permissions import bad_request, permission_needed
+from core.replica import reads_from_replica
 from runs.trace.compare_page import ATTEMPTS_SHOWN, RunMissing, compare_page, compare_runs_get
 
 TRUE_WORDS = ("1", "on", "true", "yes")
@@ -52,6 +53,7 @@ def _page_int(raw) -> int:
         return 1
 
 
+@reads_from_replica
 @permission_needed("runs.view_run", "view runs")
 @require_GET
 def run_compare(request):
