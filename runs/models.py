@@ -491,4 +491,12 @@ class OpenLongPoll(models.Model):
         return f"{self.user_id} on run {self.run_id} until {self.expires_at:%H:%M:%S}"
 
 
-from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup  # noqa: E402,F401  (dashboard rollups, runs.dashboard.rollup)
+from runs.models_rollup import (  # noqa: E402,F401  (dashboard rollups, runs.dashboard.rollup and .usage)
+    ApprovalRollup,
+    AttemptRollup,
+    RunRollup,
+    StopRollup,
+    UsageCapabilityRollup,
+    UsageLabelRollup,
+    UsageRollup,
+)

@@ -91,3 +91,75 @@ class ApprovalRollup(models.Model):
 
     def __str__(self):
         return f"h{self.hour} bin {self.bin}: {self.decisions}"
+
+
+# -- usage: tokens and cost (runs.dashboard.usage) ---------------------------------------------
+#
+# A finished run's tokens, cost and tool calls, counted once at the hour it finished, along four
+# dimensions. Model, owner and agent each hold one value per run, so they share one table and every
+# grouping of it adds up to the total. Labels are many per run (one value per key), so they have a
+# table of their own, one row per (key, value): the runs of one key's values add up to the runs
+# carrying that key. Capabilities are many per run too: a run's tokens and cost are shared among the
+# capabilities it called in proportion to its calls of each ("" for a run that called none), so they
+# too add up to the total.
+
+
+class UsageRollup(models.Model):
+    """Finished runs per (hour finished, model, owner, agent): runs, tokens, cost, tool calls.
+
+    model: the LLM planner's model ("" for planners without one); agent_id: the gateway agent whose
+    session the run was (0 for none)."""
+
+    hour = models.IntegerField()
+    model = models.CharField(max_length=200, blank=True)
+    owner_id = models.IntegerField()
+    agent_id = models.IntegerField(default=0)
+    runs = models.PositiveBigIntegerField(default=0)
+    tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+    tool_calls = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hour", "model", "owner_id", "agent_id"],
+                                               name="usage_rollup_key")]
+        indexes = [models.Index(fields=["owner_id", "hour"], name="usage_rollup_owner_hour_idx")]
+
+    def __str__(self):
+        return f"h{self.hour} {self.model or '-'} owner {self.owner_id} agent {self.agent_id}: {self.tokens} tokens"
+
+
+class UsageLabelRollup(models.Model):
+    """Finished runs per (hour finished, label key, label value): a run counts once under each of its labels."""
+
+    hour = models.IntegerField()
+    key = models.CharField(max_length=63)
+    value = models.CharField(max_length=200)
+    runs = models.PositiveBigIntegerField(default=0)
+    tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+    tool_calls = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hour", "key", "value"], name="usage_label_rollup_key")]
+        indexes = [models.Index(fields=["key", "value", "hour"], name="usage_label_key_value_hour_idx")]
+
+    def __str__(self):
+        return f"h{self.hour} {self.key}={self.value}: {self.tokens} tokens"
+
+
+class UsageCapabilityRollup(models.Model):
+    """Finished runs' usage per (hour finished, capability): calls, runs calling it, and the share of
+    their tokens and cost attributed to it (in proportion to calls; hence floats)."""
+
+    hour = models.IntegerField()
+    capability_name = models.CharField(max_length=80, blank=True)
+    calls = models.PositiveBigIntegerField(default=0)
+    runs = models.PositiveBigIntegerField(default=0)
+    tokens = models.FloatField(default=0.0)
+    cost = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hour", "capability_name"], name="usage_capability_rollup_key")]
+
+    def __str__(self):
+        return f"h{self.hour} {self.capability_name or '-'}: {self.calls} calls"

@@ -17,13 +17,13 @@ from core.models import AuditAction
 from core.permissions import require
 from core.roles import MANAGE_ALL_RUNS
 from runs import otel
-from runs.dashboard import rollup
+from runs.dashboard import rollup, usage
 from runs.labels import labels_errors
 from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
 from runs.planners import validate_planner_config
 from runs.planners.external import awaited_revision, next_plan_revision
 from runs.selectors import approval_refusal
-from runs.signals import approval_decided
+from runs.signals import approval_decided, run_finished
 from runs.worker import queue
 from runs.worker.planner_intents import count_planner_calls_left_in_flight
 from runtime.budgets import Budgets
@@ -129,8 +129,11 @@ def run_close_open_records(*, run_id: int, now, newly_finished: bool = True, app
         # A planner call lost with its worker spent tokens all the same: counted before the run closes.
         count_planner_calls_left_in_flight(run_id=run_id, now=now)
     if newly_finished:
-        # The dashboard's counts of this run and its attempts, in this same transaction.
+        # The dashboard's counts of this run and its attempts, and its usage, in this same transaction.
         rollup.record_run_finished(run_id=run_id)
+        usage.record_run_finished(run_id=run_id)
+        # The apps above (notifications' burn rules) learn of it once it has committed.
+        transaction.on_commit(lambda: run_finished.send_robust(sender=Run, run_id=run_id))
 
 
 @transaction.atomic
