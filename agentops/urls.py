@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView
 from core import accounts, views, views_audit, views_roles
 from identity import views as identity_views
 from notifications.slack import views as slack_views
+from runs.web import views_usage
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -33,4 +34,6 @@ urlpatterns = [
     path("evaluations/", include("evaluation.urls")),
     path("notifications/", include("notifications.urls")),
     path("agents/", include("gateway.urls")),
+    path("usage/", views_usage.usage_page, name="usage"),
+    path("usage/usage.csv", views_usage.usage_csv, name="usage_csv"),
 ]

@@ -32,3 +32,10 @@ urlpatterns += [
     path("saved-views/", api_search.SavedViewListApi.as_view(), name="api-saved-view-list"),
     path("saved-views/<int:view_id>/", api_search.SavedViewDetailApi.as_view(), name="api-saved-view-detail"),
 ]
+
+# Usage and cost across runs (runs.dashboard.usage).
+from runs.api import usage as api_usage  # noqa: E402
+
+urlpatterns += [
+    path("usage/", api_usage.UsageApi.as_view(), name="api-usage"),
+]

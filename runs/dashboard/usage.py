@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.apps import apps
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.db.models import (
     BigIntegerField,
@@ -47,6 +49,7 @@ from django.utils import timezone
 from core.choices import FINISHED_STATUSES, LIVE_STATUSES
 from runs.dashboard import periods, rollup
 from runs.expressions import HOUR_S, EpochHour
+from runs.labels import KEY_PATTERN, KEY_RULE
 from runs.models import Attempt, Run, RunLabel, UsageCapabilityRollup, UsageLabelRollup, UsageRollup
 
 # The usage page's windows (the dashboard's, less the last hour: usage is read by whole hours).
@@ -341,9 +344,6 @@ def _difference(totals: UsageRow, rows, n: int) -> UsageRow:
 
 
 def _name_rows(group: str, rows: list[UsageRow], label_key: str) -> None:
-    from django.apps import apps
-    from django.contrib.auth import get_user_model
-
     names: dict = {}
     if group == "owner":
         names = dict(get_user_model().objects.filter(pk__in=[int(r.key) for r in rows])
@@ -387,3 +387,32 @@ def window_spend(*, hours: int, now: datetime, owner_id: int | None = None, labe
     figures = rows.filter(hour__gt=last - hours, hour__lte=last).aggregate(tokens=Sum("tokens"), cost=Sum("cost"),
                                                                            runs=Sum("runs"))
     return {"tokens": figures["tokens"] or 0, "cost": figures["cost"] or 0.0, "runs": figures["runs"] or 0}
+
+
+# -- the page's and the API's query ------------------------------------------------------------
+
+def query_problems(*, window: str, group: str, measure: str, label_key: str) -> dict[str, str]:
+    """What is wrong with a usage query, per parameter ({} when it is fine)."""
+    problems = {}
+    if window not in WINDOWS:
+        problems["window"] = f"Unknown time window “{window[:40]}”: choose one of {', '.join(WINDOWS)}."
+    if group not in GROUPS:
+        problems["group"] = f"Unknown grouping “{group[:40]}”: choose one of {', '.join(GROUPS)}."
+    if measure not in MEASURES:
+        problems["measure"] = f"Unknown measure “{measure[:40]}”: choose one of {', '.join(MEASURES)}."
+    if label_key and not KEY_PATTERN.match(label_key):
+        problems["label_key"] = f"“{label_key[:70]}” is not a label key: {KEY_RULE}."
+    elif label_key and group != "label":
+        problems["label_key"] = "label_key goes with group=label only."
+    return problems
+
+
+def chart_series(report: UsageReport, measure: str) -> dict[str, list[float]]:
+    """The chart's series: the biggest groups by `measure`, each its own, the rest summed as "other"."""
+    by = "cost_by_bucket" if measure == "cost" else "tokens_by_bucket"
+    ranked = sorted(report.rows, key=lambda r: -(r.cost if measure == "cost" else r.tokens))
+    series = {row.label: [round(v, 6) for v in getattr(row, by)] for row in ranked[:CHART_SERIES]}
+    rest = ranked[CHART_SERIES:]
+    if rest:
+        series["other"] = [round(sum(getattr(r, by)[i] for r in rest), 6) for i in range(len(report.bucket_starts))]
+    return {name: values for name, values in series.items() if any(values)}

@@ -191,3 +191,61 @@ def test_the_burn_window_reads_the_rollup(usage_runs, operator):
     assert by_label["runs"] == RunLabel.objects.filter(
         key="team", value="payments", run__finished_at__isnull=False, run__evaluation__isnull=True,
         run__finished_at__gte=(now - timedelta(hours=24 * 30 - 1)).replace(minute=0, second=0, microsecond=0)).count()
+
+
+class TestPage:
+    def test_it_shows_the_table_the_chart_and_the_totals(self, usage_runs, client_for, viewer):
+        response = client_for(viewer).get("/usage/?window=7d&group=model&measure=cost")
+        assert response.status_code == 200
+        body = response.content.decode()
+        assert "gpt-4o" in body and "llama3" in body and "no model (not an LLM planner)" in body
+        assert "<svg" in body and "Cost of finished runs per interval by model" in body
+        assert 'aria-current="page"' in body and ">Usage</a>" in body
+
+    def test_label_groups_say_when_a_run_counts_twice(self, usage_runs, client_for, viewer):
+        every = client_for(viewer).get("/usage/?window=30d&group=label").content.decode()
+        assert "team=payments" in every and "env=prod" in every and "counts under each of its labels" in every
+        by_team = client_for(viewer).get("/usage/?window=30d&group=label&label_key=team").content.decode()
+        assert "team not set" in by_team and "env=prod" not in by_team
+
+    @pytest.mark.parametrize("query, says", [
+        ("window=3y", "Unknown time window “3y”"), ("group=planet", "Unknown grouping “planet”"),
+        ("measure=joules", "Unknown measure “joules”"), ("group=label&label_key=Bad Key", "is not a label key"),
+        ("group=model&label_key=team", "label_key goes with group=label only")])
+    def test_bad_input_is_a_400_page_that_says_what_is_wrong(self, client_for, viewer, query, says):
+        response = client_for(viewer).get(f"/usage/?{query}")
+        assert response.status_code == 400
+        body = response.content.decode()
+        assert "<title>Bad request" in body and "Not allowed" not in body and says in body
+
+    def test_the_csv_holds_the_rows_and_the_total(self, usage_runs, client_for, viewer):
+        response = client_for(viewer).get("/usage/usage.csv?window=30d&group=owner")
+        assert response.status_code == 200 and "attachment" in response["Content-Disposition"]
+        lines = response.content.decode().splitlines()
+        assert lines[0] == "owner,runs,tokens,cost,tool_calls" and lines[-1].startswith("total,")
+        assert any(line.startswith("otto,") for line in lines) and any(line.startswith("usage-other,") for line in lines)
+
+    def test_it_needs_the_dashboards_permission(self, client, django_user_model):
+        nobody = django_user_model.objects.create_user("nobody", password="x")
+        client.force_login(nobody)
+        assert client.get("/usage/").status_code == 403
+        assert client.get("/api/usage/").status_code == 403
+
+
+class TestApi:
+    def test_it_returns_the_report(self, usage_runs, api_for, viewer):
+        response = api_for(viewer).get("/api/usage/?window=30d&group=capability")
+        assert response.status_code == 200, response.content
+        data = response.json()
+        assert data["group"] == "capability" and not data["overlapping"]
+        assert {r["key"] for r in data["rows"]} >= {"search_documents", "create_ticket", "get_time", ""}
+        assert sum(r["tokens"] for r in data["rows"]) == pytest.approx(data["totals"]["tokens"])
+        assert len(data["bucket_starts"]) == len(data["totals"]["tokens_by_bucket"]) == 30
+
+    @pytest.mark.parametrize("query, field", [("window=1y", "window"), ("group=planet", "group"),
+                                              ("bogus=1", "bogus"), ("group=label&label_key=Bad%20Key", "label_key"),
+                                              ("group=owner&label_key=team", "label_key")])
+    def test_bad_input_is_a_400_naming_the_field(self, api_for, viewer, query, field):
+        response = api_for(viewer).get(f"/api/usage/?{query}")
+        assert response.status_code == 400
+        assert field in response.content.decode()
