@@ -15,6 +15,7 @@ EVENT_FIELDS = {
     RuleEvent.RUN_STOPPED: ("stop_reasons",),
     RuleEvent.BUDGET_THRESHOLD: ("percent", "budgets"),
     RuleEvent.STALL_RATE: ("threshold", "window_s", "min_runs"),
+    RuleEvent.USAGE_BURN: ("measure", "limit", "window_hours", "per", "label_key"),
 }
 _LISTS = {"stop_reasons", "budgets", "capabilities"}
 
@@ -47,6 +48,16 @@ class RuleForm(forms.Form):
                                  help_text="a share of finished runs (0.2 = 20 %)")
     window_s = forms.IntegerField(required=False, label="Window (s)", min_value=60, initial=3600)
     min_runs = forms.IntegerField(required=False, label="At least this many finished runs", min_value=1, initial=5)
+    measure = forms.ChoiceField(required=False, label="Usage burn: measure", initial="cost",
+                                choices=[("cost", "cost"), ("tokens", "tokens")])
+    limit = forms.FloatField(required=False, label="Usage burn: limit", min_value=0, initial=10,
+                             help_text="tokens or cost the window may hold; passing it notifies once")
+    window_hours = forms.IntegerField(required=False, label="Usage burn: window (hours)", min_value=1, max_value=720,
+                                      initial=24)
+    per = forms.ChoiceField(required=False, label="Usage burn: per", initial="owner",
+                            choices=[("owner", "owner"), ("label", "label value")])
+    label_key = forms.CharField(required=False, label="Usage burn: label key", max_length=63,
+                                help_text="with per label, e.g. team: each value is summed apart")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -59,7 +70,7 @@ class RuleForm(forms.Form):
             value = data.get(name)
             if name in _LISTS:
                 params[name] = [v.strip() for v in (value or "").split(",") if v.strip()]
-            elif value is not None:
+            elif value not in (None, ""):
                 params[name] = value
         return {"name": data["name"], "event": data["event"], "params": params, "labels": data["labels"],
                 "channel_ids": [c.pk for c in data["channels"]]}

@@ -39,6 +39,7 @@ class RuleEvent(models.TextChoices):
     RUN_STOPPED = "run_stopped", "a run stopped"
     BUDGET_THRESHOLD = "budget_threshold", "an active run passed a share of a budget"
     STALL_RATE = "stall_rate", "the stall rate passed a threshold"
+    USAGE_BURN = "usage_burn", "tokens or cost over a rolling window passed a limit (per owner or label)"
 
 
 class Rule(models.Model):
@@ -48,7 +49,7 @@ class Rule(models.Model):
     event = models.CharField(max_length=30, choices=Event.choices)
     # Per event: approval_expiring {within_s}; approval_undecided {after_minutes, capabilities};
     # run_stopped {stop_reasons}; budget_threshold {percent, budgets}; stall_rate {threshold,
-    # window_s, min_runs} (notifications.rules).
+    # window_s, min_runs}; usage_burn {measure, limit, window_hours, per, label_key} (notifications.rules).
     params = models.JSONField(default=dict, blank=True)
     labels = models.JSONField(default=dict, blank=True, help_text="Only runs with these labels (none: every run).")
     channels = models.ManyToManyField(Channel, related_name="rules")
@@ -66,6 +67,26 @@ class Rule(models.Model):
 
     def __str__(self):
         return self.name
+
+
+class BurnState(models.Model):
+    """Whether a usage burn rule's subject (an owner, or a label's value) is over its limit now.
+
+    A rule fires when its subject goes over (the conditional UPDATE from False to True that one
+    process wins), not for every run finished while it stays over; it re-arms when a later run's
+    finish finds the subject back within its limit (notifications.burn)."""
+
+    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="burn_states")
+    subject = models.CharField(max_length=300)
+    over = models.BooleanField(default=False)
+    crossings = models.PositiveIntegerField(default=0, help_text="How many times it went over: names each notice.")
+    changed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["rule", "subject"], name="burn_state_once_per_subject")]
+
+    def __str__(self):
+        return f"rule {self.rule_id} {self.subject}: {'over' if self.over else 'within'}"
 
 
 class DeliveryStatus(models.TextChoices):

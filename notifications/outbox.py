@@ -48,16 +48,22 @@ def enqueue_events(now: datetime) -> int:
         except Exception:  # one broken rule must not stop the others
             log.exception("notification rule %s could not be evaluated", rule.pk)
             continue
-        rows = [Delivery(rule=rule, channel=channel, rule_name=rule.name, channel_name=channel.name,
-                         event_key=n.key[:200], run_id=n.run_id, approval_id=n.approval_id, subject=n.subject[:300],
-                         body=n.body + (f"\n\n{n.link}" if n.link else ""), link=n.link[:500], next_attempt_at=now)
-                for n in notices for channel in targets]
-        if rows:
-            before = Delivery.objects.filter(rule=rule).count()
-            # The unique (rule, channel, event_key) turns an event found again into a no-op.
-            Delivery.objects.bulk_create(rows, ignore_conflicts=True)
-            added += Delivery.objects.filter(rule=rule).count() - before
+        added += write_deliveries(rule, targets, notices, now)
     return added
+
+
+def write_deliveries(rule, targets, notices, now: datetime) -> int:
+    """One outbox row per (notice, channel); returns how many were new."""
+    rows = [Delivery(rule=rule, channel=channel, rule_name=rule.name, channel_name=channel.name,
+                     event_key=n.key[:200], run_id=n.run_id, approval_id=n.approval_id, subject=n.subject[:300],
+                     body=n.body + (f"\n\n{n.link}" if n.link else ""), link=n.link[:500], next_attempt_at=now)
+            for n in notices for channel in targets]
+    if not rows:
+        return 0
+    before = Delivery.objects.filter(rule=rule).count()
+    # The unique (rule, channel, event_key) turns an event found again into a no-op.
+    Delivery.objects.bulk_create(rows, ignore_conflicts=True)
+    return Delivery.objects.filter(rule=rule).count() - before
 
 
 def backoff_s(attempts: int) -> float:

@@ -16,7 +16,7 @@ from django.db.models import Count, Q
 from core.choices import LIVE_STATUSES
 from notifications.models import RuleEvent
 from runs.dashboard.budget_usage import run_budget_usage
-from runs.labels import runs_with_labels
+from runs.labels import KEY_PATTERN, KEY_RULE, runs_with_labels
 from runs.models import Approval, Run
 from runtime.budgets import BudgetName
 from runtime.stop import StopKind, StopReason
@@ -40,7 +40,11 @@ DEFAULTS = {
     RuleEvent.RUN_STOPPED: {"stop_reasons": []},
     RuleEvent.BUDGET_THRESHOLD: {"percent": 80, "budgets": []},
     RuleEvent.STALL_RATE: {"threshold": 0.2, "window_s": 3600, "min_runs": 5},
+    # Evaluated when a run finishes (notifications.burn), from the usage rollup; never by the tick.
+    RuleEvent.USAGE_BURN: {"measure": "cost", "limit": 10.0, "window_hours": 24, "per": "owner", "label_key": ""},
 }
+BURN_MEASURES = ("tokens", "cost")
+BURN_PER = ("owner", "label")
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,27 @@ def params_errors(event: str, params: Any) -> dict[str, str]:
             errors["params.window_s"] = "the window in seconds, from 60 s to 30 days"
         if not (isinstance(p["min_runs"], int) and not isinstance(p["min_runs"], bool) and p["min_runs"] >= 1):
             errors["params.min_runs"] = "at least 1 finished run"
+    if event == RuleEvent.USAGE_BURN:
+        errors.update(_burn_errors(p))
+    return errors
+
+
+def _burn_errors(p: dict) -> dict[str, str]:
+    errors = {}
+    if p["measure"] not in BURN_MEASURES:
+        errors["params.measure"] = f"one of {', '.join(BURN_MEASURES)}"
+    if not (_number(p["limit"]) and 0 < p["limit"] <= 1e15):
+        errors["params.limit"] = "the tokens or cost the window may hold, more than 0"
+    if not (isinstance(p["window_hours"], int) and not isinstance(p["window_hours"], bool)
+            and 1 <= p["window_hours"] <= 720):
+        errors["params.window_hours"] = "whole hours, from 1 to 720 (30 days)"
+    if p["per"] not in BURN_PER:
+        errors["params.per"] = "owner (each run's owner) or label (each value of label_key)"
+    key = p["label_key"]
+    if p["per"] == "label" and not (isinstance(key, str) and KEY_PATTERN.match(key)):
+        errors["params.label_key"] = f"the label key whose values are summed apart: {KEY_RULE}"
+    elif p["per"] != "label" and key:
+        errors["params.label_key"] = "only with per=label"
     return errors
 
 
@@ -104,7 +129,7 @@ def find_events(rule, now: datetime) -> list[Notice]:
     finder = {RuleEvent.APPROVAL_REQUESTED: _approvals_requested, RuleEvent.APPROVAL_EXPIRING: _approvals_expiring,
               RuleEvent.APPROVAL_UNDECIDED: _approvals_undecided,
               RuleEvent.RUN_STOPPED: _runs_stopped, RuleEvent.BUDGET_THRESHOLD: _budgets_passed,
-              RuleEvent.STALL_RATE: _stall_rate}[rule.event]
+              RuleEvent.STALL_RATE: _stall_rate, RuleEvent.USAGE_BURN: _evaluated_when_runs_finish}[rule.event]
     return finder(rule, full_params(rule), now)
 
 
@@ -209,3 +234,8 @@ def _stall_rate(rule, p, now) -> list[Notice]:
     return [Notice(f"stall_rate:{period}", f"Stall rate {stalled / finished:.0%} over the last {window}",
                    f"{stalled} of {finished} runs finished in the last {window} stalled "
                    f"(threshold {p['threshold']:.0%}).", _link("/runs/dashboard/"))]
+
+
+def _evaluated_when_runs_finish(rule, p, now) -> list[Notice]:
+    """Usage burn rules are looked at when a run finishes (notifications.burn), not on the tick."""
+    return []

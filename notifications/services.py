@@ -84,6 +84,8 @@ def rule_save(*, user, name: str, event: str, params: dict | None = None, channe
     label_problems = labels_errors(labels)
     if label_problems:
         errors["labels"] = "; ".join(label_problems)
+    elif labels and event == Rule.Event.USAGE_BURN:
+        errors["labels"] = "a usage burn rule sums per owner or per label value (params.per), not for chosen labels"
     _refuse_if(errors, "rule")
     if rule_id is None:
         rule = Rule.objects.create(name=name, event=event, params=params, labels=labels, enabled=enabled,

@@ -4,6 +4,7 @@ import logging
 from celery import shared_task
 
 from notifications.models import SlackMessage
+from notifications.outbox import drain as outbox_drain
 from notifications.outbox import tick as outbox_tick
 from notifications.slack import messages as slack_messages
 
@@ -13,6 +14,12 @@ log = logging.getLogger(__name__)
 @shared_task(name="notifications.tick", ignore_result=True)
 def tick() -> dict:
     return outbox_tick()
+
+
+@shared_task(name="notifications.send_due", ignore_result=True)
+def send_due() -> int:
+    """Send the deliveries due now (a usage burn rule just fired) without waiting for the tick."""
+    return outbox_drain()[0]
 
 
 @shared_task(name="notifications.slack_refresh", ignore_result=True)
