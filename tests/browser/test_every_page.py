@@ -107,6 +107,20 @@ def _rule(admin):
     return rule
 
 
+def _spent(admin):
+    """Finished runs that spent tokens and cost, labelled, for the usage page: its query."""
+    from runs import services
+    from runs.worker import engine
+
+    for n, team in enumerate(("payments", "search", "payments")):
+        plans = {"plans": [{"steps": [{"capability": "search_documents", "arguments": {"q": "travel"}}],
+                            "tokens": 1200 * (n + 1), "cost": 0.25 * (n + 1)}]}
+        run = services.run_start(owner=admin, goal=f"Spend {n}", planner="scripted", planner_config=plans,
+                                 completion=FOUND, labels={"team": team})
+        engine.run_advance(run_id=run.pk, worker="pages")
+    return "?window=24h&group=label&label_key=team&measure=cost"
+
+
 def _channel(admin):
     return _rule(admin).channels.get()
 
@@ -114,7 +128,7 @@ def _channel(admin):
 BUILD = {"decide": _decide, "agent": _agent, "rule": _rule, "channel": _channel,
          "stalled": _stalled, "found": _found, "waiting": _waiting, "unknown": _unknown, "forked": _forked,
          "evaluation": _evaluation,
-         "server": _server, "attempt": lambda admin: (lambda a: f"{a.run_id}/attempts/{a.uid}")(
+         "server": _server, "spent": _spent, "attempt": lambda admin: (lambda a: f"{a.run_id}/attempts/{a.uid}")(
              _stalled(admin).attempts.order_by("id").first())}
 
 PAGES = [
@@ -129,6 +143,7 @@ PAGES = [
     "/account/password/", "/roles/", "/api/docs/", "/login/", "/agents/", "/agents/{agent}/",
     "/notifications/rules/{rule}/delete/", "/notifications/channels/{channel}/delete/",
     "/audit/", "/audit/?target_type=run&target_id={stalled}",
+    "/usage/", "/usage/{spent}", "/usage/?window=3y",
 ]
 
 
