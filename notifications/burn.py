@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -52,7 +54,7 @@ def on_run_finished(sender, *, run_id: int, **kwargs) -> None:
             log.exception("could not queue sending the usage burn notices of run %s", run_id)
 
 
-def check(rule: Rule, run: dict, now: datetime) -> int:
+def check(rule: Rule, run: Mapping[str, Any], now: datetime) -> int:
     """Fire `rule` for the run's owner or label value if it has just gone over; returns deliveries written."""
     p = rules.full_params(rule)
     if p["per"] == "owner":

@@ -31,7 +31,7 @@ class UsageRowOutput(serializers.Serializer):
     key = serializers.CharField(help_text="the group's stored value: a model, a user id, an agent id (0: none), "
                                           "a capability (\"\": no tool call), key=value, or the label key for "
                                           "runs without it")
-    label = serializers.CharField()
+    name = serializers.CharField(source="label", help_text="as the page shows it (a username, an agent's name, ...)")
     runs = serializers.IntegerField()
     tokens = serializers.FloatField(help_text="whole for every grouping but capability (a share of each run's)")
     cost = serializers.FloatField()

@@ -243,7 +243,7 @@ def _read(group: str, span: periods.Span, label_key: str) -> list[tuple[int | No
         "capability": (UsageCapabilityRollup, ["capability_name"], "calls")}[group]
     if span.has_rollup:
         first, last = span.rollup_hours
-        stored = model.objects.filter(hour__gte=first, hour__lt=last)
+        stored = model._default_manager.filter(hour__gte=first, hour__lt=last)
         if group == "label" and label_key:
             stored = stored.filter(key=label_key)
         for row in (stored.annotate(i=_bucket_of_hour(span.start, span.bucket_s)).values("i", *columns).order_by()
@@ -255,7 +255,7 @@ def _read(group: str, span: periods.Span, label_key: str) -> list[tuple[int | No
         recent = finished_operations(Run.objects.filter(finished_at__gte=span.split, finished_at__lte=span.end))
         if group == "capability":
             called, uncalled = capability_groups(recent, hour=False)
-            tail = [((r["capability_name"],), r) for r in [*called, *uncalled]]
+            tail: list[tuple[tuple, dict]] = [((r["capability_name"],), r) for r in [*called, *uncalled]]
         elif group == "label":
             labelled = label_groups(recent, hour=False)
             if label_key:
@@ -380,10 +380,11 @@ def window_spend(*, hours: int, now: datetime, owner_id: int | None = None, labe
     and the `hours` - 1 before it: read from the rollup alone (it holds every finished run, the
     current hour's included), one indexed query."""
     last = rollup.hour_of(now)
+    rows: QuerySet
     if label is not None:
         rows = UsageLabelRollup.objects.filter(key=label[0], value=label[1])
     else:
-        rows = UsageRollup.objects.filter(owner_id=owner_id)
+        rows = UsageRollup.objects.filter(owner_id=owner_id or 0)
     figures = rows.filter(hour__gt=last - hours, hour__lte=last).aggregate(tokens=Sum("tokens"), cost=Sum("cost"),
                                                                            runs=Sum("runs"))
     return {"tokens": figures["tokens"] or 0, "cost": figures["cost"] or 0.0, "runs": figures["runs"] or 0}
