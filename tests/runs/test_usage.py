@@ -249,3 +249,15 @@ class TestApi:
         response = api_for(viewer).get(f"/api/usage/?{query}")
         assert response.status_code == 400
         assert field in response.content.decode()
+
+
+def test_the_migration_fills_the_rollup_from_runs_finished_before_it(usage_runs):
+    import importlib
+
+    from django.apps import apps
+
+    incremental = _snapshot()
+    for model in (UsageRollup, UsageLabelRollup, UsageCapabilityRollup):
+        model.objects.all().delete()
+    importlib.import_module("runs.migrations.0020_usage_rollup").fill_usage(apps, None)
+    assert _snapshot() == incremental
