@@ -259,5 +259,5 @@ def test_the_migration_fills_the_rollup_from_runs_finished_before_it(usage_runs)
     incremental = _snapshot()
     for model in (UsageRollup, UsageLabelRollup, UsageCapabilityRollup):
         model.objects.all().delete()
-    importlib.import_module("runs.migrations.0020_usage_rollup").fill_usage(apps, None)
+    importlib.import_module("runs.migrations.0021_usage_rollup").fill_usage(apps, None)
     assert _snapshot() == incremental

@@ -15,7 +15,7 @@ def fill_usage(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0019_open_long_polls'),
+        ('runs', '0020_run_forks'),
         # The fill reads each run's gateway agent through the session table.
         ('gateway', '0002_session_alive_at'),
     ]
