@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 from core import charts
 from core.downloads import as_download
 from core.permissions import bad_request, permission_needed
+from core.replica import reads_from_replica
 from runs.dashboard import periods, usage
 
 
@@ -22,6 +23,7 @@ def _query(request) -> tuple[dict, dict[str, str]]:
     return query, usage.query_problems(**query)
 
 
+@reads_from_replica
 @permission_needed("runs.view_run", "view usage and cost")
 @require_GET
 def usage_page(request):
@@ -47,6 +49,7 @@ def _csv_safe(value: str) -> str:
     return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
+@reads_from_replica
 @permission_needed("runs.view_run", "view usage and cost")
 @require_GET
 def usage_csv(request):
