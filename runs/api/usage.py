@@ -29,8 +29,8 @@ class UsageQueryInput(serializers.Serializer):
 
 class UsageRowOutput(serializers.Serializer):
     key = serializers.CharField(help_text="the group's stored value: a model, a user id, an agent id (0: none), "
-                                          "a capability (\"\": no tool call), key=value, or the label key for "
-                                          "runs without it")
+                                          "a capability (\"\": no tool call), or key=value (\"\": the runs "
+                                          "without label_key)")
     name = serializers.CharField(source="label", help_text="as the page shows it (a username, an agent's name, ...)")
     runs = serializers.IntegerField()
     tokens = serializers.FloatField(help_text="whole for every grouping but capability (a share of each run's)")
