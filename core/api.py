@@ -76,7 +76,9 @@ class ApiView(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
-        self.query = validated(self.query_input, request.query_params)
+        # A method the view does not serve is a 405 (dispatch answers it next), whatever its query.
+        if hasattr(self, request.method.lower()):
+            self.query = validated(self.query_input, request.query_params)
 
 
 def page_response(view, request, items, output_class: type[serializers.Serializer], *,
