@@ -491,4 +491,5 @@ class OpenLongPoll(models.Model):
         return f"{self.user_id} on run {self.run_id} until {self.expires_at:%H:%M:%S}"
 
 
+from runs.models_bulk import BulkAction  # noqa: E402,F401  (bulk actions by filter, runs.bulk)
 from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup  # noqa: E402,F401  (dashboard rollups, runs.dashboard.rollup)
