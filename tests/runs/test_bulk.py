@@ -276,3 +276,31 @@ class TestApi:
         assert api_for(second_operator).get(f"/api/runs/bulk/{job.pk}/").status_code == 404
         assert api_for(lead).get(f"/api/runs/bulk/{job.pk}/").status_code == 200
         assert api_for(operator).get(f"/api/runs/bulk/{job.pk}/?colour=red").status_code == 400
+
+
+class TestPages:
+    def test_from_the_list_through_the_preview_to_the_job(self, mixed, operator, client_for, monkeypatch,
+                                                         django_capture_on_commit_callbacks):
+        monkeypatch.setattr(bulk, "_send", lambda job_id, countdown=None: None)
+        client = client_for(operator)
+        listing = client.get("/runs/?status=active").content.decode()
+        assert "/runs/bulk/?query=status%3Dactive%26evaluation_runs%3Dhide" in listing
+        page = client.get("/runs/bulk/", {"query": "status=active&evaluation_runs=hide", "action": "cancel"})
+        text = page.content.decode()
+        assert page.status_code == 200 and 'data-testid="bulk-selected">4<' in text and "Confirm: cancel 2 runs" in text
+        started = client.post("/runs/bulk/start/", {"query": "status=active", "action": "cancel"})
+        job = BulkAction.objects.get()
+        assert started.status_code == 302 and started["Location"] == f"/runs/bulk/{job.pk}/"
+        bulk.bulk_process(job.pk)
+        done = client.get(f"/runs/bulk/{job.pk}/", HTTP_HX_REQUEST="true")
+        assert done.status_code == 286 and 'data-status="done"' in done.content.decode()
+
+    def test_over_runs_the_user_may_not_touch_the_page_refuses_and_nothing_changes(self, mixed, second_operator,
+                                                                                    client_for):
+        answer = client_for(second_operator).post("/runs/bulk/start/", {"query": "goal=mine", "action": "cancel"})
+        assert answer.status_code == 403 and "another user" in answer.content.decode()
+        assert BulkAction.objects.count() == 0
+
+    def test_a_bad_filter_is_a_400_on_the_page(self, mixed, operator, client_for):
+        answer = client_for(operator).get("/runs/bulk/", {"query": "colour=red", "action": "cancel"})
+        assert answer.status_code == 400 and "Unknown filter" in answer.content.decode()
