@@ -45,6 +45,7 @@ class BulkForm(forms.Form):
 
 def _context(form, *, preview=None, error=None) -> dict:
     return {"form": form, "preview": preview, "error": error, "key_rule": KEY_RULE,
+            "action_label": BulkActionKind(preview.action).label if preview else "",
             "expected_json": json.dumps(preview.approvals) if preview and preview.approvals else ""}
 
 

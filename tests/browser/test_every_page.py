@@ -99,7 +99,18 @@ def _channel(admin):
     return _rule(admin).channels.get()
 
 
-BUILD = {"decide": _decide, "agent": _agent, "rule": _rule, "channel": _channel,
+def _bulk(admin):
+    """A finished bulk re-run: one run re-run, one skipped (still live), so the problems list shows."""
+    from runs import bulk
+
+    _stalled(admin)
+    _waiting(admin)
+    job = bulk.bulk_start(user=admin, action="fork", query="")
+    bulk.bulk_process(job.pk)
+    return job
+
+
+BUILD = {"decide": _decide, "bulk": _bulk, "agent": _agent, "rule": _rule, "channel": _channel,
          "stalled": _stalled, "waiting": _waiting, "unknown": _unknown, "forked": _forked, "evaluation": _evaluation,
          "server": _server, "attempt": lambda admin: (lambda a: f"{a.run_id}/attempts/{a.uid}")(
              _stalled(admin).attempts.order_by("id").first())}
@@ -115,6 +126,7 @@ PAGES = [
     "/account/password/", "/roles/", "/api/docs/", "/login/", "/agents/", "/agents/{agent}/",
     "/notifications/rules/{rule}/delete/", "/notifications/channels/{channel}/delete/",
     "/audit/", "/audit/?target_type=run&target_id={stalled}",
+    "/runs/bulk/?query=status%3Dfinished&action=fork&add=&remove=&comment=", "/runs/bulk/{bulk}/",
 ]
 
 
