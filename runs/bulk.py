@@ -35,6 +35,7 @@ from core.choices import ApprovalState, DecisionChannel
 from core.errors import Conflict, InvalidInput, NotAllowed, ServiceError
 from core.models import AuditAction
 from core.permissions import allowed, require
+from core.roles import MANAGE_ALL_RUNS
 from runs import forks, selectors, services
 from runs.filters import filters_from_query
 from runs.labels import label_change_errors, labels_text, run_labels_change
@@ -364,8 +365,6 @@ def requeue_stalled_bulk_actions(now=None) -> int:
 
 def bulk_get(*, user, job_id: int) -> BulkAction:
     """A job, for whoever started it or may manage all runs (others are told it does not exist)."""
-    from core.roles import MANAGE_ALL_RUNS
-
     job = BulkAction.objects.select_related("created_by").filter(pk=job_id).first()
     if job is None or not (job.created_by_id == user.pk or allowed(user, MANAGE_ALL_RUNS)):
         raise BulkAction.DoesNotExist(f"No bulk action {job_id}.")

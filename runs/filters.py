@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.http import QueryDict
 
 from capabilities.models import Capability
 from core.choices import RunStatus, StopReason
+from core.errors import InvalidInput
 from runs import search, selectors
 from runs.labels import label_filters_parse
 from runs.models import Planner
@@ -91,10 +93,6 @@ def filters_from_query(query: str) -> tuple[selectors.RunFilters, str]:
     bulk action must not act on more runs than the person meant, so an unknown parameter or an
     invalid value is refused (InvalidInput naming it). Evaluation runs are hidden unless the query
     says otherwise, as on the page by default."""
-    from django.http import QueryDict
-
-    from core.errors import InvalidInput
-
     if not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
         raise InvalidInput(f"The filter must be a runs-list query string of at most {MAX_QUERY_CHARS} characters.",
                            fields={"query": f"a query string, at most {MAX_QUERY_CHARS} characters"})

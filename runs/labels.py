@@ -11,8 +11,12 @@ import re
 from typing import Any
 
 from django import forms
+from django.db import transaction
 
-from runs.models import RunLabel
+from core.audit import audit
+from core.errors import InvalidInput
+from core.models import AuditAction
+from runs.models import Run, RunLabel
 
 MAX_LABELS = 20
 MAX_LABEL_FILTERS = MAX_LABELS  # a run carries at most this many labels: more filters can match nothing
@@ -123,13 +127,6 @@ def run_labels_change(*, run_id: int, user, add: dict[str, str], remove: list[st
 
     The caller checks who may change the run (runs.bulk). Returns False when nothing changed
     (no audit row then). Raises InvalidInput for a bad change or one leaving too many labels."""
-    from django.db import transaction
-
-    from core.audit import audit
-    from core.errors import InvalidInput
-    from core.models import AuditAction
-    from runs.models import Run
-
     errors = label_change_errors(add, remove)
     if errors:
         raise InvalidInput("The labels could not be changed: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
