@@ -57,10 +57,12 @@ class RunFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         search.add_stall_kind_field(self)
         # Registries and teams are small; these stay one query each however many runs exist.
-        self.fields["capability"].choices += [(n, n) for n in Capability.objects.order_by("name")
-                                              .values_list("name", flat=True)]
-        self.fields["owner"].choices += [(n, n) for n in get_user_model().objects.filter(is_active=True)
-                                         .order_by("username").values_list("username", flat=True)]
+        capability, owner = self.fields["capability"], self.fields["owner"]
+        assert isinstance(capability, forms.ChoiceField) and isinstance(owner, forms.ChoiceField)  # declared above
+        capability.choices = [("", "any"), *((n, n) for n in Capability.objects.order_by("name")
+                                             .values_list("name", flat=True))]
+        owner.choices = [("", "anyone"), *((n, n) for n in get_user_model().objects.filter(is_active=True)
+                                           .order_by("username").values_list("username", flat=True))]
 
     def clean_label(self):
         wanted, problems = label_filters_parse(self.cleaned_data["label"])
@@ -106,6 +108,6 @@ def filters_from_query(query: str) -> tuple[selectors.RunFilters, str]:
         raise InvalidInput(f"Unknown filter{'s' if len(unknown) > 1 else ''} in the query: {', '.join(unknown)}.",
                            fields={"query": f"unknown filter: {', '.join(unknown)}"})
     if not form.is_valid():
-        problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
+        problems = "; ".join(f"{name}: {' '.join(str(e) for e in errors)}" for name, errors in form.errors.items())
         raise InvalidInput(f"The filter is invalid: {problems}", fields={"query": problems})
     return form.filters(), search.view_query(data)
