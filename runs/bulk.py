@@ -269,8 +269,9 @@ def bulk_process(job_id: int, *, slice_s: float = SLICE_S) -> bool:
 
 def _process_one(job_id: int, run_id: int, user) -> None:
     with transaction.atomic():
-        # The row lock orders concurrent deliveries: the second finds the cursor past this run.
-        job = BulkAction.objects.select_for_update().get(pk=job_id)
+        # The row lock orders concurrent deliveries: the second finds the cursor past this run. The
+        # frozen selection (up to MAX_BULK_RUNS ids) is not read again for every run.
+        job = BulkAction.objects.select_for_update().defer("run_ids").get(pk=job_id)
         if job.cursor >= run_id or job.is_finished:
             return
         outcome, reason = "done", ""
