@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from core.roles import ROLE_PERMISSIONS
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -118,6 +120,49 @@ def env_llm_endpoints(name: str) -> dict[str, dict]:
     return data
 
 
+OIDC_ENDPOINT_NAMES = ("authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri",
+                       "end_session_endpoint")
+
+
+def env_oidc_role_map(name: str) -> dict[str, list[str]]:
+    """JSON: {"agentops-operators": ["operator"], "agentops-admins": ["registry admin", "lead operator"]}.
+
+    A group's value is a list of instance-wide roles (core.roles). Kept a list of names so a later
+    per-project role can be written beside them without changing what is already configured."""
+    import json
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a JSON object of group names: {exc}") from None
+    if not isinstance(data, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object of group names")
+    for group, roles in data.items():
+        if isinstance(roles, str):
+            roles = data[group] = [roles]
+        if not group or not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+            raise ImproperlyConfigured(f"{name}: group {group!r} must map to a list of role names")
+        unknown = sorted(set(roles) - set(ROLE_PERMISSIONS))
+        if unknown:
+            raise ImproperlyConfigured(f"{name}: group {group!r}: unknown role {unknown[0]!r}; "
+                                       f"roles: {', '.join(ROLE_PERMISSIONS)}")
+    return data
+
+
+def oidc_check_config(issuer: str, client_id: str, client_secret: str, endpoints: dict[str, str]) -> None:
+    for label, url in [("AGENTOPS_OIDC_ISSUER", issuer)] + [
+            (f"AGENTOPS_OIDC_{key.upper()}", value) for key, value in endpoints.items() if value]:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
+            raise ImproperlyConfigured(f"{label} must be an http(s) URL with a host and no credentials, got {url!r}")
+    if not client_id or not client_secret:
+        raise ImproperlyConfigured("single sign-on needs AGENTOPS_OIDC_CLIENT_ID and AGENTOPS_OIDC_CLIENT_SECRET "
+                                   "beside AGENTOPS_OIDC_ISSUER (docs/sso.md)")
+
+
 VAR_DIR = Path(env_str("AGENTOPS_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -177,6 +222,7 @@ INSTALLED_APPS = [
     "notifications",
     "evaluation",
     "gateway",
+    "identity",
 ]
 
 MIDDLEWARE = [
@@ -300,6 +346,56 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "core.accounts.lockout_response"
 AXES_VERBOSE = False
 
+# --- Single sign-on with OpenID Connect (identity/, docs/sso.md) -----------------
+# On when AGENTOPS_OIDC_ISSUER is set. The provider's endpoints come from its discovery
+# document ({issuer}/.well-known/openid-configuration), fetched through the egress guard when
+# first needed; any of them may be given explicitly instead. The client secret is read here and
+# never logged or shown.
+AGENTOPS_OIDC_ISSUER = env_str("AGENTOPS_OIDC_ISSUER").rstrip("/")
+AGENTOPS_OIDC_CLIENT_ID = env_str("AGENTOPS_OIDC_CLIENT_ID")
+AGENTOPS_OIDC_CLIENT_SECRET = env_str("AGENTOPS_OIDC_CLIENT_SECRET")
+AGENTOPS_OIDC_PROVIDER_NAME = env_str("AGENTOPS_OIDC_PROVIDER_NAME", "single sign-on")
+AGENTOPS_OIDC_SCOPES = env_str("AGENTOPS_OIDC_SCOPES", "openid email profile")
+AGENTOPS_OIDC_ENDPOINTS = {name: env_str(f"AGENTOPS_OIDC_{name.upper()}").strip()
+                           for name in OIDC_ENDPOINT_NAMES}
+# The claim the groups are read from (a list or one string; "groups", "roles", Google's "hd"...),
+# and which roles each group gives: a JSON object {"group": ["role", ...]}. When a role map is set,
+# the provider decides: each sign-in makes the user's roles exactly the mapped ones.
+AGENTOPS_OIDC_GROUPS_CLAIM = env_str("AGENTOPS_OIDC_GROUPS_CLAIM", "groups")
+AGENTOPS_OIDC_ROLE_MAP = env_oidc_role_map("AGENTOPS_OIDC_ROLE_MAP")
+# New users are created on their first sign-in (off: only users already linked may sign in).
+AGENTOPS_OIDC_CREATE_USERS = env_bool("AGENTOPS_OIDC_CREATE_USERS", True)
+# The provider's calls go through the egress guard, admitted to the provider's own hosts only;
+# an on-premises provider on a private or loopback address needs this explicit allowance.
+AGENTOPS_OIDC_ALLOW_PRIVATE = env_bool("AGENTOPS_OIDC_ALLOW_PRIVATE", False)
+AGENTOPS_OIDC_TIMEOUT_S = env_int("AGENTOPS_OIDC_TIMEOUT_S", 10, minimum=1)
+# Leeway for the ID token's exp/iat against this server's clock.
+AGENTOPS_OIDC_CLOCK_SKEW_S = env_int("AGENTOPS_OIDC_CLOCK_SKEW_S", 60, minimum=0)
+# Local passwords (the login form, the API's password login, the admin's): off leaves sign-in to
+# the provider. API tokens keep working either way.
+AGENTOPS_LOCAL_PASSWORDS = env_bool("AGENTOPS_LOCAL_PASSWORDS", True)
+AGENTOPS_OIDC_ENABLED = bool(AGENTOPS_OIDC_ISSUER)
+if AGENTOPS_OIDC_ENABLED:
+    oidc_check_config(AGENTOPS_OIDC_ISSUER, AGENTOPS_OIDC_CLIENT_ID, AGENTOPS_OIDC_CLIENT_SECRET,
+                      AGENTOPS_OIDC_ENDPOINTS)
+    AUTHENTICATION_BACKENDS.append("identity.backend.OidcBackend")
+elif not AGENTOPS_LOCAL_PASSWORDS:
+    raise ImproperlyConfigured("AGENTOPS_LOCAL_PASSWORDS=off needs single sign-on: set AGENTOPS_OIDC_ISSUER "
+                               "(docs/sso.md), or nobody could sign in")
+if not AGENTOPS_LOCAL_PASSWORDS:
+    # No password backend: neither the login form nor the API's password login nor the admin's
+    # can authenticate. The OIDC backend (a ModelBackend) still answers permissions.
+    AUTHENTICATION_BACKENDS.remove("django.contrib.auth.backends.ModelBackend")
+# mozilla-django-oidc's own settings, derived from ours (identity.backend reads the endpoints).
+OIDC_RP_CLIENT_ID = AGENTOPS_OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = AGENTOPS_OIDC_CLIENT_SECRET
+OIDC_RP_SCOPES = AGENTOPS_OIDC_SCOPES
+OIDC_RP_SIGN_ALGO = env_str("AGENTOPS_OIDC_SIGN_ALGO", "RS256")
+OIDC_USE_PKCE = True
+OIDC_STORE_ID_TOKEN = True  # the sign-out's id_token_hint
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc-callback"
+OIDC_REDIRECT_REQUIRE_HTTPS = False  # `next` is a path on this site; the provider's URLs are checked apart
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:list"
 LOGOUT_REDIRECT_URL = "login"
@@ -349,7 +445,11 @@ CONTENT_SECURITY_POLICY = {
         "connect-src": [SELF],
         "object-src": [NONE],
         "base-uri": [SELF],
-        "form-action": [SELF],
+        # Signing out redirects the sign-out form to the provider's end_session_endpoint, and Chromium
+        # checks a form's redirects against form-action: the provider's origins, nothing more.
+        "form-action": [SELF, *sorted({
+            f"{urlsplit(url).scheme}://{urlsplit(url).netloc}"
+            for url in [AGENTOPS_OIDC_ISSUER, AGENTOPS_OIDC_ENDPOINTS["end_session_endpoint"]] if url})],
         "frame-ancestors": [NONE],
     },
 }

@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.templatetags.static import static
 from django.urls import include, path
@@ -7,12 +6,14 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from core import accounts, views, views_audit, views_roles
+from identity import views as identity_views
 from notifications.slack import views as slack_views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", identity_views.LoginView.as_view(), name="login"),
+    path("logout/", identity_views.logout, name="logout"),
+    path("oidc/", include("identity.urls")),
     path("account/tokens/", accounts.token_list, name="account-tokens"),
     path("account/tokens/<int:token_id>/revoke/", accounts.token_revoke, name="account-token-revoke"),
     path("account/slack/", slack_views.account_slack, name="account-slack"),

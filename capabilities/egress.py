@@ -60,6 +60,8 @@ def server_redactor(registry_version: Any = None) -> Redactor:
     variable names the registry reads secrets from are read once at that version, not by
     every run a worker starts; their values are always read now."""
     values = [settings.SECRET_KEY]
+    if settings.AGENTOPS_OIDC_CLIENT_SECRET:
+        values.append(settings.AGENTOPS_OIDC_CLIENT_SECRET)  # single sign-on's client secret (identity/)
     for name in ("DATABASE_URL", "CELERY_BROKER_URL"):
         password = urlsplit(os.environ.get(name, "")).password
         if password:

@@ -75,6 +75,12 @@ class PasswordChangeView(auth_views.PasswordChangeView):
     template_name = "registration/password_change.html"
     success_url = reverse_lazy("account-tokens")
 
+    def dispatch(self, request, *args, **kwargs):
+        if not settings.AGENTOPS_LOCAL_PASSWORDS:
+            messages.error(request, "Local passwords are turned off here: your password is the single sign-on's.")
+            return redirect("account-tokens")
+        return super().dispatch(request, *args, **kwargs)
+
     def form_valid(self, form):
         response = super().form_valid(form)  # saving the password revokes the tokens (core.tokens)
         messages.success(self.request, "Your password is changed; your API tokens were revoked.")

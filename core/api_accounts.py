@@ -86,6 +86,11 @@ class TokenLoginApi(ApiView):
 
     @extend_schema(request=TokenLoginInput, responses={201: NewTokenOutput}, auth=[])
     def post(self, request):
+        if not settings.AGENTOPS_LOCAL_PASSWORDS:
+            # Single sign-on only (docs/sso.md): a person signs in at the provider and makes tokens on
+            # the tokens page; the tokens themselves keep working.
+            raise exceptions.PermissionDenied("Local passwords are turned off here: sign in through single sign-on "
+                                              "and create a token on /account/tokens/.")
         values = dict(validated(self.TokenLoginInput, request.data))
         # The Django request, not DRF's wrapper: axes flags a lock-out on it for its middleware.
         user = authenticate(request._request, username=values.pop("username"), password=values.pop("password"))

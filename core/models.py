@@ -37,6 +37,7 @@ class AuditAction(models.TextChoices):
     AGENT_TOKEN_REVOKED = "agent_token.revoked"
     SLACK_ACCOUNT_LINKED = "slack_account.linked"
     SLACK_ACCOUNT_UNLINKED = "slack_account.unlinked"
+    USER_CREATED = "user.created"
 
 
 

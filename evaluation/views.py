@@ -212,4 +212,4 @@ def evaluation_export_csv(request, evaluation_id: int):
 @require_GET
 def run_twins(request, run_id: int):
     """The twin links on an evaluation run's trace page (an htmx fragment)."""
-    return render(request, "evaluation/twins.html", {"twins": selectors.run_twins(run_id=run_id)})
+    return render(request, "evaluation/twins.html", {"twins": selectors.run_twins(run_id=run_id), "run_id": run_id})

@@ -127,6 +127,15 @@ def duration(value) -> str:
 
 
 @register.filter
+def signed_duration(value) -> str:
+    """A difference of two durations: +850 ms, −4.2 s."""
+    if value is None or value == "":
+        return ""
+    seconds = float(value)
+    return ("−" if seconds < 0 else "+") + duration(abs(seconds))
+
+
+@register.filter
 def run_duration(run) -> str:
     if not run.started_at:
         return "—"

@@ -38,3 +38,10 @@ urlpatterns += [
     path("<int:run_id>/scenario.json", views_scenario.scenario_download, name="scenario"),
     path("<int:run_id>/what-if/", views_scenario.scenario_what_if, name="what_if"),
 ]
+
+# Two runs side by side (runs.trace.compare_page).
+from runs.web import views_compare  # noqa: E402
+
+urlpatterns += [
+    path("compare/", views_compare.run_compare, name="compare"),
+]

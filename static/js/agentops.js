@@ -61,6 +61,28 @@
     if (message && !window.confirm(message)) event.preventDefault();
   }, true);
 
+  // --- The runs list: tick two runs, Compare (the server says the same when this script is absent).
+  function compareTicked(form) {
+    return form.querySelectorAll("input[name=run]:checked").length;
+  }
+  document.addEventListener("change", function (event) {
+    var form = event.target.closest && event.target.closest("form[data-compare]");
+    var status = form && form.querySelector("[data-compare-status]");
+    if (!status || event.target.name !== "run") return;
+    var n = compareTicked(form);
+    status.textContent = n === 2 ? "Two runs ticked: Compare shows them side by side."
+      : n + " ticked: tick two runs to compare them.";
+  });
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.matches || !form.matches("form[data-compare]")) return;
+    var n = compareTicked(form);
+    if (n === 2) return;
+    event.preventDefault();
+    var status = form.querySelector("[data-compare-status]");
+    if (status) status.textContent = "Tick exactly two runs to compare (" + n + " ticked).";
+  });
+
   // --- Countdowns to an approval's effective expiry.
   function words(seconds) {
     if (seconds <= 0) return "expired";

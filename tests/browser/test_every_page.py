@@ -28,6 +28,18 @@ def _stalled(admin):
     return run
 
 
+def _found(admin):
+    """A run that found the policy at once (compared with the stalled one)."""
+    from runs import services
+    from runs.worker import engine
+
+    run = services.run_start(owner=admin, goal="Find the travel policy", planner="scripted", completion=FOUND,
+                             planner_config={"plans": [[{"capability": "search_documents",
+                                                         "arguments": {"q": "travel"}}]]})
+    engine.run_advance(run_id=run.pk, worker="pages")
+    return run
+
+
 def _waiting(admin):
     from runs import services
     from runs.worker import engine
@@ -111,14 +123,16 @@ def _bulk(admin):
 
 
 BUILD = {"decide": _decide, "bulk": _bulk, "agent": _agent, "rule": _rule, "channel": _channel,
-         "stalled": _stalled, "waiting": _waiting, "unknown": _unknown, "forked": _forked, "evaluation": _evaluation,
+         "stalled": _stalled, "found": _found, "waiting": _waiting, "unknown": _unknown, "forked": _forked,
+         "evaluation": _evaluation,
          "server": _server, "attempt": lambda admin: (lambda a: f"{a.run_id}/attempts/{a.uid}")(
              _stalled(admin).attempts.order_by("id").first())}
 
 PAGES = [
     "/runs/", "/runs/?label=team%3Dpayments&stop_reason=stalled", "/runs/start/", "/runs/approvals/",
     "/runs/dashboard/", "/runs/dashboard/?window=3y", "/runs/{stalled}/", "/runs/{waiting}/", "/runs/{unknown}/",
-    "/runs/{forked}/", "/runs/{stalled}/what-if/", "/runs/{attempt}/", "/capabilities/", "/capabilities/search_documents/",
+    "/runs/{forked}/", "/runs/{stalled}/what-if/", "/runs/{attempt}/", "/runs/compare/?a={stalled}&b={found}",
+    "/capabilities/", "/capabilities/search_documents/",
     "/capabilities/create_ticket/", "/capabilities/new-capability/", "/capabilities/search_documents/edit/",
     "/capabilities/mcp-servers/new/", "/capabilities/mcp-servers/{server}/import/", "/evaluations/",
     "/evaluations/readiness/", "/evaluations/{evaluation}/", "/notifications/",

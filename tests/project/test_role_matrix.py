@@ -10,7 +10,8 @@ from runs import services
 from runs.models import Approval
 from runs.worker import engine
 
-PUBLIC = {"login", "logout", "healthz", "favicon"}
+# The provider's redirect and callback are part of signing in (tests/identity covers what they refuse).
+PUBLIC = {"login", "logout", "healthz", "favicon", "oidc-start", "oidc-callback"}
 # "operator" owns the run under test; "other_operator" does not; "lead_operator" holds
 # runs.manage_all_runs and may act on every run.
 ROLES = ("anonymous", "nobody", "viewer", "operator", "other_operator", "lead_operator", "registry_admin")
@@ -39,7 +40,11 @@ def world(db, operator, second_operator):
                              completion={"capability": "search_documents", "path": "documents.0.id", "exists": True},
                              require_plan_approval=True)
     engine.run_advance(run_id=run.pk, worker="matrix")
-    return {"run": run, "approval": Approval.objects.get(run=run), "capability": Capability.objects.first()}
+    other = services.run_start(owner=operator, goal="Another run, to compare with", planner="scripted",
+                               planner_config={"plans": [[{"capability": "search_documents", "arguments": {"q": "x"}}]]},
+                               completion={"capability": "search_documents", "path": "documents.0.id", "exists": True})
+    return {"run": run, "approval": Approval.objects.get(run=run), "capability": Capability.objects.first(),
+            "other_run": other}
 
 
 def _concrete(route, world):
@@ -77,6 +82,7 @@ MATRIX = [
     ("get", "/runs/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/runs/{run}/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/runs/{run}/trace.json", None, {"viewer", "operator", "registry_admin"}),
+    ("get", "/runs/compare/?a={run}&b={other}", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/runs/approvals/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/runs/dashboard/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/runs/start/", None, {"operator"}),
@@ -94,6 +100,7 @@ MATRIX = [
     ("get", "/api/runs/{run}/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/api/runs/{run}/attempts/", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/api/runs/{run}/revisions/", None, {"viewer", "operator", "registry_admin"}),
+    ("get", "/api/runs/compare/?a={run}&b={other}", None, {"viewer", "operator", "registry_admin"}),
     ("get", "/api/approvals/", None, {"viewer", "operator", "registry_admin"}),
     ("post", "/api/runs/start/", {"goal": "g", "completion": {"capability": "search_documents", "exists": True}},
      {"operator"}),
@@ -146,7 +153,8 @@ def test_role_endpoint_matrix(method, template, body, allowed, world, nobody, vi
                               lead_operator, registry_admin):
     users = {"nobody": nobody, "viewer": viewer, "operator": operator, "other_operator": second_operator,
              "lead_operator": lead_operator, "registry_admin": registry_admin}
-    url = template.format(run=world["run"].pk, approval=world["approval"].pk, capability=world["capability"].name)
+    url = template.format(run=world["run"].pk, approval=world["approval"].pk, capability=world["capability"].name,
+                          other=world["other_run"].pk)
     # Refused roles first: an allowed POST may change what a later request sees.
     for role in sorted(ROLES, key=lambda r: r in allowed):
         api = _client(role, users)

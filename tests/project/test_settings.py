@@ -67,6 +67,35 @@ class TestSettings:
         with pytest.raises(ImproperlyConfigured, match=re.escape(message)):
             load_settings(**{name: value})
 
+    @pytest.mark.parametrize("env,message", [
+        ({"AGENTOPS_LOCAL_PASSWORDS": "off"}, "AGENTOPS_LOCAL_PASSWORDS=off needs single sign-on"),
+        ({"AGENTOPS_OIDC_ISSUER": "https://id.example.com"}, "needs AGENTOPS_OIDC_CLIENT_ID"),
+        ({"AGENTOPS_OIDC_ISSUER": "id.example.com", "AGENTOPS_OIDC_CLIENT_ID": "a",
+          "AGENTOPS_OIDC_CLIENT_SECRET": "b"}, "AGENTOPS_OIDC_ISSUER must be an http(s) URL"),
+        ({"AGENTOPS_OIDC_ROLE_MAP": "[1]"}, "must be a JSON object of group names"),
+        ({"AGENTOPS_OIDC_ROLE_MAP": '{"ops": ["root"]}'}, "group 'ops': unknown role 'root'"),
+    ])
+    def test_it_refuses_bad_single_sign_on_settings(self, load_settings, env, message):
+        with pytest.raises(ImproperlyConfigured, match=re.escape(message)):
+            load_settings(**env)
+
+    def test_single_sign_on_from_the_environment(self, load_settings):
+        settings = load_settings(AGENTOPS_OIDC_ISSUER="https://id.example.com/realms/ops/",
+                                 AGENTOPS_OIDC_CLIENT_ID="agentops", AGENTOPS_OIDC_CLIENT_SECRET="x" * 20,
+                                 AGENTOPS_OIDC_ROLE_MAP='{"ops": "operator", "admins": ["registry admin"]}',
+                                 AGENTOPS_OIDC_END_SESSION_ENDPOINT="https://logout.example.com/end",
+                                 AGENTOPS_LOCAL_PASSWORDS="off")
+        assert settings["AGENTOPS_OIDC_ISSUER"] == "https://id.example.com/realms/ops"
+        assert settings["AGENTOPS_OIDC_ROLE_MAP"] == {"ops": ["operator"], "admins": ["registry admin"]}
+        assert settings["AUTHENTICATION_BACKENDS"] == ["axes.backends.AxesStandaloneBackend",
+                                                       "identity.backend.OidcBackend"]
+        # The sign-out form's redirect to the provider: its origins, nothing more.
+        form_action = settings["CONTENT_SECURITY_POLICY"]["DIRECTIVES"]["form-action"]
+        assert form_action[1:] == ["https://id.example.com", "https://logout.example.com"]
+        off = load_settings(AGENTOPS_OIDC_ISSUER=None, AGENTOPS_LOCAL_PASSWORDS=None)
+        assert off["AGENTOPS_OIDC_ENABLED"] is False and "identity.backend.OidcBackend" not in \
+            off["AUTHENTICATION_BACKENDS"]
+
     def test_it_refuses_to_start_without_secret_key_when_debug_is_off(self, load_settings):
         with pytest.raises(ImproperlyConfigured, match="SECRET_KEY is not set"):
             load_settings(SECRET_KEY=None)

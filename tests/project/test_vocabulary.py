@@ -15,7 +15,7 @@ from runtime.stop import StallKind, StopKind, StopReason
 
 ROOT = Path(__file__).resolve().parents[2]
 # Everything that is product code but the runtime itself (bench scripts and tools included).
-PRODUCT = ("agentops", "core", "capabilities", "runs", "notifications", "evaluation", "gateway", "bench", "tools")
+PRODUCT = ("agentops", "core", "capabilities", "runs", "notifications", "evaluation", "gateway", "identity", "bench", "tools")
 VOCABULARY = ({str(r) for r in StopReason.every()} | {k.value for k in StopKind} | {k.value for k in StallKind})
 # A code with an underscore is never an English word: flagged inside a sentence too.
 _CODES = "|".join(sorted((v for v in VOCABULARY if "_" in v), key=len, reverse=True))
@@ -24,7 +24,7 @@ CODE_IN_TEXT = re.compile(rf"\b(?:{_CODES})\b")
 NAMES = {
     "repeated_without_progress": ("the Attempt field of that name", {
         "runs/api/runs.py", "runs/selectors.py", "runs/trace/as_json.py", "runs/trace/review.py",
-        "runs/trace/timeline.py", "runs/otel.py", "bench/pages.py"}),
+        "runs/trace/timeline.py", "runs/trace/compare_page.py", "runs/otel.py", "bench/pages.py"}),
     "stalled": ("a figure counting stalled runs", {
         "runs/dashboard/periods.py", "notifications/rules.py", "evaluation/runner.py"}),
     "internal_error": ("a figure counting runs stopped by internal errors", {"bench/chaos.py"}),

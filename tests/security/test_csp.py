@@ -38,7 +38,8 @@ def pages(db, operator):
     if attempt is not None:
         urls.append(f"/runs/{run.pk}/attempts/{attempt.uid}/")
     return urls + [f"/evaluations/{_an_evaluation(operator).pk}/", "/admin/", "/admin/auth/user/",
-                   f"/admin/auth/user/{operator.pk}/change/", "/admin/agentops/auditevent/"]
+                   f"/admin/auth/user/{operator.pk}/change/", "/admin/agentops/auditevent/",
+                   "/admin/identity/oidcidentity/"]
 
 
 def _an_evaluation(user):
