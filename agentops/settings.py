@@ -516,6 +516,7 @@ SPECTACULAR_SETTINGS = {
         "ObservationStatusEnum": "core.choices.ObservationStatus",
         "SideEffectStatusEnum": "core.choices.SideEffectStatus",
         "EvaluationStatusEnum": "evaluation.models.Evaluation.Status",
+        "BulkActionKindEnum": "runs.models_bulk.BulkActionKind",
     },
 }
 

@@ -15,6 +15,8 @@ class AuditAction(models.TextChoices):
     RUN_CANCELLED = "run.cancelled"
     RUN_RECONCILED = "run.reconciled"
     RUN_FORKED = "run.forked"
+    RUN_LABELS_CHANGED = "run.labels_changed"
+    BULK_ACTION_STARTED = "bulk_action.started"
     ROLE_GRANTED = "role.granted"
     ROLE_REVOKED = "role.revoked"
     STEP_APPROVED = "step.approved"

@@ -1,8 +1,9 @@
 """Run labels (`key=value`, e.g. team=payments, agent=triage): parsing, checks, filters.
 
-A run's labels are set when it starts and never change: they are stored twice, as a
-dict on the run (for display, the API and exports) and as RunLabel rows indexed on
-(key, value, run), so a filter by label is an index lookup at any number of runs.
+A run's labels are set when it starts, and changed only by `run_labels_change` (a bulk
+action's "change labels"): they are stored twice, as a dict on the run (for display, the API
+and exports) and as RunLabel rows indexed on (key, value, run), so a filter by label is an
+index lookup at any number of runs; `run_labels_change` keeps the two in step.
 """
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ import re
 from typing import Any
 
 from django import forms
+from django.db import transaction
 
-from runs.models import RunLabel
+from core.audit import audit
+from core.errors import InvalidInput
+from core.models import AuditAction
+from runs.models import Run, RunLabel
 
 MAX_LABELS = 20
 MAX_LABEL_FILTERS = MAX_LABELS  # a run carries at most this many labels: more filters can match nothing
@@ -98,3 +103,50 @@ def runs_with_labels(queryset, wanted):
             rows = rows.filter(value=value)
         queryset = queryset.filter(pk__in=rows.values("run_id"))
     return queryset
+
+
+def label_change_errors(add: Any, remove: Any) -> dict[str, str]:
+    """What is wrong with a change of labels: `add` a dict of key: value, `remove` a list of keys."""
+    errors = {}
+    problems = labels_errors(add)
+    if problems:
+        errors["add"] = "; ".join(problems)
+    if not isinstance(remove, list) or not all(isinstance(k, str) and KEY_PATTERN.match(k) for k in remove):
+        errors["remove"] = f"a list of label keys ({KEY_RULE})"
+    elif len(remove) > MAX_LABELS:
+        errors["remove"] = f"at most {MAX_LABELS} keys"
+    if not errors and not add and not remove:
+        errors["add"] = "add or remove at least one label"
+    if not errors and set(add) & set(remove):
+        errors["remove"] = f"a key both added and removed: {', '.join(sorted(set(add) & set(remove)))}"
+    return errors
+
+
+def run_labels_change(*, run_id: int, user, add: dict[str, str], remove: list[str]) -> bool:
+    """Set `add` and drop the keys in `remove` on one run, its RunLabel rows in step, audited.
+
+    The caller checks who may change the run (runs.bulk). Returns False when nothing changed
+    (no audit row then). Raises InvalidInput for a bad change or one leaving too many labels."""
+    errors = label_change_errors(add, remove)
+    if errors:
+        raise InvalidInput("The labels could not be changed: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
+                           fields=errors)
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        before = dict(run.labels or {})
+        after = {k: v for k, v in before.items() if k not in remove}
+        after.update(add)
+        if after == before:
+            return False
+        if len(after) > MAX_LABELS:
+            raise InvalidInput(f"Run {run.pk} would carry {len(after)} labels: at most {MAX_LABELS}.",
+                               fields={"add": f"at most {MAX_LABELS} labels on a run"})
+        Run.objects.filter(pk=run.pk).update(labels=after)
+        gone = [k for k in before if k not in after or after[k] != before[k]]
+        RunLabel.objects.filter(run_id=run.pk, key__in=gone).delete()
+        RunLabel.objects.bulk_create([RunLabel(run_id=run.pk, key=k, value=v) for k, v in after.items()
+                                      if before.get(k) != v])
+        audit(actor=user, action=AuditAction.RUN_LABELS_CHANGED, target=run,
+              summary=f"Run {run.pk} labels: {labels_text(after) or 'none'}",
+              details={"before": before, "after": after})
+    return True

@@ -6,6 +6,7 @@ from celery import shared_task
 from django.conf import settings
 
 from core.outages import outage_of
+from runs import bulk
 from runs.retention import purge_by_setting
 from runs.worker import engine, queue, sweeps
 from runs.worker.leases import INFRASTRUCTURE_ERRORS
@@ -36,7 +37,13 @@ def sweep_overdue_runs() -> int:
 
 @shared_task(name="runs.requeue_orphaned_runs", ignore_result=True)
 def requeue_orphaned_runs() -> int:
-    return sweeps.requeue_orphaned_runs()
+    # Bulk actions whose worker died are picked up by the same sweep (their cursor makes it harmless).
+    return sweeps.requeue_orphaned_runs() + bulk.requeue_stalled_bulk_actions()
+
+
+@shared_task(name=bulk.BULK_PROCESS, acks_late=True, ignore_result=True)
+def bulk_process(job_id: int) -> None:
+    bulk.bulk_process(job_id)
 
 
 @shared_task(name="runs.purge_old_runs", ignore_result=True)

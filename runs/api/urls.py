@@ -1,11 +1,15 @@
 from django.urls import path
 
+from runs.api import bulk as api_bulk
 from runs.api import compare as api_compare
 from runs.api import runs as api
 
 urlpatterns = [
     path("runs/", api.RunListApi.as_view(), name="api-run-list"),
     path("runs/start/", api.RunStartApi.as_view(), name="api-run-start"),
+    path("runs/bulk/", api_bulk.BulkStartApi.as_view(), name="api-run-bulk"),
+    path("runs/bulk/preview/", api_bulk.BulkPreviewApi.as_view(), name="api-run-bulk-preview"),
+    path("runs/bulk/<int:job_id>/", api_bulk.BulkDetailApi.as_view(), name="api-run-bulk-detail"),
     path("runs/compare/", api_compare.RunCompareApi.as_view(), name="api-run-compare"),
     path("runs/<int:run_id>/", api.RunDetailApi.as_view(), name="api-run-detail"),
     path("runs/<int:run_id>/cancel/", api.RunCancelApi.as_view(), name="api-run-cancel"),

@@ -1,11 +1,14 @@
 from django.urls import path
 
-from runs.web import views
+from runs.web import views, views_bulk
 
 app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("start/", views.run_start_page, name="start"),
+    path("bulk/", views_bulk.bulk_preview, name="bulk"),
+    path("bulk/start/", views_bulk.bulk_start, name="bulk_start"),
+    path("bulk/<int:job_id>/", views_bulk.bulk_job, name="bulk_job"),
     path("approvals/", views.approval_inbox, name="approvals"),
     path("approvals/badge/", views.approval_badge, name="approval_badge"),
     path("approvals/<int:approval_id>/", views.approval_card, name="approval_card"),

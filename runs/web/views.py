@@ -10,7 +10,6 @@ from dataclasses import replace
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpResponse, StreamingHttpResponse
@@ -22,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from capabilities.models import Capability
-from core.choices import LIVE_STATUSES, DecisionChannel, ErrorCode, ObservationStatus, RunStatus, StopReason
+from core.choices import LIVE_STATUSES, DecisionChannel, ErrorCode, ObservationStatus
 from core.downloads import as_download
 from core.errors import InvalidInput, NotAllowed, ServiceError
 from core.pagination import COUNT_CAP, InvalidCursor, keyset_page
@@ -31,15 +30,15 @@ from core.replica import reads_from_replica
 from runs import forks, search, selectors, services
 from runs.dashboard import periods as dashboard_data
 from runs.dashboard.page import dashboard_page
+from runs.filters import SORT_CHOICES, RunFilterForm  # noqa: F401  (SORT_CHOICES: tests import it here)
 from runs.labels import TOO_MANY_FILTERS, label_filters_parse
-from runs.models import Approval, Attempt, Planner, Run
+from runs.models import Approval, Attempt, Run
 from runs.trace import as_json as trace_json
 from runs.trace import reconciliation
 from runs.trace import review as trace_review
 from runs.trace.page import trace_page
 from runs.trace.review import TraceFilters
 from runs.web.forms import RunStartForm, initial_from_run
-from runtime.stop import StopKind
 
 APPROVALS_CHANGED_EVENT = "approvals-changed"
 
@@ -60,67 +59,7 @@ def _page_int(request) -> int:
         return 1
 
 
-SORT_CHOICES = [("-created", "newest first"), ("created", "oldest first"), ("-finished", "finished, latest first"),
-                ("finished", "finished, earliest first"), ("-tool_calls", "most tool calls"),
-                ("tool_calls", "fewest tool calls"), ("-tokens", "most tokens"), ("tokens", "fewest tokens"),
-                ("-cost", "highest cost"), ("cost", "lowest cost")]
-
-
-class RunFilterForm(forms.Form):
-    status = forms.ChoiceField(choices=[("", "any"), ("active", "active (queued, running, awaiting approval)"),
-                                        ("finished", "finished (any outcome)")] + RunStatus.choices, required=False)
-    stop_reason = forms.ChoiceField(label="Stop reason", choices=[("", "any")] + StopReason.choices, required=False)
-    capability = forms.ChoiceField(label="Capability used", choices=[("", "any")], required=False)
-    owner = forms.ChoiceField(choices=[("", "anyone")], required=False)
-    planner = forms.ChoiceField(choices=[("", "any")] + Planner.choices, required=False)
-    created_from = forms.DateTimeField(label="Created from", required=False,
-                                       widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
-    created_to = forms.DateTimeField(label="Created to", required=False,
-                                     widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
-    sort = forms.ChoiceField(label="Sort by", choices=SORT_CHOICES, required=False)
-    label = forms.CharField(label="Labels", required=False, max_length=1000,
-                             widget=forms.TextInput(attrs={"placeholder": "team=payments, agent"}))
-    goal = forms.CharField(label="Goal contains", required=False, max_length=200)
-    evaluation_runs = forms.ChoiceField(label="Evaluation runs", required=False, choices=[
-        ("hide", "hidden"), ("show", "shown"), ("only", "only these")])
-    # Reached from the dashboard's links; shown only while set.
-    stop_kind = forms.ChoiceField(label="Stop kind", required=False, choices=[
-        ("", "any"), (StopKind.BUDGET_EXHAUSTED.value, "a budget ran out"),
-        (StopKind.TERMINAL_FAILURE.value, "a terminal failure")])
-    stop_capability = forms.CharField(label="Stopped at capability", required=False, max_length=80)
-    finished_from = forms.DateTimeField(label="Finished from", required=False,
-                                        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
-    finished_to = forms.DateTimeField(label="Finished to", required=False,
-                                      widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
-    repeated = forms.BooleanField(label="With repeated attempts", required=False)
-    DRILL_DOWN = ("stop_kind", "stop_capability", "finished_from", "finished_to", "repeated")
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        search.add_stall_kind_field(self)
-        # Registries and teams are small; these stay one query each however many runs exist.
-        self.fields["capability"].choices += [(n, n) for n in Capability.objects.order_by("name")
-                                              .values_list("name", flat=True)]
-        self.fields["owner"].choices += [(n, n) for n in get_user_model().objects.filter(is_active=True)
-                                         .order_by("username").values_list("username", flat=True)]
-
-    def clean_label(self):
-        wanted, problems = label_filters_parse(self.cleaned_data["label"])
-        if problems:
-            raise forms.ValidationError("; ".join(problems))
-        return wanted
-
-    def filters(self) -> selectors.RunFilters:
-        # An invalid field is left out of cleaned_data: the other filters still apply.
-        chosen = {k: v for k, v in self.cleaned_data.items() if v not in (None, "", False)}
-        if "label" in chosen:
-            chosen["labels"] = chosen.pop("label")
-        return selectors.RunFilters(**chosen)
-
-    def visible_fields_now(self):
-        """The drill-down fields only while one of them is set, so the everyday form stays short."""
-        data = self.data if self.is_bound else {}
-        return [f for f in self if f.name not in self.DRILL_DOWN or data.get(f.name)]
+# The runs list's filters live in runs.filters: bulk actions select runs with the same form.
 
 
 def evaluation_runs_preference(request) -> str:

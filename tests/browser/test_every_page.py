@@ -125,7 +125,18 @@ def _channel(admin):
     return _rule(admin).channels.get()
 
 
-BUILD = {"decide": _decide, "agent": _agent, "rule": _rule, "channel": _channel,
+def _bulk(admin):
+    """A finished bulk re-run: one run re-run, one skipped (still live), so the problems list shows."""
+    from runs import bulk
+
+    _stalled(admin)
+    _waiting(admin)
+    job = bulk.bulk_start(user=admin, action="fork", query="")
+    bulk.bulk_process(job.pk)
+    return job
+
+
+BUILD = {"decide": _decide, "bulk": _bulk, "agent": _agent, "rule": _rule, "channel": _channel,
          "stalled": _stalled, "found": _found, "waiting": _waiting, "unknown": _unknown, "forked": _forked,
          "evaluation": _evaluation,
          "server": _server, "spent": _spent, "attempt": lambda admin: (lambda a: f"{a.run_id}/attempts/{a.uid}")(
@@ -144,6 +155,7 @@ PAGES = [
     "/notifications/rules/{rule}/delete/", "/notifications/channels/{channel}/delete/",
     "/audit/", "/audit/?target_type=run&target_id={stalled}",
     "/usage/", "/usage/{spent}", "/usage/?window=3y",
+    "/runs/bulk/?query=status%3Dfinished&action=fork&add=&remove=&comment=", "/runs/bulk/{bulk}/",
 ]
 
 
