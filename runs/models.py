@@ -491,7 +491,7 @@ class OpenLongPoll(models.Model):
         return f"{self.user_id} on run {self.run_id} until {self.expires_at:%H:%M:%S}"
 
 
-<<<<<<< HEAD
+from runs.models_bulk import BulkAction  # noqa: E402,F401  (bulk actions by filter, runs.bulk)
 from runs.models_rollup import (  # noqa: E402,F401  (dashboard rollups, runs.dashboard.rollup and .usage)
     ApprovalRollup,
     AttemptRollup,
@@ -501,7 +501,3 @@ from runs.models_rollup import (  # noqa: E402,F401  (dashboard rollups, runs.da
     UsageLabelRollup,
     UsageRollup,
 )
-=======
-from runs.models_bulk import BulkAction  # noqa: E402,F401  (bulk actions by filter, runs.bulk)
-from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup  # noqa: E402,F401  (dashboard rollups, runs.dashboard.rollup)
->>>>>>> bulk32
