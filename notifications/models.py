@@ -39,6 +39,7 @@ class RuleEvent(models.TextChoices):
     RUN_STOPPED = "run_stopped", "a run stopped"
     BUDGET_THRESHOLD = "budget_threshold", "an active run passed a share of a budget"
     STALL_RATE = "stall_rate", "the stall rate passed a threshold"
+    FAILURE_GROUP_NEW = "failure_group_new", "a new kind of failure appeared (a new failure group)"
 
 
 class Rule(models.Model):

@@ -17,7 +17,8 @@ from core.choices import LIVE_STATUSES
 from notifications.models import RuleEvent
 from runs.dashboard.budget_usage import run_budget_usage
 from runs.labels import runs_with_labels
-from runs.models import Approval, Run
+from runs.failures import normalize_message
+from runs.models import Approval, Attempt, FailureGroup, Run
 from runtime.budgets import BudgetName
 from runtime.stop import StopKind, StopReason
 
@@ -40,6 +41,7 @@ DEFAULTS = {
     RuleEvent.RUN_STOPPED: {"stop_reasons": []},
     RuleEvent.BUDGET_THRESHOLD: {"percent": 80, "budgets": []},
     RuleEvent.STALL_RATE: {"threshold": 0.2, "window_s": 3600, "min_runs": 5},
+    RuleEvent.FAILURE_GROUP_NEW: {"capabilities": []},
 }
 
 
@@ -74,6 +76,10 @@ def params_errors(event: str, params: Any) -> dict[str, str]:
         names = p["capabilities"]
         if not isinstance(names, list) or any(not isinstance(n, str) or not n for n in names) or len(names) > 100:
             errors["params.capabilities"] = "a list of capability names (empty: any capability, and plans)"
+    if event == RuleEvent.FAILURE_GROUP_NEW:
+        names = p["capabilities"]
+        if not isinstance(names, list) or any(not isinstance(n, str) or not n for n in names) or len(names) > 100:
+            errors["params.capabilities"] = "a list of capability names (empty: any capability)"
     if event == RuleEvent.RUN_STOPPED:
         reasons = p["stop_reasons"]
         known = {str(r) for r in StopReason.every()} | {k.value for k in StopKind}
@@ -104,7 +110,7 @@ def find_events(rule, now: datetime) -> list[Notice]:
     finder = {RuleEvent.APPROVAL_REQUESTED: _approvals_requested, RuleEvent.APPROVAL_EXPIRING: _approvals_expiring,
               RuleEvent.APPROVAL_UNDECIDED: _approvals_undecided,
               RuleEvent.RUN_STOPPED: _runs_stopped, RuleEvent.BUDGET_THRESHOLD: _budgets_passed,
-              RuleEvent.STALL_RATE: _stall_rate}[rule.event]
+              RuleEvent.STALL_RATE: _stall_rate, RuleEvent.FAILURE_GROUP_NEW: _failure_groups_new}[rule.event]
     return finder(rule, full_params(rule), now)
 
 
@@ -209,3 +215,27 @@ def _stall_rate(rule, p, now) -> list[Notice]:
     return [Notice(f"stall_rate:{period}", f"Stall rate {stalled / finished:.0%} over the last {window}",
                    f"{stalled} of {finished} runs finished in the last {window} stalled "
                    f"(threshold {p['threshold']:.0%}).", _link("/runs/dashboard/"))]
+
+
+def _failure_groups_new(rule, p, now) -> list[Notice]:
+    """A failure group made since the rule (a group is made when the first run that hit it finishes:
+    runs.failures); with labels, the labels of that run."""
+    groups = FailureGroup.objects.filter(created_at__gte=_since(rule, now), created_at__lte=now)
+    if rule.labels:
+        groups = groups.filter(first_run_id__in=_runs(rule).values("pk"))
+    if p["capabilities"]:
+        groups = groups.filter(capability_name__in=p["capabilities"])
+    groups = list(groups.order_by("created_at", "id")[:MAX_EVENTS_PER_RULE])
+    messages = dict(Attempt.objects.filter(pk__in=[g.sample_attempt_id for g in groups])
+                    .values_list("pk", "error_message"))
+    notices = []
+    for g in groups:
+        http = f" (HTTP {g.http_status})" if g.http_status else ""
+        message = normalize_message(messages.get(g.sample_attempt_id, ""))
+        notices.append(Notice(
+            f"failure_group:{g.fingerprint}:new", f"New failure: {g.capability_name} {g.error_code}{http}",
+            f"{g.capability_name} failed with {g.error_code} ({g.error_category or 'no category'}){http}: "
+            f"{message[:300]}\nFirst seen {g.first_seen:%Y-%m-%d %H:%M} UTC in run #{g.first_run_id}; "
+            f"{g.attempts} failure(s) in {g.runs} run(s) so far.",
+            _link(f"/runs/calls/?fingerprint={g.fingerprint}"), g.first_run_id))
+    return notices

@@ -29,3 +29,11 @@ urlpatterns += [
     path("saved-views/", api_search.SavedViewListApi.as_view(), name="api-saved-view-list"),
     path("saved-views/<int:view_id>/", api_search.SavedViewDetailApi.as_view(), name="api-saved-view-detail"),
 ]
+
+# Across runs: the tool-call explorer and failure groups (runs.explorer, runs.failures).
+from runs.api import explorer as api_explorer  # noqa: E402
+
+urlpatterns += [
+    path("calls/", api_explorer.CallListApi.as_view(), name="api-call-list"),
+    path("failure-groups/", api_explorer.FailureGroupListApi.as_view(), name="api-failure-group-list"),
+]

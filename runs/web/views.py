@@ -26,7 +26,7 @@ from core.choices import LIVE_STATUSES, DecisionChannel, ErrorCode, ObservationS
 from core.downloads import as_download
 from core.errors import NotAllowed, ServiceError
 from core.permissions import allowed, bad_request, forbidden, permission_needed
-from runs import search, selectors, services
+from runs import explorer, search, selectors, services
 from runs.dashboard import periods as dashboard_data
 from runs.dashboard.page import dashboard_page
 from runs.labels import TOO_MANY_FILTERS, label_filters_parse
@@ -80,6 +80,9 @@ class RunFilterForm(forms.Form):
     label = forms.CharField(label="Labels", required=False, max_length=1000,
                              widget=forms.TextInput(attrs={"placeholder": "team=payments, agent"}))
     goal = forms.CharField(label="Goal contains", required=False, max_length=200)
+    q = forms.CharField(label="Search", required=False, max_length=explorer.MAX_QUERY_CHARS,
+                        help_text='Goals, stop details, and the arguments, outputs and errors of tool calls; '
+                                  'words and "quoted phrases", all must match.')
     evaluation_runs = forms.ChoiceField(label="Evaluation runs", required=False, choices=[
         ("hide", "hidden"), ("show", "shown"), ("only", "only these")])
     # Reached from the dashboard's links; shown only while set.
@@ -108,6 +111,13 @@ class RunFilterForm(forms.Form):
         if problems:
             raise forms.ValidationError("; ".join(problems))
         return wanted
+
+    def clean_q(self):
+        try:
+            explorer.search_terms(self.cleaned_data["q"])
+        except ServiceError as exc:
+            raise forms.ValidationError(exc.message) from None
+        return self.cleaned_data["q"]
 
     def filters(self) -> selectors.RunFilters:
         # An invalid field is left out of cleaned_data: the other filters still apply.
@@ -160,7 +170,7 @@ def run_list(request):
     # The save form sits outside the swapped table: an htmx swap brings it the query just applied.
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
     too_many = TOO_MANY_FILTERS in form.errors.get("label", ())
-    return render(request, template, context, status=400 if too_many else 200)
+    return render(request, template, context, status=400 if too_many or "q" in form.errors else 200)
 
 
 @permission_needed("runs.start_run", "start runs")
