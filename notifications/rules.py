@@ -16,8 +16,8 @@ from django.db.models import Count, Q
 from core.choices import LIVE_STATUSES
 from notifications.models import RuleEvent
 from runs.dashboard.budget_usage import run_budget_usage
-from runs.labels import runs_with_labels
 from runs.failures import normalize_message
+from runs.labels import runs_with_labels
 from runs.models import Approval, Attempt, FailureGroup, Run
 from runtime.budgets import BudgetName
 from runtime.stop import StopKind, StopReason

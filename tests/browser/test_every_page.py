@@ -104,6 +104,7 @@ PAGES = [
     "/notifications/deliveries/", "/notifications/decide/{decide}/", "/account/tokens/", "/account/slack/",
     "/account/password/", "/roles/", "/api/docs/", "/login/", "/agents/", "/agents/{agent}/",
     "/notifications/rules/{rule}/delete/", "/notifications/channels/{channel}/delete/",
+    "/runs/calls/", "/runs/calls/?q=travel&status=retryable", "/runs/failures/",
 ]
 
 
