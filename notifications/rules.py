@@ -225,11 +225,11 @@ def _failure_groups_new(rule, p, now) -> list[Notice]:
         groups = groups.filter(first_run_id__in=_runs(rule).values("pk"))
     if p["capabilities"]:
         groups = groups.filter(capability_name__in=p["capabilities"])
-    groups = list(groups.order_by("created_at", "id")[:MAX_EVENTS_PER_RULE])
-    messages = dict(Attempt.objects.filter(pk__in=[g.sample_attempt_id for g in groups])
+    found = list(groups.order_by("created_at", "id")[:MAX_EVENTS_PER_RULE])
+    messages = dict(Attempt.objects.filter(pk__in=[g.sample_attempt_id for g in found])
                     .values_list("pk", "error_message"))
     notices = []
-    for g in groups:
+    for g in found:
         http = f" (HTTP {g.http_status})" if g.http_status else ""
         message = normalize_message(messages.get(g.sample_attempt_id, ""))
         notices.append(Notice(

@@ -45,7 +45,7 @@ class EpochDay(Func):
 
     output_field = IntegerField()
 
-    def as_sql(self, compiler, connection, **extra_context):
+    def as_sql(self, compiler, connection, **extra_context):  # type: ignore[override]
         sql, params = compiler.compile(self.source_expressions[0])
         return f"CAST(FLOOR(EXTRACT(EPOCH FROM {sql}) / 86400) AS INTEGER)", params
 

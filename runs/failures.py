@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.db import connection
 from django.db.models import Count, Max, Min, QuerySet
@@ -69,8 +71,8 @@ def _by_day(attempts: QuerySet[Attempt]) -> QuerySet:
             .values("fingerprint", "day").order_by().annotate(attempts=Count("id")))
 
 
-def _upsert(grouped: QuerySet, model, *, keys: list[str], sums: list[str], low: list[str] = (),
-            high: list[str] = (), keep: list[str] = ()) -> None:
+def _upsert(grouped: QuerySet, model, *, keys: Sequence[str], sums: Sequence[str], low: Sequence[str] = (),
+            high: Sequence[str] = (), keep: Sequence[str] = ()) -> None:
     """grouped rows into a table, adding to the rows already there: one INSERT ... SELECT ... ON CONFLICT."""
     columns = [*keys, *keep, *sums, *low, *high]
     sql, params = grouped.values_list(*columns).query.sql_with_params()
@@ -164,7 +166,8 @@ def _live_groups(filters: GroupFilters) -> dict[str, dict]:
     return {row["fingerprint"]: row for row in rows}
 
 
-def _filtered_attempts(attempts: QuerySet[Attempt], filters: GroupFilters) -> QuerySet[Attempt]:
+def _filtered_attempts(attempts: Any, filters: GroupFilters) -> Any:
+    """Attempts or groups (the same column names) narrowed by the filters."""
     if filters.capability:
         attempts = attempts.filter(capability_name=filters.capability)
     if filters.error_code:
@@ -179,7 +182,7 @@ def _filtered_attempts(attempts: QuerySet[Attempt], filters: GroupFilters) -> Qu
 def group_list(*, filters: GroupFilters, limit: int = 50, offset: int = 0) -> tuple[list[GroupRow], bool]:
     """A page of groups (and whether there are more), with live runs' failures added in."""
     now = timezone.now()
-    groups = _filtered_attempts(FailureGroup.objects.all(), filters)  # same column names
+    groups: Any = _filtered_attempts(FailureGroup.objects.all(), filters)  # same column names
     if filters.seen_within_days:
         groups = groups.filter(last_seen__gte=now - timedelta(days=filters.seen_within_days))
     order = GROUP_SORTS.get(filters.sort, GROUP_SORTS["-last_seen"])

@@ -17,7 +17,7 @@ from runs.pagination import InvalidCursor, keyset_page
 class CallOutput(serializers.Serializer):
     uid = serializers.CharField()
     run = serializers.IntegerField()
-    label = serializers.CharField(help_text="As the trace shows it: r2·s1#1.")
+    label = serializers.CharField(help_text="As the trace shows it: r2·s1#1.")  # type: ignore[assignment]
     capability = serializers.CharField()
     kind = serializers.CharField()
     started_at = serializers.DateTimeField()
@@ -62,7 +62,7 @@ class CallListApi(ApiView):
         latency_min_s = serializers.FloatField(required=False, min_value=0)
         latency_max_s = serializers.FloatField(required=False, min_value=0)
         side_effect_status = serializers.ChoiceField(choices=SideEffectStatus.choices, required=False)
-        label = serializers.ListField(child=serializers.CharField(max_length=300), required=False,
+        label = serializers.ListField(child=serializers.CharField(max_length=300), required=False,  # type: ignore[assignment]
                                       help_text="run label key=value (or key); repeat for several, all must match")
         owner = serializers.CharField(required=False, max_length=150, help_text="the run owner's username")
         agent = serializers.CharField(required=False, max_length=100, help_text="the gateway agent's name")

@@ -1,6 +1,8 @@
 """Across runs: the tool-call explorer (every attempt, filtered and searched) and failure groups."""
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 from django.contrib.auth import get_user_model
 from django.shortcuts import render
@@ -13,6 +15,11 @@ from core.permissions import bad_request, permission_needed
 from runs import explorer, failures
 from runs.labels import label_filters_parse
 from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
+
+
+def _capabilities() -> list[tuple[str, str]]:
+    # Registries are small: one query, however many calls exist.
+    return [("", "any")] + [(n, n) for n in Capability.objects.order_by("name").values_list("name", flat=True)]
 
 
 class AttemptFilterForm(forms.Form):
@@ -41,10 +48,10 @@ class AttemptFilterForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["capability"].choices += [(n, n) for n in Capability.objects.order_by("name")
-                                              .values_list("name", flat=True)]
-        self.fields["owner"].choices += [(n, n) for n in get_user_model().objects.filter(is_active=True)
-                                         .order_by("username").values_list("username", flat=True)]
+        cast(forms.ChoiceField, self.fields["capability"]).choices = _capabilities()
+        cast(forms.ChoiceField, self.fields["owner"]).choices = [("", "anyone")] + [
+            (n, n) for n in get_user_model().objects.filter(is_active=True).order_by("username")
+            .values_list("username", flat=True)]
 
     def clean_q(self):
         try:
@@ -106,8 +113,7 @@ class GroupFilterForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["capability"].choices += [(n, n) for n in Capability.objects.order_by("name")
-                                              .values_list("name", flat=True)]
+        cast(forms.ChoiceField, self.fields["capability"]).choices = _capabilities()
 
     def filters(self) -> failures.GroupFilters:
         return failures.GroupFilters(**{k: v for k, v in self.cleaned_data.items() if v not in (None, "")})
