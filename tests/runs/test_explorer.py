@@ -75,6 +75,21 @@ class TestExplorer:
             calls["ok"].uid, calls["f1"].uid, calls["f2"].uid}
         assert _uids(explorer.AttemptFilters(fingerprint=calls["f1"].fingerprint)) == {calls["f1"].uid, calls["f2"].uid}
 
+    def test_it_filters_by_run_labels_agent_latency_and_time(self, calls):
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        from runs.models import RunLabel
+
+        RunLabel.objects.create(run=calls["b"], key="team", value="payments")
+        assert _uids(explorer.AttemptFilters(labels=(("team", "payments"),))) == {calls["f1"].uid, calls["f2"].uid}
+        assert _uids(explorer.AttemptFilters(agent="no-such-agent")) == set()
+        assert _uids(explorer.AttemptFilters(latency_min_s=0.1, latency_max_s=0.3)) == {
+            calls["ok"].uid, calls["f1"].uid, calls["f2"].uid}
+        assert _uids(explorer.AttemptFilters(latency_min_s=5)) == set()
+        assert _uids(explorer.AttemptFilters(started_from=timezone.now() + timedelta(minutes=1))) == set()
+
     def test_the_page_lists_calls_linking_into_their_trace(self, calls, client_for, viewer):
         response = client_for(viewer).get("/runs/calls/", {"q": "contractors"})
         body = response.content.decode()
