@@ -32,7 +32,7 @@ class CallOutput(serializers.Serializer):
 
 
 class CallPageOutput(serializers.Serializer):
-    count = serializers.IntegerField(allow_null=True, help_text="Exact up to 10,000; above, an estimate or null.")
+    count = serializers.IntegerField(allow_null=True, help_text="Exact up to 1,000; above, an estimate (PostgreSQL) or null.")
     count_exact = serializers.BooleanField()
     next = serializers.CharField(allow_null=True, help_text="Cursor for the next page (pass as `after`).")
     previous = serializers.CharField(allow_null=True, help_text="Cursor for the previous page (pass as `before`).")
@@ -100,7 +100,7 @@ class CallListApi(ApiView):
         try:
             page = keyset_page(explorer.attempt_list(filters=explorer.AttemptFilters(**query)),
                                ordering=explorer.ORDERING, per_page=paging["page_size"] or 50,
-                               after=paging["after"], before=paging["before"])
+                               after=paging["after"], before=paging["before"], count_cap=explorer.COUNT_CAP)
         except InvalidCursor as exc:
             raise InvalidInput(str(exc), fields={"after" if paging["after"] else "before": "invalid cursor"}) from None
         return Response({"count": page.count, "count_exact": page.count_exact,

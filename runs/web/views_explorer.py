@@ -14,7 +14,7 @@ from core.errors import ServiceError
 from core.permissions import bad_request, permission_needed
 from runs import explorer, failures
 from runs.labels import label_filters_parse
-from runs.pagination import COUNT_CAP, InvalidCursor, keyset_page
+from runs.pagination import InvalidCursor, keyset_page
 
 
 def _capabilities() -> list[tuple[str, str]]:
@@ -79,15 +79,15 @@ def call_list(request):
     form = AttemptFilterForm(request.GET or None)
     if form.is_bound and not form.is_valid():
         # Every problem named, nothing searched: a filter left out would answer with other calls.
-        return render(request, "runs/calls.html", {"form": form, "page": None, "count_cap": COUNT_CAP}, status=400)
+        return render(request, "runs/calls.html", {"form": form, "page": None, "count_cap": explorer.COUNT_CAP}, status=400)
     filters = form.filters() if form.is_bound else explorer.AttemptFilters()
     try:
         page = keyset_page(explorer.attempt_list(filters=filters), ordering=explorer.ORDERING,
                            per_page=explorer.ATTEMPTS_PER_PAGE, after=request.GET.get("after"),
-                           before=request.GET.get("before"), number=_page(request))
+                           before=request.GET.get("before"), number=_page(request), count_cap=explorer.COUNT_CAP)
     except InvalidCursor as exc:
         return bad_request(request, str(exc))
-    context = {"form": form, "page": page, "count_cap": COUNT_CAP}
+    context = {"form": form, "page": page, "count_cap": explorer.COUNT_CAP}
     return render(request, "runs/calls.html#calls_table" if request.htmx else "runs/calls.html", context)
 
 
