@@ -31,6 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 import benchenv  # noqa: E402  (bench/ is on sys.path: these run as scripts)
 
+from runtime.stop import RunStatus, StopKind, StopReason  # noqa: E402
+
 benchenv.prepare()
 
 ROUNDS = 5
@@ -48,8 +50,8 @@ FAILURES = [("timeout", "transient", None, "upstream timed out after {n} ms talk
 def build(runs: int, per_run: int) -> dict:
     from django.contrib.auth.models import User
     from django.db import connection, transaction
-
     from pages import Loader
+
     from runs import failures
     from runs.models import Attempt, PlanRevision, Run, Step
 
@@ -73,7 +75,8 @@ def build(runs: int, per_run: int) -> dict:
             created = now - timedelta(seconds=span_s * i / runs + 60)
             loader.add(f"bench run {i} about {WORDS[i % len(WORDS)]}", {"capability": "search_documents",
                                                                        "exists": True},
-                       {"deadline_s": 600}, "rules", user.pk, "completed", "completed", "", f"{first_run + i:032x}",
+                       {"deadline_s": 600}, "rules", user.pk, RunStatus.COMPLETED.value, str(StopReason(StopKind.COMPLETED)),
+                       "", f"{first_run + i:032x}",
                        per_run, created, created, created + timedelta(seconds=30), created)
         loader.flush()
         run_ids = list(Run.objects.filter(pk__gt=first_run).order_by("pk").values_list("pk", flat=True))
@@ -107,7 +110,7 @@ def build(runs: int, per_run: int) -> dict:
                     code, category, http, template = FAILURES[(uid // 7) % len(FAILURES)]
                     message = template.format(n=rng.randrange(10_000), k=rng.randrange(50),
                                               id=f"{rng.getrandbits(48):012x}",
-                                              uuid="123e4567-e89b-12d3-a456-%012x" % rng.getrandbits(48))
+                                              uuid=f"123e4567-e89b-12d3-a456-{rng.getrandbits(48):012x}")
                     fp = failures.fingerprint(capability=capability, error_code=code, error_category=category,
                                               http_status=http, message=message)
                     attempts.add(rid, step_id, f"{uid:032x}", k + 1, "call", capability, signature, "s" * 64, at, at,
