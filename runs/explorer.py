@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import BooleanField, Prefetch, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from core.errors import InvalidInput
@@ -32,10 +32,16 @@ ATTEMPTS_PER_PAGE = 50
 COUNT_CAP = 1_000
 ORDERING = Ordering.of(("-started_at", "-id"))
 
-# The search document, as SQL on each database (the migration indexes exactly this expression).
-PG_DOCUMENT = (f"to_tsvector('simple'::regconfig, left(\"runs_attempt\".\"signature\" || ' ' || "
-               f"\"runs_attempt\".\"error_message\" || ' ' || coalesce(\"runs_attempt\".\"output\"::text, ''), "
-               f"{SEARCH_CHARS}))")
+
+
+def pg_document(table: str = "runs_attempt") -> str:
+    """The search document as SQL on PostgreSQL (the migration indexes exactly this expression)."""
+    return (f"to_tsvector('simple'::regconfig, left(\"{table}\".\"signature\" || ' ' || "
+            f"\"{table}\".\"error_message\" || ' ' || coalesce(\"{table}\".\"output\"::text, ''), "
+            f"{SEARCH_CHARS}))")
+
+
+PG_DOCUMENT = pg_document()
 FTS_TABLE = "runs_attempt_fts"
 
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
@@ -66,12 +72,12 @@ def _fts5_phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def _condition(terms: list[str]) -> tuple[str, list[str]]:
-    """SQL true for a runs_attempt row whose search document holds every term (each a phrase)."""
+def _condition(terms: list[str], table: str = "runs_attempt") -> tuple[str, list[str]]:
+    """SQL true for an attempt row (of `table`, an alias) whose search document holds every term."""
     if connection.vendor == "postgresql":
         query = " && ".join(["phraseto_tsquery('simple'::regconfig, %s)"] * len(terms))
-        return f"{PG_DOCUMENT} @@ ({query})", list(terms)
-    return (f"\"runs_attempt\".\"id\" IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)",
+        return f"{pg_document(table)} @@ ({query})", list(terms)
+    return (f"\"{table}\".\"id\" IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)",
             [" AND ".join(map(_fts5_phrase, terms))])
 
 
@@ -89,15 +95,33 @@ def runs_matching(terms: list[str]) -> RawSQL:
     return RawSQL(f"SELECT \"runs_attempt\".\"run_id\" FROM \"runs_attempt\" WHERE {sql}", params)
 
 
+# Up to this many matching attempts, their runs' ids are read first and the runs probed by id.
+SELECTIVE_MATCHES = 5_000
+
+
 def run_text_search(runs: QuerySet[Run], query: str) -> QuerySet[Run]:
-    """Runs whose goal or stop detail contains the query, or with an attempt matching its terms."""
+    """Runs whose goal or stop detail contains the query, or with an attempt matching its terms.
+
+    While few attempts match, their run ids are read first (one index lookup, at most
+    SELECTIVE_MATCHES rows) and the runs probed by id. Beyond that matches are common: each run
+    in list order is probed for a matching attempt (EXISTS on its own attempts), which finds a
+    page quickly; reading every match first would read most of the table."""
     terms = search_terms(query)
     if not terms:
         return runs
     text = Q()
     for term in terms:
         text &= Q(goal__icontains=term) | Q(stop_detail__icontains=term)
-    return runs.filter(text | Q(pk__in=runs_matching(terms)))
+    matched = list(matching(Attempt.objects.all(), terms).order_by().values_list("run_id", flat=True)
+                   [:SELECTIVE_MATCHES + 1])
+    if len(matched) <= SELECTIVE_MATCHES:
+        return runs.filter(text | Q(pk__in=set(matched)))
+    sql, params = _condition(terms, table="q_attempt")
+    # OFFSET 0 keeps PostgreSQL from turning the probe into a hash of every match (it would read them all).
+    fence = " OFFSET 0" if connection.vendor == "postgresql" else ""
+    probe = RawSQL(f"EXISTS (SELECT 1 FROM \"runs_attempt\" \"q_attempt\" WHERE \"q_attempt\".\"run_id\" = "
+                   f"\"runs_run\".\"id\" AND {sql}{fence})", params, output_field=BooleanField())
+    return runs.alias(q_attempt_matches=probe).filter(text | Q(q_attempt_matches=True))
 
 
 @dataclass(frozen=True)

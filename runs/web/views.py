@@ -156,14 +156,16 @@ def run_list(request):
     else:
         filters = selectors.RunFilters()
     filters = replace(filters, evaluation_runs=preference)
+    # A text search probes each run's attempts: its runs are counted exactly only up to the explorer's cap.
+    count_cap = explorer.COUNT_CAP if filters.q else COUNT_CAP
     try:
         page = keyset_page(selectors.run_list(filters=filters), ordering=selectors.run_ordering(filters.sort),
                            per_page=selectors.RUNS_PER_PAGE, after=request.GET.get("after"),
-                           before=request.GET.get("before"), number=_page_int(request))
+                           before=request.GET.get("before"), number=_page_int(request), count_cap=count_cap)
     except InvalidCursor as exc:
         return bad_request(request, str(exc))
     live = any(run.status in LIVE_STATUSES for run in page.object_list)
-    context = {"form": form, "page": page, "live": live, "sort": filters.sort, "count_cap": COUNT_CAP,
+    context = {"form": form, "page": page, "live": live, "sort": filters.sort, "count_cap": count_cap,
                "filtered": any(v for k, v in vars(filters).items() if k not in ("sort", "evaluation_runs")),
                "evaluation_runs": preference,
                "saved_views": search.saved_views(user=request.user), "view_query": search.view_query(request.GET)}
