@@ -2,11 +2,12 @@
 
 Full-text search reads one search document per attempt: its signature (capability and canonical
 arguments), error message and output (or the preview of an output stored by reference), the
-first SEARCH_CHARS characters of them. The database keeps it in step on every write, whatever
-writes the row (the worker's one-statement pass included): on PostgreSQL a GIN index on the
-document's tsvector (an expression index: nothing is stored twice), on SQLite an FTS5 table kept
-by triggers (runs migration 0020). A query is words and "quoted phrases", all of which must
-match; the same query means the same thing on both databases.
+first SEARCH_CHARS characters of them (the migration's SQL holds the same number). The database
+keeps it in step on every write, whatever writes the row (the worker's one-statement pass
+included): on PostgreSQL a stored generated tsvector column with a GIN index (stored, so checking
+a match never parses the text again), on SQLite an FTS5 table kept by triggers (runs migration
+0020). A query is words and "quoted phrases", all of which must match; the same query means the
+same thing on both databases.
 """
 from __future__ import annotations
 
@@ -32,16 +33,9 @@ ATTEMPTS_PER_PAGE = 50
 COUNT_CAP = 1_000
 ORDERING = Ordering.of(("-started_at", "-id"))
 
-
-
-def pg_document(table: str = "runs_attempt") -> str:
-    """The search document as SQL on PostgreSQL (the migration indexes exactly this expression)."""
-    return (f"to_tsvector('simple'::regconfig, left(\"{table}\".\"signature\" || ' ' || "
-            f"\"{table}\".\"error_message\" || ' ' || coalesce(\"{table}\".\"output\"::text, ''), "
-            f"{SEARCH_CHARS}))")
-
-
-PG_DOCUMENT = pg_document()
+# PostgreSQL keeps each attempt's document as a stored tsvector column (runs migration 0020: not a
+# model field; the database fills it), GIN-indexed as attempt_search_gin_idx.
+PG_VECTOR = "search_vector"
 FTS_TABLE = "runs_attempt_fts"
 
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
@@ -76,7 +70,7 @@ def _condition(terms: list[str], table: str = "runs_attempt") -> tuple[str, list
     """SQL true for an attempt row (of `table`, an alias) whose search document holds every term."""
     if connection.vendor == "postgresql":
         query = " && ".join(["phraseto_tsquery('simple'::regconfig, %s)"] * len(terms))
-        return f"{pg_document(table)} @@ ({query})", list(terms)
+        return f"\"{table}\".\"{PG_VECTOR}\" @@ ({query})", list(terms)
     return (f"\"{table}\".\"id\" IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)",
             [" AND ".join(map(_fts5_phrase, terms))])
 

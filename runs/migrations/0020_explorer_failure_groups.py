@@ -6,10 +6,12 @@ from django.db import migrations, models, transaction
 
 log = logging.getLogger(__name__)
 
-# runs.explorer's search document, indexed on each database (the expression must match it exactly).
+# runs.explorer's search document on each database. PostgreSQL: a stored generated tsvector column
+# (not a model field: the database fills it on every INSERT and UPDATE), GIN-indexed; stored, so a
+# match is checked without parsing the text again.
 PG_INDEX = "attempt_search_gin_idx"
-PG_DOCUMENT = ("to_tsvector('simple'::regconfig, left(\"runs_attempt\".\"signature\" || ' ' || "
-               "\"runs_attempt\".\"error_message\" || ' ' || coalesce(\"runs_attempt\".\"output\"::text, ''), 4000))")
+PG_DOCUMENT = ("to_tsvector('simple'::regconfig, left(signature || ' ' || error_message || ' ' || "
+               "coalesce(output::text, ''), 4000))")
 
 
 def _sqlite_document(row: str) -> str:
@@ -33,7 +35,9 @@ SQLITE_DROP = ["DROP TRIGGER IF EXISTS runs_attempt_fts_insert", "DROP TRIGGER I
 
 def create_search(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(f"CREATE INDEX IF NOT EXISTS {PG_INDEX} ON runs_attempt USING gin ({PG_DOCUMENT})")
+        schema_editor.execute(f"ALTER TABLE runs_attempt ADD COLUMN search_vector tsvector "
+                              f"GENERATED ALWAYS AS ({PG_DOCUMENT}) STORED")
+        schema_editor.execute(f"CREATE INDEX IF NOT EXISTS {PG_INDEX} ON runs_attempt USING gin (search_vector)")
     elif schema_editor.connection.vendor == "sqlite":
         for sql in SQLITE_CREATE:
             schema_editor.execute(sql)
@@ -42,6 +46,7 @@ def create_search(apps, schema_editor):
 def drop_search(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(f"DROP INDEX IF EXISTS {PG_INDEX}")
+        schema_editor.execute("ALTER TABLE runs_attempt DROP COLUMN IF EXISTS search_vector")
     elif schema_editor.connection.vendor == "sqlite":
         for sql in SQLITE_DROP:
             schema_editor.execute(sql)
