@@ -40,6 +40,7 @@ class RuleEvent(models.TextChoices):
     BUDGET_THRESHOLD = "budget_threshold", "an active run passed a share of a budget"
     STALL_RATE = "stall_rate", "the stall rate passed a threshold"
     USAGE_BURN = "usage_burn", "tokens or cost over a rolling window passed a limit (per owner or label)"
+    FAILURE_GROUP_NEW = "failure_group_new", "a new kind of failure appeared (a new failure group)"
 
 
 class Rule(models.Model):

@@ -16,8 +16,9 @@ from django.db.models import Count, Q
 from core.choices import LIVE_STATUSES
 from notifications.models import RuleEvent
 from runs.dashboard.budget_usage import run_budget_usage
+from runs.failures import normalize_message
 from runs.labels import KEY_PATTERN, KEY_RULE, runs_with_labels
-from runs.models import Approval, Run
+from runs.models import Approval, Attempt, FailureGroup, Run
 from runtime.budgets import BudgetName
 from runtime.stop import StopKind, StopReason
 
@@ -42,6 +43,7 @@ DEFAULTS = {
     RuleEvent.STALL_RATE: {"threshold": 0.2, "window_s": 3600, "min_runs": 5},
     # Evaluated when a run finishes (notifications.burn), from the usage rollup; never by the tick.
     RuleEvent.USAGE_BURN: {"measure": "cost", "limit": 10.0, "window_hours": 24, "per": "owner", "label_key": ""},
+    RuleEvent.FAILURE_GROUP_NEW: {"capabilities": []},
 }
 BURN_MEASURES = ("tokens", "cost")
 BURN_PER = ("owner", "label")
@@ -78,6 +80,10 @@ def params_errors(event: str, params: Any) -> dict[str, str]:
         names = p["capabilities"]
         if not isinstance(names, list) or any(not isinstance(n, str) or not n for n in names) or len(names) > 100:
             errors["params.capabilities"] = "a list of capability names (empty: any capability, and plans)"
+    if event == RuleEvent.FAILURE_GROUP_NEW:
+        names = p["capabilities"]
+        if not isinstance(names, list) or any(not isinstance(n, str) or not n for n in names) or len(names) > 100:
+            errors["params.capabilities"] = "a list of capability names (empty: any capability)"
     if event == RuleEvent.RUN_STOPPED:
         reasons = p["stop_reasons"]
         known = {str(r) for r in StopReason.every()} | {k.value for k in StopKind}
@@ -129,7 +135,8 @@ def find_events(rule, now: datetime) -> list[Notice]:
     finder = {RuleEvent.APPROVAL_REQUESTED: _approvals_requested, RuleEvent.APPROVAL_EXPIRING: _approvals_expiring,
               RuleEvent.APPROVAL_UNDECIDED: _approvals_undecided,
               RuleEvent.RUN_STOPPED: _runs_stopped, RuleEvent.BUDGET_THRESHOLD: _budgets_passed,
-              RuleEvent.STALL_RATE: _stall_rate, RuleEvent.USAGE_BURN: _evaluated_when_runs_finish}[rule.event]
+              RuleEvent.STALL_RATE: _stall_rate, RuleEvent.USAGE_BURN: _evaluated_when_runs_finish,
+              RuleEvent.FAILURE_GROUP_NEW: _failure_groups_new}[rule.event]
     return finder(rule, full_params(rule), now)
 
 
@@ -239,3 +246,27 @@ def _stall_rate(rule, p, now) -> list[Notice]:
 def _evaluated_when_runs_finish(rule, p, now) -> list[Notice]:
     """Usage burn rules are looked at when a run finishes (notifications.burn), not on the tick."""
     return []
+
+
+def _failure_groups_new(rule, p, now) -> list[Notice]:
+    """A failure group made since the rule (a group is made when the first run that hit it finishes:
+    runs.failures); with labels, the labels of that run."""
+    groups = FailureGroup.objects.filter(created_at__gte=_since(rule, now), created_at__lte=now)
+    if rule.labels:
+        groups = groups.filter(first_run_id__in=_runs(rule).values("pk"))
+    if p["capabilities"]:
+        groups = groups.filter(capability_name__in=p["capabilities"])
+    found = list(groups.order_by("created_at", "id")[:MAX_EVENTS_PER_RULE])
+    messages = dict(Attempt.objects.filter(pk__in=[g.sample_attempt_id for g in found])
+                    .values_list("pk", "error_message"))
+    notices = []
+    for g in found:
+        http = f" (HTTP {g.http_status})" if g.http_status else ""
+        message = normalize_message(messages.get(g.sample_attempt_id, ""))
+        notices.append(Notice(
+            f"failure_group:{g.fingerprint}:new", f"New failure: {g.capability_name} {g.error_code}{http}",
+            f"{g.capability_name} failed with {g.error_code} ({g.error_category or 'no category'}){http}: "
+            f"{message[:300]}\nFirst seen {g.first_seen:%Y-%m-%d %H:%M} UTC in run #{g.first_run_id}; "
+            f"{g.attempts} failure(s) in {g.runs} run(s) so far.",
+            _link(f"/runs/calls/?fingerprint={g.fingerprint}"), g.first_run_id))
+    return notices

@@ -40,6 +40,20 @@ class EpochHour(Func):
         return f"(CAST(strftime('%%s', {sql}) AS INTEGER) / {HOUR_S})", params
 
 
+class EpochDay(Func):
+    """Whole days since the Unix epoch (UTC) of a timestamp (failure groups' trend)."""
+
+    output_field = IntegerField()
+
+    def as_sql(self, compiler, connection, **extra_context):  # type: ignore[override]
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"CAST(FLOOR(EXTRACT(EPOCH FROM {sql}) / 86400) AS INTEGER)", params
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"(CAST(strftime('%%s', {sql}) AS INTEGER) / 86400)", params
+
+
 class SecondsBetween(Func):
     """Seconds from one timestamp to another, as a float."""
 

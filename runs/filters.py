@@ -12,8 +12,8 @@ from django.http import QueryDict
 
 from capabilities.models import Capability
 from core.choices import RunStatus, StopReason
-from core.errors import InvalidInput
-from runs import search, selectors
+from core.errors import InvalidInput, ServiceError
+from runs import explorer, search, selectors
 from runs.labels import label_filters_parse
 from runs.models import Planner
 from runtime.stop import StopKind
@@ -39,6 +39,9 @@ class RunFilterForm(forms.Form):
     label = forms.CharField(label="Labels", required=False, max_length=1000,
                              widget=forms.TextInput(attrs={"placeholder": "team=payments, agent"}))
     goal = forms.CharField(label="Goal contains", required=False, max_length=200)
+    q = forms.CharField(label="Search", required=False, max_length=explorer.MAX_QUERY_CHARS,
+                        help_text='Goals, stop details, and the arguments, outputs and errors of tool calls; '
+                                  'words and "quoted phrases", all must match.')
     evaluation_runs = forms.ChoiceField(label="Evaluation runs", required=False, choices=[
         ("hide", "hidden"), ("show", "shown"), ("only", "only these")])
     # Reached from the dashboard's links; shown only while set.
@@ -69,6 +72,13 @@ class RunFilterForm(forms.Form):
         if problems:
             raise forms.ValidationError("; ".join(problems))
         return wanted
+
+    def clean_q(self):
+        try:
+            explorer.search_terms(self.cleaned_data["q"])
+        except ServiceError as exc:
+            raise forms.ValidationError(exc.message) from None
+        return self.cleaned_data["q"]
 
     def filters(self) -> selectors.RunFilters:
         # An invalid field is left out of cleaned_data: the other filters still apply.

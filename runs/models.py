@@ -248,6 +248,10 @@ class Attempt(models.Model):
     error_message = models.TextField(blank=True)
     retry_guidance = models.CharField(max_length=300, blank=True)
     retry_after_s = models.FloatField(null=True, blank=True)
+    # The answer's HTTP status, where the capability spoke HTTP (the observation's extra).
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    # A failure's group (runs.failures.fingerprint); "" for an ok attempt.
+    fingerprint = models.CharField(max_length=32, blank=True, default="")
     side_effect_status = models.CharField(max_length=15, choices=SideEffectStatus.choices,
                                           default="not_committed")
     repeated_without_progress = models.BooleanField(default=False)
@@ -265,13 +269,18 @@ class Attempt(models.Model):
             models.Index(fields=["capability_name", "-started_at"], name="attempt_capability_time_idx"),
             # A run's attempts in trace order; with the id, its pages are read from the index alone.
             models.Index(fields=["run", "started_at", "id"], name="attempt_run_time_id_idx"),
-            models.Index(fields=["-started_at"], name="attempt_time_idx"),
             # Repeated signatures within a run (stall highlighting).
             models.Index(fields=["run", "signature_hash"], name="attempt_run_signature_idx"),
             # "Capability used" filter of the runs list (run ids by capability, or EXISTS), index-only.
             models.Index(fields=["capability_name", "run"], name="attempt_capability_run_idx"),
             # A run's calls per capability (trace gauges and filter), index-only.
             models.Index(fields=["run", "capability_name"], name="attempt_run_capability_idx"),
+            # The tool-call explorer's filters, newest first (runs.explorer), keyset by (started_at, id).
+            models.Index(fields=["-started_at", "-id"], name="attempt_time_id_idx"),
+            models.Index(fields=["status", "-started_at", "-id"], name="attempt_status_time_idx"),
+            models.Index(fields=["error_code", "-started_at", "-id"], name="attempt_code_time_idx"),
+            models.Index(fields=["fingerprint", "-started_at", "-id"], name="attempt_fingerprint_time_idx",
+                         condition=~Q(fingerprint="")),
             # A claiming worker looks for its run's unresolved intents.
             models.Index(fields=["run"], condition=Q(in_flight=True), name="attempt_in_flight_idx"),
         ]
@@ -492,6 +501,7 @@ class OpenLongPoll(models.Model):
 
 
 from runs.models_bulk import BulkAction  # noqa: E402,F401  (bulk actions by filter, runs.bulk)
+from runs.models_failures import FailureGroup, FailureGroupDay  # noqa: E402,F401  (runs.failures)
 from runs.models_rollup import (  # noqa: E402,F401  (dashboard rollups, runs.dashboard.rollup and .usage)
     ApprovalRollup,
     AttemptRollup,

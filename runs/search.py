@@ -1,4 +1,4 @@
-"""Searching runs beyond the plain column filters: labels, goal text, stall kind; saved views.
+"""Searching runs beyond the plain column filters: labels, goal text, stall kind, `q`; saved views.
 
 runs.selectors.run_list applies `apply_search`; the API applies the same function, so a
 filter means the same thing on the page and in the API.
@@ -12,6 +12,7 @@ from django.http import QueryDict
 
 from core.choices import StallKind
 from core.errors import InvalidInput
+from runs.explorer import run_text_search
 from runs.labels import runs_with_labels
 from runs.models import Run, SavedView
 
@@ -19,7 +20,7 @@ MAX_SAVED_VIEWS = 50
 # Query parameters a saved view keeps (paging is not a view).
 VIEW_PARAMS = ("status", "stop_reason", "capability", "owner", "planner", "created_from", "created_to", "sort",
                "label", "goal", "stall_kind", "stop_kind", "stop_capability", "finished_from", "finished_to",
-               "repeated", "evaluation_runs")
+               "repeated", "evaluation_runs", "q")
 
 
 def has_stall_kind() -> bool:
@@ -34,6 +35,8 @@ def apply_search(runs, filters):
         runs = runs.filter(goal__icontains=filters.goal)
     if filters.stall_kind and has_stall_kind():
         runs = runs.filter(stall_kind=filters.stall_kind)
+    if filters.q:
+        runs = run_text_search(runs, filters.q)
     return runs
 
 

@@ -90,6 +90,8 @@ class RunFilters:
     labels: tuple = ()
     goal: str = ""
     stall_kind: str = ""
+    # Goals, stop details and the attempts' search documents (runs.explorer.run_text_search).
+    q: str = ""
     # Drill-down from the dashboard: which runs are behind a figure.
     stop_kind: str = ""  # budget_exhausted, terminal_failure (any qualifier)
     stop_capability: str = ""  # capability of the attempt that stopped the run; "(none)": no attempt

@@ -16,7 +16,7 @@ from core.errors import Conflict, InvalidInput, NotAllowed
 from core.models import AuditAction
 from core.permissions import require
 from core.roles import MANAGE_ALL_RUNS
-from runs import otel
+from runs import failures, otel
 from runs.dashboard import rollup, usage
 from runs.labels import labels_errors
 from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
@@ -104,6 +104,11 @@ def run_finish(*, run: Run, status: str, stop_reason: str, detail: str, now=None
     run_close_open_records(run_id=run.pk, now=now, newly_finished=not was_finished)
 
 
+# An intent never resolved. Its fingerprint (runs.failures), set when the intent is written, is this message's.
+LOST_CALL_MESSAGE = ("The worker making this call was lost and the run ended before its outcome was resolved: "
+                     "the side effect may or may not have happened.")
+
+
 def run_close_open_records(*, run_id: int, now, newly_finished: bool = True, approvals: bool = True,
                            in_flight: bool = True) -> None:
     """What a finished run leaves open: pending approvals, and intents whose outcome never came.
@@ -124,14 +129,14 @@ def run_close_open_records(*, run_id: int, now, newly_finished: bool = True, app
         # A call sent by a worker that was lost, never resolved: it stays in the trace as unknown.
         Attempt.objects.filter(run_id=run_id, in_flight=True).update(
             in_flight=False, ended_at=now,
-            error_message="The worker making this call was lost and the run ended before its outcome was resolved: "
-                          "the side effect may or may not have happened.")
+            error_message=LOST_CALL_MESSAGE)
         # A planner call lost with its worker spent tokens all the same: counted before the run closes.
         count_planner_calls_left_in_flight(run_id=run_id, now=now)
     if newly_finished:
         # The dashboard's counts of this run and its attempts, and its usage, in this same transaction.
         rollup.record_run_finished(run_id=run_id)
         usage.record_run_finished(run_id=run_id)
+        failures.record_run_finished(run_id=run_id)
         # The apps above (notifications' burn rules) learn of it once it has committed.
         transaction.on_commit(lambda: run_finished.send_robust(sender=Run, run_id=run_id))
 

@@ -10,8 +10,9 @@ from rest_framework.response import Response
 from capabilities.models import StoredOutput
 from core.api import PAGE_PARAMETERS, ApiView, Pagination, paginated, validated
 from core.choices import DecisionChannel, ErrorCategory, ErrorCode, RunStatus, SideEffectStatus, StopReason
+from core.errors import InvalidInput
 from core.permissions import require_perm
-from runs import forks, search, selectors, services
+from runs import explorer, forks, search, selectors, services
 from runs.labels import label_filters_parse
 from runs.models import Approval, Attempt, Decision, Planner, PlanRevision, Run
 from runs.selectors import RunFilters
@@ -142,6 +143,9 @@ class RunListApi(ApiView):
         capability = serializers.CharField(required=False, max_length=80, help_text="runs that called it")
         goal = serializers.CharField(required=False, max_length=200, help_text="text the goal contains")
         stall_kind = serializers.CharField(required=False, max_length=40)
+        q = serializers.CharField(required=False, max_length=explorer.MAX_QUERY_CHARS,
+                                  help_text='goals, stop details and the text of tool calls (arguments, outputs, '
+                                            'errors): words and "quoted phrases", all must match')
         created_from = serializers.DateTimeField(required=False)
         created_to = serializers.DateTimeField(required=False)
 
@@ -150,6 +154,13 @@ class RunListApi(ApiView):
             allowed = [c[0] for c in (field.choices or [])] if field is not None else []
             if allowed and value not in allowed:
                 raise serializers.ValidationError(f"one of {', '.join(allowed)}")
+            return value
+
+        def validate_q(self, value):
+            try:
+                explorer.search_terms(value)
+            except InvalidInput as exc:
+                raise serializers.ValidationError(exc.message) from None
             return value
 
         def validate_label(self, value):
@@ -165,10 +176,11 @@ class RunListApi(ApiView):
         filters = dict(self.query)
         paginator = Pagination()
         runs = Run.objects.select_related("owner", "stop_attempt").order_by("-created_at", "-id")
-        searched = {k: filters.pop(k) for k in ("label", "goal", "stall_kind")
+        searched = {k: filters.pop(k) for k in ("label", "goal", "stall_kind", "q")
                     if k in filters}
         runs = search.apply_search(runs, RunFilters(labels=searched.get("label", ()), goal=searched.get("goal", ""),
-                                                    stall_kind=searched.get("stall_kind", "")))
+                                                    stall_kind=searched.get("stall_kind", ""),
+                                                    q=searched.get("q", "")))
         for field, value in filters.items():
             if field == "capability":
                 runs = runs.filter(Exists(Attempt.objects.filter(run=OuterRef("pk"), capability_name=value)))

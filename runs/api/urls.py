@@ -43,3 +43,11 @@ from runs.api import usage as api_usage  # noqa: E402
 urlpatterns += [
     path("usage/", api_usage.UsageApi.as_view(), name="api-usage"),
 ]
+
+# Across runs: the tool-call explorer and failure groups (runs.explorer, runs.failures).
+from runs.api import explorer as api_explorer  # noqa: E402
+
+urlpatterns += [
+    path("calls/", api_explorer.CallListApi.as_view(), name="api-call-list"),
+    path("failure-groups/", api_explorer.FailureGroupListApi.as_view(), name="api-failure-group-list"),
+]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.web import views, views_bulk
+from runs.web import views, views_bulk, views_explorer
 
 app_name = "runs"
 urlpatterns = [
@@ -14,6 +14,8 @@ urlpatterns = [
     path("approvals/<int:approval_id>/", views.approval_card, name="approval_card"),
     path("approvals/<int:approval_id>/decide/", views.approval_decide, name="approval_decide"),
     path("dashboard/", views.run_dashboard, name="dashboard"),
+    path("calls/", views_explorer.call_list, name="calls"),
+    path("failures/", views_explorer.failure_groups, name="failures"),
     path("<int:run_id>/", views.run_detail, name="detail"),
     path("<int:run_id>/trace.json", views.trace_download, name="trace_json"),
     path("<int:run_id>/cancel/", views.run_cancel, name="cancel"),

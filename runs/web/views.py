@@ -27,7 +27,7 @@ from core.errors import InvalidInput, NotAllowed, ServiceError
 from core.pagination import COUNT_CAP, InvalidCursor, keyset_page
 from core.permissions import allowed, bad_request, forbidden, permission_needed
 from core.replica import reads_from_replica
-from runs import forks, search, selectors, services
+from runs import explorer, forks, search, selectors, services
 from runs.dashboard import periods as dashboard_data
 from runs.dashboard.page import dashboard_page
 from runs.filters import SORT_CHOICES, RunFilterForm  # noqa: F401  (SORT_CHOICES: tests import it here)
@@ -87,21 +87,23 @@ def run_list(request):
     else:
         filters = selectors.RunFilters()
     filters = replace(filters, evaluation_runs=preference)
+    # A text search probes each run's attempts: its runs are counted exactly only up to the explorer's cap.
+    count_cap = explorer.COUNT_CAP if filters.q else COUNT_CAP
     try:
         page = keyset_page(selectors.run_list(filters=filters), ordering=selectors.run_ordering(filters.sort),
                            per_page=selectors.RUNS_PER_PAGE, after=request.GET.get("after"),
-                           before=request.GET.get("before"), number=_page_int(request))
+                           before=request.GET.get("before"), number=_page_int(request), count_cap=count_cap)
     except InvalidCursor as exc:
         return bad_request(request, str(exc))
     live = any(run.status in LIVE_STATUSES for run in page.object_list)
-    context = {"form": form, "page": page, "live": live, "sort": filters.sort, "count_cap": COUNT_CAP,
+    context = {"form": form, "page": page, "live": live, "sort": filters.sort, "count_cap": count_cap,
                "filtered": any(v for k, v in vars(filters).items() if k not in ("sort", "evaluation_runs")),
                "evaluation_runs": preference,
                "saved_views": search.saved_views(user=request.user), "view_query": search.view_query(request.GET)}
     # The save form sits outside the swapped table: an htmx swap brings it the query just applied.
     template = "runs/list.html#runs_table" if request.htmx else "runs/list.html"
     too_many = TOO_MANY_FILTERS in form.errors.get("label", ())
-    return render(request, template, context, status=400 if too_many else 200)
+    return render(request, template, context, status=400 if too_many or "q" in form.errors else 200)
 
 
 @permission_needed("runs.start_run", "start runs")

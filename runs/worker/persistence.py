@@ -24,8 +24,9 @@ from django.utils import timezone
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.outputs import store_json, stored_output_for
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
+from runs import failures
 from runs.models import Approval, Attempt, Decision, PlanRevision, PlanSubmission, Run, Step
-from runs.services import run_close_open_records
+from runs.services import LOST_CALL_MESSAGE, run_close_open_records
 from runs.worker.leases import Lease, can_return_from_update, fenced_update
 from runs.worker.pass_write import PassWrite, write_in_one_statement
 from runs.worker.planner_intents import PlannerCallIntents
@@ -42,6 +43,8 @@ from runtime.stop import StopKind, status_for_stop, stop_kind
 def _at(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, tz=UTC)
 
+
+IN_FLIGHT_MESSAGE = "in flight: sent by {worker}; the outcome is not recorded yet"
 
 # A first plan up to this many steps is written with its pass's one statement; a longer one (a
 # plan may have thousands) goes in a transaction, its steps in INSERTs of as many as one may bind.
@@ -103,8 +106,10 @@ class PassWriter(PlannerCallIntents):
                 signature="", signature_hash="", idempotency_key=intent.idempotency_key or "",
                 started_at=_at(intent.started_at), ended_at=_at(intent.started_at), latency_s=0.0,
                 status="terminal", error_code=ErrorCode.OUTCOME_UNKNOWN, error_category=ErrorCategory.UNKNOWN_OUTCOME,
-                error_message=f"in flight: sent by {self.lease.worker if self.lease else 'this process'}; "
-                              "the outcome is not recorded yet",
+                error_message=IN_FLIGHT_MESSAGE.format(worker=self.lease.worker if self.lease else "this process"),
+                fingerprint=failures.fingerprint(capability=intent.capability, error_code=ErrorCode.OUTCOME_UNKNOWN,
+                                                 error_category=ErrorCategory.UNKNOWN_OUTCOME, http_status=None,
+                                                 message=LOST_CALL_MESSAGE),
                 side_effect_status="unknown", in_flight=True,
                 worker=(self.lease.worker if self.lease else "")[:100],
                 lease_token=self.lease.token if self.lease else None,
@@ -469,19 +474,29 @@ def _attempt_fields(run: Run, event: ev.AttemptFinished) -> dict[str, Any]:
     elif output is not None and len(json.dumps(output, default=str)) > settings.AGENTOPS_INLINE_OUTPUT_BYTES:
         output_ref = store_json(output)
         output = {"preview": json.dumps(output, default=str)[:500], "size_bytes": output_ref.size_bytes}
+    http_status = _http_status(observation.extra.get("http_status"))
+    code = observation.error_code.value if observation.error_code else ""
+    category = observation.error_category.value if observation.error_category else ""
     return dict(
         number=event.attempt, kind=event.kind, capability_name=event.capability,
         signature=event.signature, signature_hash=_sha(event.signature),
         idempotency_key=event.idempotency_key or "", started_at=_at(event.started_at), ended_at=_at(event.ended_at),
         latency_s=max(0.0, observation.latency_s or (event.ended_at - event.started_at)),
         status=observation.status.value, state_changed=observation.state_changed, output=output,
-        output_ref=output_ref, error_code=observation.error_code.value if observation.error_code else "",
-        error_category=observation.error_category.value if observation.error_category else "",
+        output_ref=output_ref, error_code=code, error_category=category,
         error_message=observation.error_message[:10_000], retry_guidance=observation.retry_guidance[:300],
         retry_after_s=observation.retry_after_s, side_effect_status=observation.side_effect.value,
+        http_status=http_status, fingerprint=failures.fingerprint(
+            capability=event.capability, error_code=code, error_category=category, http_status=http_status,
+            message=observation.error_message),
         repeated_without_progress=event.repeated_without_progress,
         trace_id=(observation.trace_id or run.trace_id)[:32], span_id=(observation.span_id or "")[:16],
     )
+
+
+def _http_status(value: Any) -> int | None:
+    """The observation's HTTP status, when it is one (an executor's extra is free-form)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599 else None
 
 
 def _record_approval_request(run: Run, event: ev.ApprovalRequested) -> None:

@@ -99,7 +99,8 @@ def make_attempt(db):
             error_code = "timeout"
         attempt = Attempt.objects.create(
             run=step.run, step=step, uid=fields.pop("uid", f"a{next(_seq):08d}"), number=number,
-            capability_name=step.capability_name, signature=f'{step.capability_name}:{{"q":"travel"}}',
+            capability_name=step.capability_name,
+            signature=fields.pop("signature", f'{step.capability_name}:{{"q":"travel"}}'),
             signature_hash=signature_hash or f"sig{next(_seq)}", started_at=started,
             ended_at=started + timedelta(seconds=latency_s), latency_s=latency_s, status=status,
             error_code=error_code, error_category=fields.pop("error_category", "transient" if error_code else ""),

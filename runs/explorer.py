@@ -1,0 +1,168 @@
+"""The tool-call explorer: every attempt across runs, filtered, searched and keyset-paginated.
+
+Full-text search reads one search document per attempt: its signature (capability and canonical
+arguments), error message and output (or the preview of an output stored by reference), the
+first SEARCH_CHARS characters of them (the migration's SQL holds the same number). The database
+keeps it in step on every write, whatever writes the row (the worker's one-statement pass
+included): on PostgreSQL a stored generated tsvector column with a GIN index (stored, so checking
+a match never parses the text again), on SQLite an FTS5 table kept by triggers (runs migration
+0020). A query is words and "quoted phrases", all of which must match; the same query means the
+same thing on both databases.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection
+from django.db.models import BooleanField, Prefetch, Q, QuerySet
+from django.db.models.expressions import RawSQL
+
+from core.errors import InvalidInput
+from runs.labels import runs_with_labels
+from runs.models import Attempt, Run, Step
+from runs.pagination import Ordering
+
+SEARCH_CHARS = 4000
+MAX_QUERY_CHARS = 200
+MAX_TERMS = 8
+ATTEMPTS_PER_PAGE = 50
+# Calls are counted exactly up to this many (then PostgreSQL's estimate): counting the matches of a
+# common word costs a recheck of each, and the first page needs only 51 of them.
+COUNT_CAP = 1_000
+ORDERING = Ordering.of(("-started_at", "-id"))
+
+# PostgreSQL keeps each attempt's document as a stored tsvector column (runs migration 0020: not a
+# model field; the database fills it), GIN-indexed as attempt_search_gin_idx.
+PG_VECTOR = "search_vector"
+FTS_TABLE = "runs_attempt_fts"
+
+_TERM = re.compile(r'"([^"]*)"|(\S+)')
+_WORD = re.compile(r"\w")
+
+
+def search_terms(query: str) -> list[str]:
+    """A query's terms: each "quoted phrase" and each other word, in order. Raises InvalidInput
+    (a 400 naming `q`) for a query too long or with too many terms; characters with a meaning in
+    either database's query syntax are only text here (each term is passed as a phrase)."""
+    query = (query or "").strip()
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidInput(f"The search is too long (at most {MAX_QUERY_CHARS} characters).",
+                           fields={"q": f"at most {MAX_QUERY_CHARS} characters"})
+    terms = []
+    for phrase, word in _TERM.findall(query.replace("\x00", "")):
+        term = (phrase or word).strip()
+        if _WORD.search(term):   # punctuation alone matches nothing on either database: left out
+            terms.append(term)
+    if len(terms) > MAX_TERMS:
+        raise InvalidInput(f"Search for at most {MAX_TERMS} words or phrases.",
+                           fields={"q": f"at most {MAX_TERMS} words or phrases"})
+    return terms
+
+
+def _fts5_phrase(term: str) -> str:
+    # An FTS5 string: inside double quotes every character is text; a quote is doubled.
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _condition(terms: list[str], table: str = "runs_attempt") -> tuple[str, list[str]]:
+    """SQL true for an attempt row (of `table`, an alias) whose search document holds every term."""
+    if connection.vendor == "postgresql":
+        query = " && ".join(["phraseto_tsquery('simple'::regconfig, %s)"] * len(terms))
+        return f"\"{table}\".\"{PG_VECTOR}\" @@ ({query})", list(terms)
+    return (f"\"{table}\".\"id\" IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)",
+            [" AND ".join(map(_fts5_phrase, terms))])
+
+
+def matching(attempts: QuerySet[Attempt], terms: list[str]) -> QuerySet[Attempt]:
+    """The attempts whose search document holds every term (each a phrase)."""
+    if not terms:
+        return attempts
+    sql, params = _condition(terms)
+    return attempts.extra(where=[sql], params=params)
+
+
+def runs_matching(terms: list[str]) -> RawSQL:
+    """Ids of runs with an attempt whose search document holds every term (the runs list's `q`)."""
+    sql, params = _condition(terms)
+    return RawSQL(f"SELECT \"runs_attempt\".\"run_id\" FROM \"runs_attempt\" WHERE {sql}", params)
+
+
+# Up to this many matching attempts, their runs' ids are read first and the runs probed by id.
+SELECTIVE_MATCHES = 5_000
+
+
+def run_text_search(runs: QuerySet[Run], query: str) -> QuerySet[Run]:
+    """Runs whose goal or stop detail contains the query, or with an attempt matching its terms.
+
+    While few attempts match, their run ids are read first (one index lookup, at most
+    SELECTIVE_MATCHES rows) and the runs probed by id. Beyond that matches are common: each run
+    in list order is probed for a matching attempt (EXISTS on its own attempts), which finds a
+    page quickly; reading every match first would read most of the table."""
+    terms = search_terms(query)
+    if not terms:
+        return runs
+    text = Q()
+    for term in terms:
+        text &= Q(goal__icontains=term) | Q(stop_detail__icontains=term)
+    matched = list(matching(Attempt.objects.all(), terms).order_by().values_list("run_id", flat=True)
+                   [:SELECTIVE_MATCHES + 1])
+    if len(matched) <= SELECTIVE_MATCHES:
+        return runs.filter(text | Q(pk__in=set(matched)))
+    sql, params = _condition(terms, table="q_attempt")
+    # OFFSET 0 keeps PostgreSQL from turning the probe into a hash of every match (it would read them all).
+    fence = " OFFSET 0" if connection.vendor == "postgresql" else ""
+    probe = RawSQL(f"EXISTS (SELECT 1 FROM \"runs_attempt\" \"q_attempt\" WHERE \"q_attempt\".\"run_id\" = "
+                   f"\"runs_run\".\"id\" AND {sql}{fence})", params, output_field=BooleanField())
+    return runs.alias(q_attempt_matches=probe).filter(text | Q(q_attempt_matches=True))
+
+
+@dataclass(frozen=True)
+class AttemptFilters:
+    capability: str = ""
+    status: str = ""
+    error_code: str = ""
+    error_category: str = ""
+    http_status: int | None = None
+    latency_min_s: float | None = None
+    latency_max_s: float | None = None
+    side_effect_status: str = ""
+    labels: tuple = ()
+    owner: str = ""
+    agent: str = ""
+    started_from: datetime | None = None
+    started_to: datetime | None = None
+    q: str = ""
+    run: int | None = None
+    fingerprint: str = ""
+    evaluation_runs: bool = False   # runs an evaluation made are left out unless asked for
+
+
+_EXACT = {"capability": "capability_name", "status": "status", "error_code": "error_code",
+          "error_category": "error_category", "http_status": "http_status", "latency_min_s": "latency_s__gte",
+          "latency_max_s": "latency_s__lte", "side_effect_status": "side_effect_status",
+          "owner": "run__owner__username", "agent": "run__gateway_session__agent__name",
+          "started_from": "started_at__gte", "started_to": "started_at__lte", "run": "run_id",
+          "fingerprint": "fingerprint"}
+
+
+def attempt_list(*, filters: AttemptFilters) -> QuerySet[Attempt]:
+    """The attempts the filters select, newest first (keyset: ORDERING), light enough for a table."""
+    # The step and revision (the row's r1·s1#1) are read for the page's rows only, after the LIMIT:
+    # joined, PostgreSQL joins every match before it sorts when a search matches many.
+    steps = Prefetch("step", queryset=Step.objects.select_related("revision").only("key", "revision__number"))
+    attempts = (Attempt.objects.select_related("run").prefetch_related(steps)
+                .only("id", "uid", "number", "kind", "capability_name", "started_at", "latency_s", "status",
+                      "error_code", "error_category", "error_message", "http_status", "side_effect_status",
+                      "step_id", "run__id", "run__goal", "run__owner_id"))
+    for name, lookup in _EXACT.items():
+        value = getattr(filters, name)
+        if value not in (None, ""):
+            attempts = attempts.filter(**{lookup: value})
+    if filters.labels:
+        attempts = attempts.filter(run__in=runs_with_labels(Run.objects.all(), filters.labels).values("pk"))
+    if not filters.evaluation_runs and filters.run is None:
+        attempts = attempts.filter(run__evaluation__isnull=True)
+    attempts = matching(attempts, search_terms(filters.q))
+    return attempts.order_by(*ORDERING.order_by())
