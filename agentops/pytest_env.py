@@ -4,7 +4,15 @@ Tests keep their SQLite files and embedded broker folder under var/test, so a
 running development instance (var/) never takes a test's tasks.
 """
 import os
+import sys
 from pathlib import Path
+
+# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set (container images often set it):
+# each test process, and each worker or server a test starts, would otherwise compile every module
+# of the project and every rewritten test module afresh, ~4 s of the fast core. __pycache__ is
+# ignored by git.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 os.environ.setdefault("AGENTOPS_VAR_DIR", str(Path(__file__).resolve().parent.parent / "var" / "test"))
 # Under pytest-xdist (-n 2) each worker process gets a folder of its own (var/test/gw0, ...):

@@ -5,6 +5,7 @@ import contextlib
 import itertools
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -191,6 +192,71 @@ def local_redis() -> str:
             return "redis://127.0.0.1:6379"
     except OSError:
         pytest.skip("Redis is not running on 127.0.0.1:6379")
+
+
+# -- the test database: migrated once per schema ---------------------------------------------
+# Migrating a fresh SQLite test database costs each xdist worker ~6 s of the fast core. The
+# migrated database is kept under var/test-schema, named by a digest of every migration and the
+# Django version, and copied into place while they are unchanged (Django then finds nothing to
+# apply and only runs its post-migrate sync). PostgreSQL migrates as before.
+SCHEMA_TEMPLATES = ROOT / "var" / "test-schema"
+
+
+def _sqlite_test_database() -> Path | None:
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    return Path(database["TEST"]["NAME"]) if database["ENGINE"].endswith("sqlite3") else None
+
+
+def _schema_template() -> Path:
+    import hashlib
+
+    import django
+
+    digest = hashlib.sha256(django.get_version().encode())
+    for path in sorted(ROOT.glob("*/migrations/*.py")):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return SCHEMA_TEMPLATES / f"{digest.hexdigest()[:20]}.sqlite3"
+
+
+@pytest.fixture(scope="session")
+def django_db_keepdb(request, django_db_modify_db_settings):
+    """True (keep and reuse) when the migrated schema was copied into place from its template."""
+    path = _sqlite_test_database()
+    if request.config.getvalue("reuse_db") or path is None:
+        return request.config.getvalue("reuse_db")
+    template = _schema_template()
+    if not template.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        leftover.unlink(missing_ok=True)
+    shutil.copyfile(template, path)
+    return True
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_keepdb, django_db_blocker):
+    """pytest-django's, then the freshly migrated schema kept as the template for the next session."""
+    path = _sqlite_test_database()
+    if path is not None and not django_db_keepdb:
+        import sqlite3
+
+        from django.db import connection
+
+        template = _schema_template()
+        SCHEMA_TEMPLATES.mkdir(parents=True, exist_ok=True)
+        partial = template.with_name(f"{template.stem}.{os.getpid()}.partial")
+        with django_db_blocker.unblock():
+            connection.ensure_connection()
+            copy = sqlite3.connect(partial)
+            try:
+                connection.connection.backup(copy)   # consistent, whatever the WAL still holds
+            finally:
+                copy.close()
+        os.replace(partial, template)   # atomic: another worker may be saving the same schema
+    yield
 
 
 @pytest.fixture

@@ -413,17 +413,21 @@ def _bars(bars: list[_Bar], lane_y: dict[str, int], scale: float,
     parts: list[str] = []
     on_top: list[str] = []
     taken: set[tuple[str, int]] = set()
+    # A bar is drawn within the axis: clocks that disagree (a run recorded as ending before it was
+    # created) would otherwise make it millions of pixels wide, and its pixels a slow loop.
+    right = WIDTH - RIGHT
     for bar in sorted(bars, key=lambda b: b.start):
         if bar.lane not in lane_y:
             continue
         if bar.always:
-            x, w = LEFT + bar.start * scale, max((bar.end - bar.start) * scale, 1.0)
+            x = min(LEFT + bar.start * scale, right - 1.0)
+            w = min(max((bar.end - bar.start) * scale, 1.0), right - x)
             on_top.append(f'<a href="{escape(bar.href)}" class="bar {escape(bar.classes)}">'
                           f'<rect x="{x:.1f}" y="{lane_y[bar.lane] + 4}" width="{w:.1f}" height="{LANE_H - 8}" '
                           f'fill="{bar.colour}"><title>{escape(bar.title)}</title></rect></a>')
             continue
-        x = LEFT + bar.start * scale
-        w = (bar.end - bar.start) * scale
+        x = min(LEFT + bar.start * scale, right)
+        w = min((bar.end - bar.start) * scale, right - x)
         pixel = int(x)
         if w < 1 or (bar.lane, pixel) in taken:
             column = columns.setdefault((bar.lane, pixel - pixel % MERGE_PX), _Column())

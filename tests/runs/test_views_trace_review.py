@@ -1,4 +1,5 @@
 """The trace page as an incident reviewer reads it: attribution, the stop box, filters, the timeline."""
+import re
 from datetime import timedelta
 
 import pytest
@@ -150,6 +151,18 @@ class TestTimeline:
         assert 'class="repeat-link"' in svg and 'class="stop-line"' in svg
         assert f'href="?attempt={traced_run.stop_attempt.uid}#attempt-{traced_run.stop_attempt.uid}"' in svg
         assert "Planner" in svg and "planner: revision 2 (result_not_found)" in svg
+
+    def test_a_run_recorded_as_ending_before_it_began_is_drawn_within_the_axis(
+            self, client_for, viewer, make_run, make_revision, make_step):
+        # Clocks that disagree: the planner's bar would be 5 s on a 1 ms axis, millions of pixels wide.
+        run = make_run(status="completed", stop_reason="completed")
+        make_step(make_revision(run))
+        Run.objects.filter(pk=run.pk).update(finished_at=run.created_at - timedelta(seconds=12))
+        body = client_for(viewer).get(url(run)).content.decode()
+        svg = body[body.index('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 1000'):]
+        svg = svg[:svg.index("</svg>")]
+        widths = [float(w) for w in re.findall(r'<rect x="[\d.]+" y="[\d.]+" width="([\d.]+)"', svg)]
+        assert widths and max(widths) <= 1000
 
     def test_a_5000_attempt_run_costs_the_same_queries_and_stays_small(
             self, client_for, viewer, make_run, make_revision, make_step):
