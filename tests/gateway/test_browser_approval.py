@@ -38,6 +38,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(trans
 def approval_stack(django_db_setup, django_db_blocker, wait_until):
     with django_db_blocker.unblock():
         env = {**stack_env(), "AGENTOPS_GATEWAY_APPROVAL_HOLD_S": "120"}   # long enough for a person
+    # A queue of the stack's own: its web sends each run to its own worker, never to the session's
+    # worker on the same broker (a busy suite's worker may hold the task while this test waits).
+    env["AGENTOPS_TASK_QUEUE"] = f"{env.get('AGENTOPS_TASK_QUEUE', 'agentops')}-approval-stack"
     with running_stack(wait_until, env) as stack:
         yield stack
 
@@ -82,8 +85,11 @@ def test_an_operator_approves_in_the_inbox_and_the_held_mcp_call_returns_the_res
     _, token = agent_token(name="browser-agent")
     box: dict = {}
     thread = held_call(approval_stack.mcp, token, box)
-    wait_until(lambda: Approval.objects.filter(state="pending", capability_name="gw_approved").exists(),
-               timeout=60, message="the approval request")
+    # A call that ended instead of being held fails the test at once, with its own error.
+    wait_until(lambda: box or Approval.objects.filter(state="pending", capability_name="gw_approved").exists(),
+               timeout=90, message="the approval request")
+    if "error" in box:
+        raise box["error"]
     assert thread.is_alive() and not box   # the call is held, not answered "approval pending"
 
     log_in(page, approval_stack.url, second_operator)
@@ -124,8 +130,10 @@ def test_an_agents_sdk_agent_waits_on_an_approval_decided_in_the_browser_and_get
     thread = threading.Thread(target=agent, name="sdk-agent")
     thread.start()
     try:
-        wait_until(lambda: Approval.objects.filter(state="pending", capability_name="gw_approved").exists(),
-                   timeout=60, message="the agent's approval request")
+        wait_until(lambda: box or Approval.objects.filter(state="pending", capability_name="gw_approved").exists(),
+                   timeout=90, message="the agent's approval request")
+        if "error" in box:
+            raise box["error"]
         assert thread.is_alive() and not box   # the agent's tool call is held, not answered "pending"
 
         log_in(page, approval_stack.url, second_operator)
