@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
-from core.roles import ROLE_PERMISSIONS
+from core.roles import ROLE_PERMISSIONS, role_entry
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -127,8 +127,8 @@ OIDC_ENDPOINT_NAMES = ("authorization_endpoint", "token_endpoint", "userinfo_end
 def env_oidc_role_map(name: str) -> dict[str, list[str]]:
     """JSON: {"agentops-operators": ["operator"], "agentops-admins": ["registry admin", "lead operator"]}.
 
-    A group's value is a list of instance-wide roles (core.roles). Kept a list of names so a later
-    per-project role can be written beside them without changing what is already configured."""
+    A group's value is a list of roles (core.roles), each held in the default project, or in the
+    project a "slug:" prefix names ("payments:operator")."""
     import json
 
     raw = os.environ.get(name, "").strip()
@@ -145,7 +145,7 @@ def env_oidc_role_map(name: str) -> dict[str, list[str]]:
             roles = data[group] = [roles]
         if not group or not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
             raise ImproperlyConfigured(f"{name}: group {group!r} must map to a list of role names")
-        unknown = sorted(set(roles) - set(ROLE_PERMISSIONS))
+        unknown = sorted({role_entry(r)[1] for r in roles} - set(ROLE_PERMISSIONS))
         if unknown:
             raise ImproperlyConfigured(f"{name}: group {group!r}: unknown role {unknown[0]!r}; "
                                        f"roles: {', '.join(ROLE_PERMISSIONS)}")
@@ -234,6 +234,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "core.project_access.ProjectMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "axes.middleware.AxesMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -256,6 +257,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "runs.web.context_processors.navigation",
+                "core.views_projects.switcher",
                 "csp.context_processors.nonce",
             ],
         },
@@ -337,7 +339,9 @@ AUTH_PASSWORD_VALIDATORS = [
 # a colleague out from everywhere; the lock lifts after the cool-off.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "core.backends.PasswordBackend",
+    # Roles per project (core.backends): signs nobody in, answers has_perm in the project in scope.
+    "core.backends.ProjectRoleBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("AGENTOPS_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = env_int("AGENTOPS_LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60  # hours
@@ -384,8 +388,8 @@ elif not AGENTOPS_LOCAL_PASSWORDS:
                                "(docs/sso.md), or nobody could sign in")
 if not AGENTOPS_LOCAL_PASSWORDS:
     # No password backend: neither the login form nor the API's password login nor the admin's
-    # can authenticate. The OIDC backend (a ModelBackend) still answers permissions.
-    AUTHENTICATION_BACKENDS.remove("django.contrib.auth.backends.ModelBackend")
+    # can authenticate. The OIDC backend (a ModelBackend) still answers superuser and direct permissions.
+    AUTHENTICATION_BACKENDS.remove("core.backends.PasswordBackend")
 # mozilla-django-oidc's own settings, derived from ours (identity.backend reads the endpoints).
 OIDC_RP_CLIENT_ID = AGENTOPS_OIDC_CLIENT_ID
 OIDC_RP_CLIENT_SECRET = AGENTOPS_OIDC_CLIENT_SECRET

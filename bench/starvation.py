@@ -31,14 +31,15 @@ LAYOUTS = {
                              "--log-level", "warning"],
 }
 SETUP = """
+from core.project_access import grant_role
 from django.contrib.auth.models import Group, User
 from capabilities.kinds.python.sync import python_capabilities_sync
 from core.tokens import token_create
 from runs import services
 services._enqueue_advance = lambda run_id, countdown=None: None   # nobody advances it: polls wait their time
 python_capabilities_sync()
-viewer = User.objects.create_user("viewer"); viewer.groups.add(Group.objects.get(name="viewer"))
-owner = User.objects.create_user("owner"); owner.groups.add(Group.objects.get(name="operator"))
+viewer = User.objects.create_user("viewer"); grant_role(viewer, "viewer")
+owner = User.objects.create_user("owner"); grant_role(owner, "operator")
 run = services.run_start(owner=owner, goal="Wait", planner="external", budgets={"deadline_s": 3000},
                          completion={"capability": "search_documents", "path": "documents.0.id", "exists": True})
 services.plan_submit(run_id=run.pk, user=owner, revision=1, steps=[

@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from core.choices import CapabilityKind, SideEffect, values_of
+from core.projects import ProjectScopedManager
 from runtime.capability import CapabilitySpec, PollingPolicy, RateLimit, RetryPolicy
 from runtime.capability import Kind as RuntimeKind
 from runtime.capability import SideEffect as RuntimeSideEffect
@@ -33,7 +34,8 @@ class McpTransport(models.TextChoices):
 class McpServer(models.Model):
     Transport = McpTransport
 
-    name = models.CharField(max_length=80, unique=True, validators=[capability_name_validator])
+    project = models.ForeignKey("agentops.Project", on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=80, validators=[capability_name_validator])
     transport = models.CharField(max_length=10, choices=Transport.choices)
     command = models.CharField(max_length=500, blank=True)
     args = models.JSONField(default=list, blank=True)
@@ -44,12 +46,15 @@ class McpServer(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
 
+    objects = ProjectScopedManager()
+
     class Meta:
         ordering = ["name"]
         # Not part of "registry admin": a stdio server is a program run on the web and worker hosts.
         permissions = [("run_stdio_mcpserver", "Can register and start stdio MCP servers (runs commands on the hosts)")]
         constraints = [
             models.CheckConstraint(condition=Q(transport__in=values_of(McpTransport)), name="mcp_transport_valid"),
+            models.UniqueConstraint(fields=["project", "name"], name="mcpserver_name_unique_per_project"),
             models.CheckConstraint(
                 condition=(Q(transport=McpTransport.STDIO) & ~Q(command=""))
                 | (Q(transport=McpTransport.HTTP) & ~Q(url="")),
@@ -67,7 +72,8 @@ class McpServer(models.Model):
 
 
 class Capability(models.Model):
-    name = models.CharField(max_length=80, unique=True, validators=[capability_name_validator])
+    project = models.ForeignKey("agentops.Project", on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=80, validators=[capability_name_validator])
     kind = models.CharField(max_length=10, choices=Kind.choices)
     enabled = models.BooleanField(default=True)
     current_version = models.ForeignKey("CapabilityVersion", null=True, blank=True, on_delete=models.PROTECT,
@@ -77,11 +83,14 @@ class Capability(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = ProjectScopedManager()
+
     class Meta:
         ordering = ["name"]
         verbose_name_plural = "capabilities"
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=values_of(Kind)), name="capability_kind_valid"),
+            models.UniqueConstraint(fields=["project", "name"], name="capability_name_unique_per_project"),
         ]
 
     def __str__(self):
@@ -134,6 +143,8 @@ class CapabilityVersion(models.Model):
         "polling_max_attempts", "polling_interval_s", "polling_until", "volatile_paths", "distinct_calls", "settle_s",
         "config",
     )
+
+    objects = ProjectScopedManager.via("capability__project")
 
     class Meta:
         ordering = ["capability", "-number"]
@@ -210,9 +221,15 @@ class RateLimitWindow(models.Model):
     """The admissions inside a capability's current rate-limit window: one row per
     capability, locked for each admission so that workers never overshoot the limit."""
 
-    capability_name = models.CharField(max_length=80, unique=True)
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
+    capability_name = models.CharField(max_length=80)
     # Epoch seconds of the admissions still inside the window (at most max_calls of them).
     admitted = models.JSONField(default=list)
+
+    objects = ProjectScopedManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "capability_name"], name="ratelimit_one_per_capability")]
 
     def __str__(self):
         return f"{self.capability_name}: {len(self.admitted)} in window"

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.errors import InvalidInput, ServiceError, TooBusy
+from core.project_access import scope_request
 
 
 class Pagination(PageNumberPagination):
@@ -73,6 +74,13 @@ class ApiView(APIView):
     its OpenAPI parameters document) and reads them from `self.query`."""
     query_input: type[serializers.Serializer] = NoQuery
     query: dict[str, Any]
+
+    def perform_authentication(self, request):
+        super().perform_authentication(request)
+        # A user DRF authenticated (a token scopes itself; this is for the others) acts in their
+        # project, as a page request does, before any permission is asked.
+        if getattr(request._request, "agentops_project_id", None) is None and request.user.is_authenticated:
+            scope_request(request._request, request.user)
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)

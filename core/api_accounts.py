@@ -27,6 +27,7 @@ class TokenOutput(serializers.Serializer):
     last_used_at = serializers.DateTimeField(allow_null=True)
     revoked_at = serializers.DateTimeField(allow_null=True)
     revoked_reason = serializers.CharField(allow_blank=True)
+    project = serializers.CharField(source="project.slug", help_text="The project the token acts in (its slug).")
 
 
 class NewTokenOutput(TokenOutput):
@@ -39,6 +40,10 @@ class TokenCreateInput(serializers.Serializer):
     expires_in_days = serializers.IntegerField(min_value=1, required=False,
                                                help_text="1 to AGENTOPS_API_TOKEN_MAX_DAYS (default 365); "
                                                          "default AGENTOPS_API_TOKEN_DEFAULT_DAYS (90).")
+    project = serializers.SlugField(max_length=50, required=False,
+                                    help_text="The slug of the project the token acts in, one you hold a role in "
+                                              "(default: the one you act in, else the first you hold). A token "
+                                              "makes tokens for its own project only.")
 
     def validate_expires_in_days(self, value):
         if value > settings.AGENTOPS_API_TOKEN_MAX_DAYS:

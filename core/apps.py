@@ -1,4 +1,13 @@
 from django.apps import AppConfig
+from django.db.models.signals import pre_save
+
+from core.projects import in_active_project
+
+
+def _fill_project(sender, instance, raw=False, **kwargs):
+    """A row that belongs to a project and is created without one gets the project in scope."""
+    if not raw and instance._state.adding and any(f.name == "project" for f in sender._meta.concrete_fields):
+        in_active_project(instance)
 
 
 class CoreConfig(AppConfig):
@@ -10,3 +19,5 @@ class CoreConfig(AppConfig):
 
     def ready(self):
         from core import tokens  # noqa: F401  (revokes tokens when a password changes)
+
+        pre_save.connect(_fill_project, dispatch_uid="core.projects.fill_project")

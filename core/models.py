@@ -1,6 +1,50 @@
-"""Cross-cutting records: the audit trail and worker heartbeats."""
+"""Cross-cutting records: projects and who holds which role in them, the audit trail, worker heartbeats."""
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.db import models
+
+from core.projects import ProjectScopedManager
+
+
+class Project(models.Model):
+    """A team's own registry, runs, reviewers and budgets: every object belongs to one (core.projects)."""
+
+    slug = models.SlugField(max_length=50, unique=True)
+    name = models.CharField(max_length=100)
+    description = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Budgets a run of this project starts with where its request names none (runtime budget names).
+    default_budgets = models.JSONField(default=dict, blank=True)
+    # Per UTC day, across the project's live runs; None: no quota. Enforced by the worker (runs.quotas).
+    quota_runs_per_day = models.PositiveIntegerField(null=True, blank=True)
+    quota_tokens_per_day = models.PositiveBigIntegerField(null=True, blank=True)
+    quota_cost_per_day = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(quota_cost_per_day__isnull=True) | models.Q(quota_cost_per_day__gte=0),
+                                   name="project_quota_cost_nonnegative"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class ProjectMembership(models.Model):
+    """A user holds a role (one of core.roles' groups) in a project; roles hold nowhere else."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="project_memberships")
+    role = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="project_memberships")
+    granted_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user", "role"], name="membership_unique")]
+        indexes = [models.Index(fields=["user", "project"], name="membership_user_project_idx")]
+
+    def __str__(self):
+        return f"{self.user_id} is {self.role_id} in {self.project_id}"
 
 
 class AuditAction(models.TextChoices):
@@ -38,11 +82,16 @@ class AuditAction(models.TextChoices):
     SLACK_ACCOUNT_LINKED = "slack_account.linked"
     SLACK_ACCOUNT_UNLINKED = "slack_account.unlinked"
     USER_CREATED = "user.created"
+    PROJECT_CREATED = "project.created"
 
 
 
 class AuditEvent(models.Model):
     Action = AuditAction
+
+    # None: a change to the instance rather than to a project (a user created, a Slack account
+    # linked); such rows are read in the Django admin, not in any project's log.
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                               related_name="audit_events")
@@ -52,6 +101,8 @@ class AuditEvent(models.Model):
     summary = models.CharField(max_length=300)
     details = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = ProjectScopedManager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -87,6 +138,8 @@ class ApiToken(models.Model):
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    # A token acts in one project, with the roles its user holds there (and never more).
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)
     key_hash = models.CharField(max_length=64, unique=True)
     prefix = models.CharField(max_length=12, help_text="The key's first characters, to recognise it.")

@@ -1,8 +1,9 @@
 """Granting and revoking roles (the role groups of core.roles) on a page, without the Django admin.
 
-Roles are global: AgentOps has no projects yet, so a role holds on every run and capability.
-Who may grant: a superuser, or whoever holds auth.change_user (the user-administration
-permission of the Django admin). Each change is one audited, atomic step.
+A role holds in one project (core.models.ProjectMembership): the page grants and revokes roles in
+the project the person acts in. Who may grant: a superuser, or whoever holds auth.change_user
+(the user-administration permission of the Django admin, an instance-wide permission held
+directly, never through a role). Each change is one audited, atomic step.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from django.db import transaction
 
 from core.audit import audit
 from core.errors import InvalidInput
-from core.models import AuditAction
+from core.models import AuditAction, Project, ProjectMembership
 from core.permissions import require
 from core.roles import AUDITOR, LEAD_OPERATOR, OPERATOR, REGISTRY_ADMIN, ROLE_PERMISSIONS, STDIO_MCP_ADMIN, VIEWER
 
@@ -38,38 +39,47 @@ class UserRoles:
     roles: frozenset[str]
 
 
-def users_with_roles() -> list[UserRoles]:
-    """Every active user and the roles they hold, in two queries."""
-    users = get_user_model().objects.filter(is_active=True).order_by("username").prefetch_related("groups")
-    return [UserRoles(u.pk, u.get_username(), frozenset(g.name for g in u.groups.all() if g.name in ROLES))
-            for u in users]
+def users_with_roles(project_id: int) -> list[UserRoles]:
+    """Every active user and the roles they hold in the project, in two queries."""
+    held: dict[int, set[str]] = {}
+    for user_id, role in ProjectMembership.objects.filter(project_id=project_id).values_list("user_id", "role__name"):
+        held.setdefault(user_id, set()).add(role)
+    users = get_user_model().objects.filter(is_active=True).order_by("username")
+    return [UserRoles(u.pk, u.get_username(), frozenset(held.get(u.pk, ()))) for u in users]
 
 
 @transaction.atomic
-def role_set(*, actor, user_id: int, role: str, held: bool) -> bool:
-    """Grant (held=True) or revoke a role; returns whether anything changed."""
+def role_set(*, actor, project_id: int, user_id: int, role: str, held: bool) -> bool:
+    """Grant (held=True) or revoke a role in a project; returns whether anything changed."""
     require(actor, GRANT_ROLES, "grant roles")
+    project = Project.objects.filter(pk=project_id).first()
+    if project is None:
+        raise InvalidInput("Choose a project to grant roles in.", fields={"project": "unknown"})
     if role not in ROLES:
         raise InvalidInput(f"Unknown role “{role}”: choose one of {', '.join(ROLES)}.", fields={"role": "unknown"})
     user = get_user_model().objects.select_for_update().filter(pk=user_id, is_active=True).first()
     if user is None:
         raise InvalidInput(f"No active user {user_id}.", fields={"user": "unknown"})
     group = Group.objects.get(name=role)
-    if user.groups.filter(pk=group.pk).exists() == held:
+    memberships = ProjectMembership.objects.filter(project=project, user=user, role=group)
+    if memberships.exists() == held:
         return False
-    (user.groups.add if held else user.groups.remove)(group)
+    if held:
+        ProjectMembership.objects.create(project=project, user=user, role=group)
+    else:
+        memberships.delete()
     verb = "granted" if held else "revoked"
     audit(actor=actor, action=AuditAction.ROLE_GRANTED if held else AuditAction.ROLE_REVOKED, target=user,
-          summary=f"Role {role} {verb} {'to' if held else 'from'} {user.get_username()}",
-          details={"role": role, "user": user.get_username()})
+          summary=f"Role {role} {verb} {'to' if held else 'from'} {user.get_username()} in {project.name}",
+          details={"role": role, "user": user.get_username(), "project": project.slug}, project_id=project.pk)
     return True
 
 
-def roles_set(*, actor, user_id: int, roles: set[str]) -> list[str]:
-    """Make the user hold exactly these roles; returns what changed ("granted x", "revoked y")."""
+def roles_set(*, actor, project_id: int, user_id: int, roles: set[str]) -> list[str]:
+    """Make the user hold exactly these roles in the project; returns what changed ("granted x", "revoked y")."""
     unknown = sorted(set(roles) - set(ROLES))
     if unknown:
         raise InvalidInput(f"Unknown role “{unknown[0]}”: choose one of {', '.join(ROLES)}.", fields={"role": "unknown"})
     with transaction.atomic():
         return [f"{'granted' if role in roles else 'revoked'} {role}" for role in ROLES
-                if role_set(actor=actor, user_id=user_id, role=role, held=role in roles)]
+                if role_set(actor=actor, project_id=project_id, user_id=user_id, role=role, held=role in roles)]

@@ -50,6 +50,13 @@ ROLE_PERMISSIONS = {
 ROLE_PERMISSIONS[LEAD_OPERATOR] = ROLE_PERMISSIONS[OPERATOR] + [MANAGE_ALL_RUNS, VIEW_AUDIT_LOG]
 
 
+def role_entry(entry: str) -> tuple[str, str]:
+    """A role held somewhere, as configuration writes it: "operator" (in the default project) or
+    "payments:operator" (in the project whose slug is payments). Returns (project slug, role)."""
+    slug, _, role = entry.rpartition(":")
+    return slug or "default", role
+
+
 def sync_role_groups(apps, schema_editor=None):
     """Create or update the role groups (usable from migrations: takes `apps`)."""
     from django.contrib.auth.management import create_permissions

@@ -19,8 +19,10 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
 from core.audit import audit
-from core.errors import InvalidInput, ServiceError
+from core.errors import InvalidInput, NotAllowed, ServiceError
 from core.models import ApiToken, AuditAction
+from core.project_access import held_projects
+from core.projects import active_project_id, enter_project
 
 KEY_PREFIX = "ao_"
 REVOKED_BY_OWNER = "revoked by owner"
@@ -39,8 +41,10 @@ def hash_key(key: str) -> str:
 
 @transaction.atomic
 def token_create(*, user, name: str, expires_in_days: int | None = None,
-                 minted_by: ApiToken | None = None) -> tuple[ApiToken, str]:
-    """A new token for `user`; returns the row and the key, which is never shown again.
+                 minted_by: ApiToken | None = None, project: str | None = None) -> tuple[ApiToken, str]:
+    """A new token for `user`, acting in one project: `project` (a slug the user holds a role in), else
+    the project the request acts in, else the first the user holds; a token minted by a token acts
+    in that token's project. Returns the row and the key, which is never shown again.
 
     minted_by: the token the request authenticated with; the new one never outlives it (a stolen
     1-day token must not become a 365-day one)."""
@@ -51,15 +55,33 @@ def token_create(*, user, name: str, expires_in_days: int | None = None,
         errors["name"] = "Give the token a name of 1 to 100 characters (what uses it)."
     if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= settings.AGENTOPS_API_TOKEN_MAX_DAYS:
         errors["expires_in_days"] = f"A token lives 1 to {settings.AGENTOPS_API_TOKEN_MAX_DAYS} days."
+    project_id = _token_project(user, project, minted_by)
     if errors:
         raise InvalidInput("The token could not be created: " + "; ".join(errors.values()), fields=errors)
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     expires_at = capped_expiry(timezone.now() + timedelta(days=days), minted_by)
-    token = ApiToken.objects.create(user=user, name=name, key_hash=hash_key(key), prefix=key[:10],
-                                    expires_at=expires_at)
+    token = ApiToken.objects.create(user=user, project_id=project_id, name=name, key_hash=hash_key(key),
+                                    prefix=key[:10], expires_at=expires_at)
     audit(actor=user, action=AuditAction.TOKEN_CREATED, target=token, summary=f"API token {name!r} created",
           details={"prefix": token.prefix, "expires_at": token.expires_at.isoformat()})
     return token, key
+
+
+def _token_project(user, slug: str | None, minted_by: ApiToken | None) -> int:
+    held = {p["slug"]: p["pk"] for p in held_projects(user)}
+    if minted_by is not None:
+        if slug and held.get(slug) != minted_by.project_id:
+            raise NotAllowed("A token makes tokens for its own project only.")
+        return minted_by.project_id
+    if slug:
+        if slug not in held:
+            raise NotAllowed(f"You hold no role in a project {slug!r}.")
+        return held[slug]
+    if active_project_id() in held.values():
+        return active_project_id()
+    if not held:
+        raise NotAllowed("You hold a role in no project, and a token acts in one: ask for a role first.")
+    return next(iter(held.values()))
 
 
 def minting_token(request) -> ApiToken | None:
@@ -73,7 +95,8 @@ def capped_expiry(expires_at, minted_by: ApiToken | None):
 
 
 def tokens_of(user):
-    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+    """Every token of the user, whichever project each acts in (the page shows the project)."""
+    return ApiToken.objects.filter(user=user).select_related("project").order_by("-created_at", "-id")
 
 
 @transaction.atomic
@@ -130,6 +153,10 @@ class ApiTokenAuthentication(BaseAuthentication):
         # At most one write a minute per token, not one per request.
         if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        # The token acts in its project, with its user's roles there, for the rest of the request
+        # (the project middleware resets the scope when the response is made).
+        enter_project(token.project_id)
+        request._request.agentops_project_id = token.project_id
         return token.user, token
 
     def authenticate_header(self, request):

@@ -15,7 +15,8 @@ from core.permissions import permission_needed
 def role_list(request):
     if request.method == "POST":
         try:
-            changed = role_grants.roles_set(actor=request.user, user_id=int(request.POST.get("user", 0) or 0),
+            changed = role_grants.roles_set(actor=request.user, project_id=request.agentops_project_id or 0,
+                                            user_id=int(request.POST.get("user", 0) or 0),
                                             roles=set(request.POST.getlist("roles")))
         except ServiceError as exc:
             messages.error(request, exc.message)
@@ -23,6 +24,6 @@ def role_list(request):
             who = request.POST.get("username", "the user")
             messages.success(request, f"{who}: {', '.join(changed)}." if changed else f"{who}: nothing changed.")
         return redirect("roles")
-    return render(request, "account/roles.html", {"users": role_grants.users_with_roles(),
+    return render(request, "account/roles.html", {"users": role_grants.users_with_roles(request.agentops_project_id or 0),
                                                   "roles": role_grants.ROLES,
                                                   "notes": [(r, role_grants.ROLE_NOTES.get(r, "")) for r in role_grants.ROLES]})

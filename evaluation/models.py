@@ -9,12 +9,14 @@ from django.db import models
 from django.db.models import F, Q
 
 from core.choices import values_of
+from core.projects import ProjectScopedManager
 
 
 class EvaluationSuite(models.Model):
     """A set of tasks in the scenario format, each solvable directly or with planning."""
 
-    name = models.CharField(max_length=120, unique=True)
+    project = models.ForeignKey("agentops.Project", on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=120)
     description = models.TextField(blank=True)
     tasks = models.JSONField(help_text="A list of scenario objects (design.md, 'Scenario files').")
     planning_mode = models.CharField(max_length=20, default="scripted",
@@ -23,7 +25,10 @@ class EvaluationSuite(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = ProjectScopedManager()
+
     class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="suite_name_unique_per_project")]
         db_table = "runs_evaluationsuite"
         ordering = ["name"]
 
@@ -48,6 +53,7 @@ class Evaluation(models.Model):
 
     Status = EvaluationStatus
 
+    project = models.ForeignKey("agentops.Project", on_delete=models.PROTECT, related_name="+")
     suite = models.ForeignKey(EvaluationSuite, on_delete=models.PROTECT, related_name="evaluations")
     label = models.CharField(max_length=200, blank=True, help_text="e.g. 'before the retry policy change'")
     planning_mode = models.CharField(max_length=20, default="scripted",
@@ -63,6 +69,8 @@ class Evaluation(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ProjectScopedManager()
 
     class Meta:
         db_table = "runs_evaluation"
@@ -102,6 +110,8 @@ class EvaluationResult(models.Model):
     simulated_latency_s = models.FloatField(default=0.0)
     wall_latency_s = models.FloatField(default=0.0)
     details = models.JSONField(default=dict, blank=True)
+
+    objects = ProjectScopedManager.via("evaluation__project")
 
     class Meta:
         db_table = "runs_evaluationresult"

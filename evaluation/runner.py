@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from capabilities.wiring import capability_executor
 from core.choices import ApprovalState, RunStatus
+from core.projects import project_scope
 from evaluation.models import Evaluation, EvaluationResult
 from evaluation.suites import task_problems, task_scenario
 from evaluation.verdicts import Outcome, mode_aggregate, task_verdict, verdict_counts
@@ -117,7 +118,8 @@ def evaluation_run(*, evaluation_id: int) -> Evaluation | None:
         return None
     evaluation = Evaluation.objects.select_related("suite", "started_by").get(pk=evaluation_id)
     try:
-        _run_all(evaluation)
+        with project_scope(evaluation.project_id):   # its runs, registry and roles are its project's
+            _run_all(evaluation)
     except Exception as exc:  # noqa: BLE001 - the page must say why an evaluation failed
         log.exception("evaluation %s failed", evaluation_id)
         Evaluation.objects.filter(pk=evaluation_id).update(

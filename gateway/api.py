@@ -50,9 +50,11 @@ class AgentInput(serializers.Serializer):
 
 
 class AgentTokenOutput(TokenOutput):
-    """An API token's fields (core.api_accounts), but for the revocation reason agent tokens do not keep."""
+    """An API token's fields (core.api_accounts), but for the revocation reason agent tokens do not keep;
+    its project is its agent's."""
 
     revoked_reason = None
+    project = serializers.CharField(source="agent.project.slug", help_text="The project of the token's agent.")
 
 
 class NewAgentTokenOutput(AgentTokenOutput):

@@ -24,6 +24,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST
 
+from core.projects import project_scope
 from gateway import results, selectors, services
 from gateway.delivery import Delivery
 from gateway.models import Agent
@@ -43,9 +44,21 @@ PROGRESS_EVERY_S = 5.0
 LIST_CHANGED_POLL_S = 2.0
 
 
-def db(fn):
-    """A blocking ORM call off the event loop; not thread-sensitive, so sessions do not queue on one thread."""
-    return sync_to_async(fn, thread_sensitive=False)
+def db(fn, project_id: int | None = None):
+    """A blocking ORM call off the event loop; not thread-sensitive, so sessions do not queue on one thread.
+    With a project: the call acts in it (a session's calls act in its agent's project, nowhere else)."""
+    if project_id is None:
+        return sync_to_async(fn, thread_sensitive=False)
+
+    def scoped(*args, **kwargs):
+        with project_scope(project_id):
+            return fn(*args, **kwargs)
+
+    return sync_to_async(scoped, thread_sensitive=False)
+
+
+def _project(ctx) -> int:
+    return _connection(ctx).state["project_id"]
 
 
 def _connection(ctx):
@@ -67,10 +80,11 @@ class SessionRun:
             return result
         bearer, conn = _bearer(ctx), _connection(ctx)
         info = (ctx.params or {}).get("clientInfo") or {}
-        session = await db(services.session_open)(
+        session = await db(services.session_open, bearer.project_id)(
             agent_id=bearer.agent_id, token_id=bearer.token_id, mcp_session_id=conn.session_id or "",
             client_name=str(info.get("name", ""))[:200], client_version=str(info.get("version", ""))[:100])
         conn.state.update(session_pk=session.pk, run_id=session.run_id, agent_id=bearer.agent_id,
+                          project_id=bearer.project_id,
                           token_id=bearer.token_id, lock=anyio.Lock())
         OPEN_CONNECTIONS[conn.session_id or ""] = conn
         conn.exit_stack.push_async_callback(_session_closed, conn)
@@ -108,7 +122,7 @@ async def _session_closed(conn) -> None:
     session_pk = conn.state["session_pk"]
     # Neither closed by its client nor shut down: the SDK's idle timeout ended it.
     reason = conn.state.get("end_reason") or idle_reason()
-    if not await db(services.session_end)(session_id=session_pk, reason=reason):
+    if not await db(services.session_end, conn.state["project_id"])(session_id=session_pk, reason=reason):
         log.warning("gateway session %s: its owner may no longer submit for its run; the deadline will stop it",
                     session_pk)
 
@@ -140,14 +154,14 @@ def _tool(spec) -> types.Tool:
 
 async def list_tools(ctx, params) -> types.ListToolsResult:
     state = _state(ctx)
-    return types.ListToolsResult(tools=[_tool(s) for s in await db(_tools)(state["agent_id"])])
+    return types.ListToolsResult(tools=[_tool(s) for s in await db(_tools, state["project_id"])(state["agent_id"])])
 
 
 async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
     state = _state(ctx)
     run_id, name = state["run_id"], params.name
     arguments = params.arguments if params.arguments is not None else {}
-    spec = next((s for s in await db(_tools)(state["agent_id"]) if s.name == name), None)
+    spec = next((s for s in await db(_tools, state["project_id"])(state["agent_id"]) if s.name == name), None)
     if spec is None:
         raise MCPError(INVALID_PARAMS, f"Unknown tool: {name!r} is not one of this agent's tools (see tools/list).")
     # Checked here with the runtime's own rules, so a malformed call is answered at once and
@@ -193,8 +207,8 @@ async def _call(ctx, state, spec, arguments, delivery: Delivery) -> types.CallTo
         return results.refused(run_id, str(refused), stop_reason=refused.stop_reason)
 
     async def hold() -> None:
-        await db(services.call_hold)(session_id=session_pk, revision=submitted.revision, capability=spec.name,
-                                     arguments=arguments)
+        await db(services.call_hold, state["project_id"])(session_id=session_pk, revision=submitted.revision,
+                                                          capability=spec.name, arguments=arguments)
 
     concluded = False
     try:
@@ -203,7 +217,7 @@ async def _call(ctx, state, spec, arguments, delivery: Delivery) -> types.CallTo
             concluded = True
             if not submitted.new:   # a held call picked up: released now, so the next call starts afresh
                 with anyio.CancelScope(shield=True):
-                    await db(services.call_delivered)(session_id=session_pk, revision=submitted.revision)
+                    await db(services.call_delivered, state["project_id"])(session_id=session_pk, revision=submitted.revision)
             # Its client gone mid-call (or going before the answer is sent): held again, so the same
             # call in this session picks up this outcome instead of running a second time.
             await delivery.concluded(on_lost=hold)
@@ -255,8 +269,8 @@ async def _submit(ctx, state, capability: str, arguments: dict) -> services.Subm
         while True:
             wait.reading()
             try:
-                return await db(services.call_submit)(session_id=state["session_pk"], capability=capability,
-                                                      arguments=arguments)
+                return await db(services.call_submit, state["project_id"])(
+                    session_id=state["session_pk"], capability=capability, arguments=arguments)
             except services.CallRefused as refused:
                 if not refused.busy or time.monotonic() - started >= settings.AGENTOPS_GATEWAY_CALL_WAIT_S:
                     raise
@@ -272,7 +286,7 @@ async def _await_outcome(ctx, run_id: int, revision: int, *, fresh: bool):
             await wait.pause()
         while True:
             wait.reading()
-            outcome = await db(selectors.call_outcome)(run_id=run_id, revision=revision)
+            outcome = await db(selectors.call_outcome, _project(ctx))(run_id=run_id, revision=revision)
             now = time.monotonic()
             if isinstance(outcome, selectors.Concluded):
                 return outcome, now - started

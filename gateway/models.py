@@ -9,9 +9,12 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from core.projects import ProjectScopedManager
+
 
 class Agent(models.Model):
-    name = models.CharField(max_length=100, unique=True)
+    project = models.ForeignKey("agentops.Project", on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=100)
     description = models.TextField(blank=True)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="agents",
                               help_text="The user whose permissions the agent acts with; its runs are theirs.")
@@ -28,7 +31,10 @@ class Agent(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = ProjectScopedManager()
+
     class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="agent_name_unique_per_project")]
         ordering = ["name"]
         permissions = [("manage_agents", "Can register agents and issue or revoke their tokens")]
 
@@ -49,6 +55,8 @@ class AgentToken(models.Model):
     expires_at = models.DateTimeField()
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ProjectScopedManager.via("agent__project")
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -79,6 +87,8 @@ class GatewaySession(models.Model):
     alive_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=200, blank=True)
+
+    objects = ProjectScopedManager.via("agent__project")
 
     class Meta:
         ordering = ["-opened_at", "-id"]

@@ -33,6 +33,7 @@ class Bearer:
     agent_id: int
     agent_name: str
     owner_id: int
+    project_id: int   # the agent's: every call of the session acts there
 
 
 class TokenRefused(Exception):
@@ -53,4 +54,4 @@ def bearer_for(key: str) -> Bearer:
     # At most one write a minute per token, not one per request.
     if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
         AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return Bearer(token.pk, token.agent_id, token.agent.name, token.agent.owner_id)
+    return Bearer(token.pk, token.agent_id, token.agent.name, token.agent.owner_id, token.agent.project_id)

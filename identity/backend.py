@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
+from core.backends import NoGlobalRoles
 from identity import provider as op
 from identity.services import sso_sign_in
 
@@ -28,7 +29,7 @@ class SignInRefused(Exception):
     sign-in page should say why."""
 
 
-class OidcBackend(OIDCAuthenticationBackend):
+class OidcBackend(NoGlobalRoles, OIDCAuthenticationBackend):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Django builds every backend for every authenticate() (a password login too): nothing
         # here reaches the provider; its endpoints are read when a callback is handled.

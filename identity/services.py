@@ -15,8 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.audit import audit
-from core.models import AuditAction
+from core.models import AuditAction, Project, ProjectMembership
 from core.role_grants import ROLES
+from core.roles import role_entry
 from identity.models import OidcIdentity
 
 _NOT_IN_USERNAME = re.compile(r"[^\w.@+-]")
@@ -32,10 +33,16 @@ def groups_of(claims: dict[str, Any]) -> list[str]:
     return []
 
 
-def roles_for(groups: list[str]) -> set[str]:
-    """The instance-wide roles the role map gives these groups."""
+def roles_for(groups: list[str]) -> set[tuple[str, str]]:
+    """The (project slug, role) pairs the role map gives these groups."""
     role_map = settings.AGENTOPS_OIDC_ROLE_MAP
-    return {role for group in groups for role in role_map.get(group, []) if role in ROLES}
+    return {role_entry(entry) for group in groups for entry in role_map.get(group, []) if role_entry(entry)[1] in ROLES}
+
+
+def governed_projects() -> set[str]:
+    """The projects whose roles the provider decides: those the role map names. Roles granted by hand
+    in any other project are left as they are."""
+    return {role_entry(entry)[0] for entries in settings.AGENTOPS_OIDC_ROLE_MAP.values() for entry in entries}
 
 
 def sso_sign_in(*, issuer: str, claims: dict[str, Any]):
@@ -92,14 +99,21 @@ def _profile_update(user, claims: dict[str, Any]) -> None:
         user.save(update_fields=changed)
 
 
-def _roles_sync(user, roles: set[str], groups: list[str]) -> None:
-    """Make the user hold exactly these of the roles (the provider decides when a role map is set)."""
-    held = {g.name for g in user.groups.filter(name__in=ROLES)}
-    for role in sorted(roles ^ held):
-        granted = role in roles
-        group = Group.objects.get(name=role)
-        (user.groups.add if granted else user.groups.remove)(group)
+def _roles_sync(user, roles: set[tuple[str, str]], groups: list[str]) -> None:
+    """Make the user hold exactly these roles in the projects the role map names (the provider decides
+    there when a role map is set). A project the map names that does not exist is skipped."""
+    projects = {p.slug: p for p in Project.objects.filter(slug__in=governed_projects())}
+    memberships = ProjectMembership.objects.filter(user=user, project__in=projects.values(), role__name__in=ROLES)
+    held = set(memberships.values_list("project__slug", "role__name"))
+    for slug, role in sorted((roles ^ held) & {(s, r) for s, r in roles | held if s in projects}):
+        granted = (slug, role) in roles
+        project = projects[slug]
+        if granted:
+            ProjectMembership.objects.create(project=project, user=user, role=Group.objects.get(name=role))
+        else:
+            memberships.filter(project=project, role__name=role).delete()
         audit(actor=None, action=AuditAction.ROLE_GRANTED if granted else AuditAction.ROLE_REVOKED, target=user,
               summary=f"Role {role} {'granted to' if granted else 'revoked from'} {user.get_username()} "
-                      f"by the provider's groups",
-              details={"role": role, "user": user.get_username(), "source": "sso", "groups": groups[:50]})
+                      f"in {project.name} by the provider's groups", project_id=project.pk,
+              details={"role": role, "project": slug, "user": user.get_username(), "source": "sso",
+                       "groups": groups[:50]})

@@ -10,9 +10,11 @@ from django.views.decorators.http import require_http_methods
 
 from core.errors import ServiceError
 from core.permissions import allowed
+from core.projects import project_scope
 from notifications import email_links
 from runs import selectors
 from runs.models import Approval
+from runs.selectors import approval_project_id
 
 
 @require_http_methods(["GET", "POST"])
@@ -21,6 +23,13 @@ def email_decide(request, token: str):
         opened = email_links.open_link(token)
     except ServiceError as exc:
         return render(request, "notifications/decide.html", {"refusal": exc.message}, status=exc.status)
+    # The link decides in the request's project (whichever the person is looking at), with the roles
+    # they hold there; a project they hold none in refuses, as for any request there.
+    with project_scope(approval_project_id(opened.approval_id)):
+        return _decide_page(request, token, opened)
+
+
+def _decide_page(request, token: str, opened):
     try:
         approval = selectors.approval_card(approval_id=opened.approval_id, user=request.user)
     except Approval.DoesNotExist:

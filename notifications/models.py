@@ -12,12 +12,14 @@ from django.db import models
 from django.db.models import Q
 
 from core.choices import values_of
+from core.projects import ProjectScopedManager
 
 
 class Channel(models.Model):
     """Where notifications go: one Apprise URL (mailto://, json://, slack://, msteams://, ...)."""
 
-    name = models.CharField(max_length=80, unique=True)
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=80)
     url = models.CharField(max_length=2000, help_text="An Apprise URL; write secrets as ${AGENTOPS_NOTIFY_...} "
                                                       "and set them in the environment.")
     enabled = models.BooleanField(default=True)
@@ -25,7 +27,10 @@ class Channel(models.Model):
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = ProjectScopedManager()
+
     class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="channel_name_unique_per_project")]
         ordering = ["name"]
 
     def __str__(self):
@@ -46,6 +51,7 @@ class RuleEvent(models.TextChoices):
 class Rule(models.Model):
     Event = RuleEvent
 
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
     name = models.CharField(max_length=120)
     event = models.CharField(max_length=30, choices=Event.choices)
     # Per event: approval_expiring {within_s}; approval_undecided {after_minutes, capabilities};
@@ -59,6 +65,8 @@ class Rule(models.Model):
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ProjectScopedManager()
 
     class Meta:
         ordering = ["name", "id"]
@@ -103,6 +111,8 @@ class Delivery(models.Model):
     Status = DeliveryStatus
 
     # Deleting a rule or channel keeps its deliveries on the deliveries page.
+    # Its own project (the rule's when written): a delivery outlives its rule and channel.
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
     rule = models.ForeignKey(Rule, null=True, on_delete=models.SET_NULL, related_name="deliveries")
     channel = models.ForeignKey(Channel, null=True, on_delete=models.SET_NULL, related_name="deliveries")
     rule_name = models.CharField(max_length=120)
@@ -122,6 +132,8 @@ class Delivery(models.Model):
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ProjectScopedManager()
 
     class Meta:
         ordering = ["-created_at", "-id"]

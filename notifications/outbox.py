@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.projects import project_scope
 from notifications import channels, rules
 from notifications.models import Delivery, Rule
 from notifications.slack import messages as slack_messages
@@ -44,7 +45,8 @@ def enqueue_events(now: datetime) -> int:
         if not targets:
             continue
         try:
-            notices = rules.find_events(rule, now)
+            with project_scope(rule.project_id):   # a rule sees its own project's runs and approvals only
+                notices = rules.find_events(rule, now)
         except Exception:  # one broken rule must not stop the others
             log.exception("notification rule %s could not be evaluated", rule.pk)
             continue
@@ -54,7 +56,7 @@ def enqueue_events(now: datetime) -> int:
 
 def write_deliveries(rule, targets, notices, now: datetime) -> int:
     """One outbox row per (notice, channel); returns how many were new."""
-    rows = [Delivery(rule=rule, channel=channel, rule_name=rule.name, channel_name=channel.name,
+    rows = [Delivery(project_id=rule.project_id, rule=rule, channel=channel, rule_name=rule.name, channel_name=channel.name,
                      event_key=n.key[:200], run_id=n.run_id, approval_id=n.approval_id, subject=n.subject[:300],
                      body=n.body + (f"\n\n{n.link}" if n.link else ""), link=n.link[:500], next_attempt_at=now)
             for n in notices for channel in targets]
@@ -95,8 +97,14 @@ def deliver(pk: int, now: datetime | None = None) -> str:
     `now` is the tick's time: the next try is scheduled from it.
     """
     now = now or timezone.now()
-    delivery = Delivery.objects.select_related("channel", "approval__run__owner", "approval__revision",
+    delivery = Delivery.objects.select_related("channel", "rule", "approval__run__owner", "approval__revision",
                                                "approval__step").get(pk=pk)
+    # Sent in the rule's project: who may decide an approval by mail is asked there.
+    with project_scope(delivery.project_id):
+        return _deliver(delivery, pk, now)
+
+
+def _deliver(delivery: Delivery, pk: int, now: datetime) -> str:
     try:
         if delivery.channel is None:
             raise channels.ChannelError("the channel was deleted", permanent=True)

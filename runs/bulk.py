@@ -35,6 +35,7 @@ from core.choices import ApprovalState, DecisionChannel
 from core.errors import Conflict, InvalidInput, NotAllowed, ServiceError
 from core.models import AuditAction
 from core.permissions import allowed, require
+from core.projects import project_scope
 from core.roles import MANAGE_ALL_RUNS
 from runs import forks, selectors, services
 from runs.filters import filters_from_query
@@ -257,7 +258,8 @@ def bulk_process(job_id: int, *, slice_s: float = SLICE_S) -> bool:
         if time.monotonic() > ends:
             _send(job_id)
             return False
-        _process_one(job_id, run_id, user)
+        with project_scope(job.project_id):   # the job acts with its creator's roles in its project
+            _process_one(job_id, run_id, user)
     with transaction.atomic():
         job = BulkAction.objects.select_for_update().get(pk=job_id)
         if not job.is_finished:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Max, Min, QuerySet
+from django.db.models import Count, F, Max, Min, QuerySet
 from django.utils import timezone
 
 from core.choices import LIVE_STATUSES
@@ -58,7 +58,9 @@ def fingerprint(*, capability: str, error_code: str, error_category: str, http_s
 
 
 def _grouped(attempts: QuerySet[Attempt]) -> QuerySet:
-    return (attempts.exclude(fingerprint="").values("fingerprint").order_by()
+    # Groups are per project: one project's failures never count in, or show on, another's page.
+    return (attempts.exclude(fingerprint="").annotate(project_id=F("run__project_id"))
+            .values("project_id", "fingerprint").order_by()
             .annotate(capability_name=Min("capability_name"), error_code=Min("error_code"),
                       error_category=Min("error_category"), http_status=Min("http_status"),
                       first_seen=Min("started_at"), last_seen=Max("started_at"), attempts=Count("id"),
@@ -67,8 +69,8 @@ def _grouped(attempts: QuerySet[Attempt]) -> QuerySet:
 
 def _by_day(attempts: QuerySet[Attempt]) -> QuerySet:
     return (attempts.exclude(fingerprint="")
-            .annotate(day=EpochDay("started_at"))
-            .values("fingerprint", "day").order_by().annotate(attempts=Count("id")))
+            .annotate(project_id=F("run__project_id"), day=EpochDay("started_at"))
+            .values("project_id", "fingerprint", "day").order_by().annotate(attempts=Count("id")))
 
 
 def _upsert(grouped: QuerySet, model, *, keys: Sequence[str], sums: Sequence[str], low: Sequence[str] = (),
@@ -99,11 +101,11 @@ def _upsert(grouped: QuerySet, model, *, keys: Sequence[str], sums: Sequence[str
 
 
 def _fold(attempts: QuerySet[Attempt]) -> None:
-    _upsert(_grouped(attempts), FailureGroup, keys=["fingerprint"],
+    _upsert(_grouped(attempts), FailureGroup, keys=["project_id", "fingerprint"],
             keep=["capability_name", "error_code", "error_category", "http_status", "sample_attempt_id",
                   "first_run_id"],
             sums=["attempts", "runs"], low=["first_seen"], high=["last_seen"])
-    _upsert(_by_day(attempts), FailureGroupDay, keys=["fingerprint", "day"], sums=["attempts"])
+    _upsert(_by_day(attempts), FailureGroupDay, keys=["project_id", "fingerprint", "day"], sums=["attempts"])
 
 
 def record_run_finished(*, run_id: int) -> None:

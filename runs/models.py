@@ -27,6 +27,7 @@ from core.choices import (
     StopReason,
     values_of,
 )
+from core.projects import ProjectScopedManager
 from runtime.stop import StopKind
 
 
@@ -42,6 +43,7 @@ class Planner(models.TextChoices):
 
 
 class Run(models.Model):
+    project = models.ForeignKey("agentops.Project", on_delete=models.PROTECT, related_name="+")
     goal = models.TextField()
     completion = models.JSONField(help_text="Application-owned completion criteria.")
     budgets = models.JSONField()
@@ -94,6 +96,8 @@ class Run(models.Model):
     # source's order): the source's calls before it are this run's inherited history.
     forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
     forked_at = models.PositiveIntegerField(null=True, blank=True)
+
+    objects = ProjectScopedManager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -182,6 +186,8 @@ class PlanRevision(models.Model):
                                     related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = ProjectScopedManager.via("run__project")
+
     class Meta:
         ordering = ["run", "number"]
         constraints = [
@@ -208,6 +214,8 @@ class Step(models.Model):
     depends_on = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=20, choices=StepStatus.choices, default=StepStatus.PENDING)
     approval_state = models.CharField(max_length=20, choices=ApprovalState.choices, default=ApprovalState.NOT_REQUIRED)
+
+    objects = ProjectScopedManager.via("run__project")
 
     class Meta:
         ordering = ["revision", "index"]
@@ -262,6 +270,8 @@ class Attempt(models.Model):
     lease_token = models.PositiveBigIntegerField(null=True, blank=True)
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
+
+    objects = ProjectScopedManager.via("run__project")
 
     class Meta:
         ordering = ["started_at", "id"]
@@ -325,6 +335,8 @@ class PlannerCall(models.Model):
     worker = models.CharField(max_length=100, blank=True)
     lease_token = models.PositiveBigIntegerField(null=True, blank=True)
 
+    objects = ProjectScopedManager.via("run__project")
+
     class Meta:
         ordering = ["started_at", "id"]
         indexes = [
@@ -344,6 +356,8 @@ class Decision(models.Model):
     reason = models.TextField()
     usage = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ProjectScopedManager.via("run__project")
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -377,6 +391,8 @@ class Approval(models.Model):
                                    related_name="approval_decisions")
     decided_at = models.DateTimeField(null=True, blank=True)
     comment = models.TextField(blank=True)
+
+    objects = ProjectScopedManager.via("run__project")
 
     class Meta:
         ordering = ["requested_at", "id"]
@@ -425,6 +441,8 @@ class PlanSubmission(models.Model):
     submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     submitted_at = models.DateTimeField(auto_now_add=True)
 
+    objects = ProjectScopedManager.via("run__project")
+
     class Meta:
         ordering = ["run", "revision"]
         constraints = [
@@ -444,6 +462,8 @@ class RunLabel(models.Model):
     key = models.CharField(max_length=63)
     value = models.CharField(max_length=200)
 
+    objects = ProjectScopedManager.via("run__project")
+
     class Meta:
         indexes = [models.Index(fields=["key", "value", "run"], name="runlabel_key_value_run_idx")]
         constraints = [models.UniqueConstraint(fields=["run", "key"], name="runlabel_one_value_per_key")]
@@ -455,14 +475,17 @@ class RunLabel(models.Model):
 class SavedView(models.Model):
     """A user's named runs-list filter (the list's query string), to come back to."""
 
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_run_views")
     name = models.CharField(max_length=80)
     query = models.CharField(max_length=2000, blank=True, help_text="The runs list's query string.")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = ProjectScopedManager()
+
     class Meta:
         ordering = ["user", "name"]
-        constraints = [models.UniqueConstraint(fields=["user", "name"], name="savedview_name_unique_per_user")]
+        constraints = [models.UniqueConstraint(fields=["user", "project", "name"], name="savedview_name_unique_per_user")]
 
     def __str__(self):
         return self.name
@@ -479,6 +502,8 @@ class Reconciliation(models.Model):
     evidence = models.TextField(help_text="What was checked, and what it showed.")
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     decided_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ProjectScopedManager.via("run__project")
 
     def __str__(self):
         return f"run {self.run_id}: {'committed' if self.committed else 'not committed'}"

@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from core.projects import ProjectScopedManager
+
 
 class BulkActionKind(models.TextChoices):
     CANCEL = "cancel", "Cancel"
@@ -29,6 +31,7 @@ class BulkAction(models.Model):
     # How many problems a job keeps (the counts stay exact beyond it).
     MAX_PROBLEMS = 200
 
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
     action = models.CharField(max_length=20, choices=BulkActionKind.choices)
     query = models.CharField(max_length=2000, blank=True, help_text="the runs list's query string that selects the runs")
     parameters = models.JSONField(default=dict, blank=True)
@@ -46,6 +49,8 @@ class BulkAction(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ProjectScopedManager()
 
     class Meta:
         indexes = [models.Index(fields=["status", "updated_at"], name="bulk_status_updated_idx")]

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from django.db import models
 
+from core.projects import ProjectScopedManager
+
 
 class FailureGroup(models.Model):
     """Every failed attempt of finished runs with one fingerprint (runs.failures.fingerprint)."""
 
-    fingerprint = models.CharField(max_length=32, unique=True)
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
+    fingerprint = models.CharField(max_length=32)
     capability_name = models.CharField(max_length=80)
     error_code = models.CharField(max_length=20)
     error_category = models.CharField(max_length=20, blank=True)
@@ -26,7 +29,10 @@ class FailureGroup(models.Model):
     # When the group was made (its first run finished): what a "new failure group" rule watches.
     created_at = models.DateTimeField()
 
+    objects = ProjectScopedManager()
+
     class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "fingerprint"], name="failuregroup_fingerprint_key")]
         indexes = [
             models.Index(fields=["-last_seen", "-id"], name="failuregroup_last_seen_idx"),
             models.Index(fields=["-attempts", "-id"], name="failuregroup_attempts_idx"),
@@ -43,12 +49,15 @@ class FailureGroup(models.Model):
 class FailureGroupDay(models.Model):
     """A group's failed attempts per day (whole days since the epoch, UTC): its trend."""
 
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
     fingerprint = models.CharField(max_length=32)
     day = models.IntegerField()
     attempts = models.PositiveBigIntegerField(default=0)
 
+    objects = ProjectScopedManager()
+
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["fingerprint", "day"], name="failuregroupday_key")]
+        constraints = [models.UniqueConstraint(fields=["project", "fingerprint", "day"], name="failuregroupday_key")]
 
     def __str__(self):
         return f"{self.fingerprint[:8]} d{self.day}: {self.attempts}"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from core.projects import ProjectScopedManager
+
 
 class RunRollup(models.Model):
     """Finished runs per hour: by final status (hour created) or by stop reason (hour finished)."""
@@ -17,13 +19,16 @@ class RunRollup(models.Model):
     CREATED = "created"
     FINISHED = "finished"
 
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
     kind = models.CharField(max_length=10, choices=[(CREATED, CREATED), (FINISHED, FINISHED)])
     hour = models.IntegerField()
     category = models.CharField(max_length=40)
     runs = models.PositiveBigIntegerField(default=0)
 
+    objects = ProjectScopedManager()
+
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["kind", "hour", "category"], name="run_rollup_key")]
+        constraints = [models.UniqueConstraint(fields=["project", "kind", "hour", "category"], name="run_rollup_key")]
 
     def __str__(self):
         return f"{self.kind} h{self.hour} {self.category}: {self.runs}"
@@ -33,13 +38,16 @@ class StopRollup(models.Model):
     """Finished runs per (hour finished, stop reason, capability of the attempt that stopped the run,
     "" when none did: a stop while planning, say): the dashboard's stops per capability."""
 
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
     hour = models.IntegerField()
     stop_reason = models.CharField(max_length=40)
     capability_name = models.CharField(max_length=80, blank=True)
     runs = models.PositiveBigIntegerField(default=0)
 
+    objects = ProjectScopedManager()
+
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["hour", "stop_reason", "capability_name"],
+        constraints = [models.UniqueConstraint(fields=["project", "hour", "stop_reason", "capability_name"],
                                                name="stop_rollup_key")]
 
     def __str__(self):
@@ -55,6 +63,7 @@ class AttemptRollup(models.Model):
     and within a bin's width (about 10 %) otherwise.
     """
 
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
     hour = models.IntegerField()
     capability_name = models.CharField(max_length=80)
     bin = models.IntegerField()
@@ -65,8 +74,10 @@ class AttemptRollup(models.Model):
     latency_min = models.FloatField()
     latency_max = models.FloatField()
 
+    objects = ProjectScopedManager()
+
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["hour", "capability_name", "bin"], name="attempt_rollup_key")]
+        constraints = [models.UniqueConstraint(fields=["project", "hour", "capability_name", "bin"], name="attempt_rollup_key")]
 
     def __str__(self):
         return f"h{self.hour} {self.capability_name} bin {self.bin}: {self.attempts}"
@@ -79,6 +90,7 @@ class ApprovalRollup(models.Model):
     a decision never changes afterwards. Bins as in AttemptRollup, over seconds waited.
     """
 
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
     hour = models.IntegerField()
     bin = models.IntegerField()
     decisions = models.PositiveBigIntegerField(default=0)
@@ -86,8 +98,10 @@ class ApprovalRollup(models.Model):
     wait_min = models.FloatField()
     wait_max = models.FloatField()
 
+    objects = ProjectScopedManager()
+
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["hour", "bin"], name="approval_rollup_key")]
+        constraints = [models.UniqueConstraint(fields=["project", "hour", "bin"], name="approval_rollup_key")]
 
     def __str__(self):
         return f"h{self.hour} bin {self.bin}: {self.decisions}"
@@ -110,6 +124,7 @@ class UsageRollup(models.Model):
     model: the LLM planner's model ("" for planners without one); agent_id: the gateway agent whose
     session the run was (0 for none)."""
 
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
     hour = models.IntegerField()
     model = models.CharField(max_length=200, blank=True)
     owner_id = models.IntegerField()
@@ -119,8 +134,10 @@ class UsageRollup(models.Model):
     cost = models.FloatField(default=0.0)
     tool_calls = models.PositiveBigIntegerField(default=0)
 
+    objects = ProjectScopedManager()
+
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["hour", "model", "owner_id", "agent_id"],
+        constraints = [models.UniqueConstraint(fields=["project", "hour", "model", "owner_id", "agent_id"],
                                                name="usage_rollup_key")]
         indexes = [models.Index(fields=["owner_id", "hour"], name="usage_rollup_owner_hour_idx")]
 
@@ -131,6 +148,7 @@ class UsageRollup(models.Model):
 class UsageLabelRollup(models.Model):
     """Finished runs per (hour finished, label key, label value): a run counts once under each of its labels."""
 
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
     hour = models.IntegerField()
     key = models.CharField(max_length=63)
     value = models.CharField(max_length=200)
@@ -139,8 +157,10 @@ class UsageLabelRollup(models.Model):
     cost = models.FloatField(default=0.0)
     tool_calls = models.PositiveBigIntegerField(default=0)
 
+    objects = ProjectScopedManager()
+
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["hour", "key", "value"], name="usage_label_rollup_key")]
+        constraints = [models.UniqueConstraint(fields=["project", "hour", "key", "value"], name="usage_label_rollup_key")]
         indexes = [models.Index(fields=["key", "value", "hour"], name="usage_label_key_value_hour_idx")]
 
     def __str__(self):
@@ -151,6 +171,7 @@ class UsageCapabilityRollup(models.Model):
     """Finished runs' usage per (hour finished, capability): calls, runs calling it, and the share of
     their tokens and cost attributed to it (in proportion to calls; hence floats)."""
 
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
     hour = models.IntegerField()
     capability_name = models.CharField(max_length=80, blank=True)
     calls = models.PositiveBigIntegerField(default=0)
@@ -158,8 +179,10 @@ class UsageCapabilityRollup(models.Model):
     tokens = models.FloatField(default=0.0)
     cost = models.FloatField(default=0.0)
 
+    objects = ProjectScopedManager()
+
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["hour", "capability_name"], name="usage_capability_rollup_key")]
+        constraints = [models.UniqueConstraint(fields=["project", "hour", "capability_name"], name="usage_capability_rollup_key")]
 
     def __str__(self):
         return f"h{self.hour} {self.capability_name or '-'}: {self.calls} calls"

@@ -29,6 +29,7 @@ from django.utils import timezone
 from capabilities.models import Capability
 from core.choices import LIVE_STATUSES, ApprovalState
 from core.pagination import Ordering
+from core.projects import project_scope
 from runs import search
 from runs.dashboard.budget_usage import run_budget_usage
 from runs.expressions import IsoText
@@ -528,3 +529,11 @@ def run_forks(*, run: Run) -> list[Run]:
     """The runs forked from this one, oldest first."""
     return list(Run.objects.filter(forked_from=run).select_related("owner").order_by("created_at", "id")
                 .only("id", "status", "stop_reason", "forked_at", "owner__username", "created_at", "forked_from"))
+
+
+def approval_project_id(approval_id: int) -> int:
+    """The project of an approval request, whichever project is in scope (0 for none: no project's
+    scope finds anything in it). For decisions that arrive from outside a project: Slack, e-mail."""
+    with project_scope(None):
+        found = Approval.objects.filter(pk=approval_id).values_list("run__project_id", flat=True).first()
+    return found or 0

@@ -264,6 +264,25 @@ def roles(db):
     _role_groups()
 
 
+_DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}
+
+
+@pytest.fixture(autouse=True)
+def _in_default_project(request):
+    """A test that uses the database acts in the default project, as a request or a worker's pass acts
+    in one: services called directly find that project's rows, and users their roles there. A test
+    about projects enters others itself (core.projects.project_scope)."""
+    if request.node.get_closest_marker("django_db") is None and not _DB_FIXTURES & set(request.fixturenames):
+        yield
+        return
+    from core.project_access import default_project
+    from core.projects import project_scope
+
+    request.getfixturevalue("_django_db_helper")
+    with project_scope(default_project()):
+        yield
+
+
 @pytest.fixture(scope="class")
 def class_db(django_db_setup, django_db_blocker):
     """The database for rows a class of tests reads but never needs afresh (an evaluation of the
@@ -285,16 +304,36 @@ def class_db(django_db_setup, django_db_blocker):
 @pytest.fixture(scope="class")
 def class_operator(class_db):
     """An operator created once per class (see class_db), for class-scoped fixtures that act as one."""
+    from core.project_access import default_project
+    from core.projects import project_scope
+
     _role_groups()
-    return _make_user("olive", "operator")
+    with project_scope(default_project()):
+        yield _make_user("olive", "operator")
+
+
+def holding_only(user, *codenames: str):
+    """`user` holds, in the default project, a role of their own with exactly these permissions."""
+    from django.contrib.auth.models import Group, Permission
+
+    from core.models import ProjectMembership
+    from core.project_access import default_project
+
+    role, _ = Group.objects.get_or_create(name="only " + ", ".join(sorted(codenames)))
+    role.permissions.set(Permission.objects.filter(codename__in=codenames))
+    ProjectMembership.objects.get_or_create(project=default_project(), user=user, role=role)
+    return user
 
 
 def _make_user(username, group=None, **extra):
-    from django.contrib.auth.models import Group, User
+    """A user holding `group` (a role) in the default project."""
+    from django.contrib.auth.models import User
+
+    from core.project_access import grant_role
 
     user = User.objects.create_user(username=username, password="pw-" + username, **extra)
     if group:
-        user.groups.add(Group.objects.get(name=group))
+        grant_role(user, group)
     return user
 
 
@@ -321,10 +360,10 @@ def registry_admin(roles):
 @pytest.fixture
 def stdio_allowed(settings, registry_admin):
     """This server allows `python` as a stdio MCP command, and the registry admin holds the stdio role too."""
-    from django.contrib.auth.models import Group
+    from core.project_access import grant_role
 
     settings.AGENTOPS_MCP_STDIO_COMMANDS = ["python"]
-    registry_admin.groups.add(Group.objects.get(name="stdio mcp admin"))
+    grant_role(registry_admin, "stdio mcp admin")
     return registry_admin
 
 

@@ -15,10 +15,12 @@ from django.conf import settings
 from core.choices import DecisionChannel
 from core.errors import ServiceError
 from core.permissions import allowed
+from core.projects import project_scope
 from notifications.errors import ChannelError
 from notifications.models import SlackLink, SlackMessage
 from notifications.slack import api, blocks, messages
 from runs import services as run_services
+from runs.selectors import approval_project_id
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +86,18 @@ def handle(payload: dict) -> str:
             "Your Slack account is not linked to an AgentOps user, so it cannot decide. Link it on your "
             f"AgentOps profile page ({settings.AGENTOPS_BASE_URL}/account/slack/), then try again."))
         return UNLINKED
+    approval_id, bound_hash, revision = binding
+    # The click decides in the request's project, with the roles the linked user holds there.
+    with project_scope(approval_project_id(approval_id)):
+        return _decide(payload, action, link, channel, user_id, ts, approval_id, bound_hash, revision)
+
+
+def _decide(payload, action, link, channel, user_id, ts, approval_id, bound_hash, revision) -> str:
     if not allowed(link.user, "runs.decide_approval"):
         ephemeral(channel=channel, user=user_id, text=(
-            f"Your AgentOps user {link.user.get_username()} may not approve or reject requests "
-            "(it needs the operator role). Nothing was decided."))
+            f"Your AgentOps user {link.user.get_username()} may not approve or reject requests in this "
+            "request's project (it needs the operator role there). Nothing was decided."))
         return NOT_ALLOWED
-    approval_id, bound_hash, revision = binding
     try:
         run_services.approval_decide(approval_id=approval_id, user=link.user,
                                      approve=action["action_id"] == blocks.APPROVE, comment=_comment(payload),

@@ -19,6 +19,7 @@ from django.db.models import Count, F, FloatField, IntegerField, Max, Min, Q, Qu
 from django.db.models.functions import Cast, Coalesce, Floor, Greatest, Ln
 
 from core.choices import FINISHED_STATUSES
+from core.projects import project_scope
 from runs.expressions import HOUR_S, EpochHour, SecondsBetween
 from runs.models import Approval, Attempt, Run
 from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup
@@ -51,7 +52,8 @@ def attempt_bins(attempts: QuerySet[Attempt], *, hour: bool) -> QuerySet:
     """
     keys = {"bin": latency_bin()}
     if hour:
-        keys = {"hour": EpochHour("started_at"), **keys}
+        # The rollup's rows are per project (a dashboard counts its own project's runs only).
+        keys = {"project_id": F("run__project_id"), "hour": EpochHour("started_at"), **keys}
     return (attempts.annotate(**keys).values(*keys, "capability_name").order_by()
             .annotate(attempts=Count("id"), errors=Count("id", filter=~Q(status="ok")),
                       repeated=Count("id", filter=Q(repeated_without_progress=True)),
@@ -63,7 +65,7 @@ def decision_bins(approvals: QuerySet, *, hour: bool) -> QuerySet:
     wait = SecondsBetween("requested_at", "decided_at")
     keys = {"bin": log_bin(wait)}
     if hour:
-        keys = {"hour": EpochHour("decided_at"), **keys}
+        keys = {"project_id": F("run__project_id"), "hour": EpochHour("decided_at"), **keys}
     return (approvals.annotate(wait=wait, **keys).values(*keys).order_by()
             .annotate(decisions=Count("id"), wait_sum=Sum("wait"), wait_min=Min("wait"), wait_max=Max("wait")))
 
@@ -100,12 +102,13 @@ def _fold_attempts(attempts: QuerySet[Attempt]) -> None:
 
 def _attempt_fold(attempts: QuerySet[Attempt]) -> tuple:
     return (attempt_bins(attempts, hour=True), AttemptRollup), dict(
-        keys=["hour", "capability_name", "bin"], sums=["attempts", "errors", "repeated", "latency_sum"],
+        keys=["project_id", "hour", "capability_name", "bin"], sums=["attempts", "errors", "repeated", "latency_sum"],
         low="latency_min", high="latency_max")
 
 
 def _fold_decisions(approvals: QuerySet) -> None:
-    _fold(decision_bins(approvals, hour=True), ApprovalRollup, keys=["hour", "bin"], sums=["decisions", "wait_sum"],
+    _fold(decision_bins(approvals, hour=True), ApprovalRollup, keys=["project_id", "hour", "bin"],
+          sums=["decisions", "wait_sum"],
           low="wait_min", high="wait_max")
 
 
@@ -123,7 +126,7 @@ def _run_counts(runs: QuerySet[Run]) -> QuerySet:
 
     def rows(kind: str, moment: str, category: str) -> QuerySet:
         return (finished.annotate(kind=Value(kind), hour=EpochHour(moment), category=F(category))
-                .values("kind", "hour", "category").order_by().annotate(runs=Count("id")))
+                .values("project_id", "kind", "hour", "category").order_by().annotate(runs=Count("id")))
 
     return rows(RunRollup.CREATED, "created_at", "status").union(rows(RunRollup.FINISHED, "finished_at", "stop_reason"),
                                                                  all=True)
@@ -133,8 +136,9 @@ def stop_groups(runs: QuerySet[Run], *, hour: bool) -> QuerySet:
     """Runs grouped by (hour finished,) stop reason and the stopping attempt's capability ("" for none),
     counted as `runs`. The same grouping feeds the rollup and the dashboard's reads of recent runs."""
     keys = {"hour": EpochHour("finished_at")} if hour else {}
+    project = ["project_id"] if hour else []
     return (runs.annotate(**keys, capability_name=Coalesce(F("stop_attempt__capability_name"), Value("")))
-            .values(*keys, "stop_reason", "capability_name").order_by().annotate(runs=Count("id")))
+            .values(*project, *keys, "stop_reason", "capability_name").order_by().annotate(runs=Count("id")))
 
 
 def _stop_counts(runs: QuerySet[Run]) -> QuerySet:
@@ -143,7 +147,8 @@ def _stop_counts(runs: QuerySet[Run]) -> QuerySet:
                                    finished_at__isnull=False), hour=True)
 
 
-STOP_KEYS = ["hour", "stop_reason", "capability_name"]
+STOP_KEYS = ["project_id", "hour", "stop_reason", "capability_name"]
+RUN_KEYS = ["project_id", "kind", "hour", "category"]
 
 
 def record_run_finished(*, run_id: int) -> None:
@@ -163,15 +168,18 @@ def _run_finished_statements() -> list[tuple[str, tuple, frozenset[int]]]:
     """record_run_finished's statements, compiled once per database vendor: building the grouped
     queries through the ORM cost more CPU than the rest of a short run's finish."""
     if connection.vendor not in _FINISHED_STATEMENTS:
-        (grouped, model), options = _attempt_fold(Attempt.objects.filter(run_id=_NO_RUN, run__evaluation__isnull=True))
-        statements = [
-            _fold_sql(_run_counts(Run.objects.filter(pk=_NO_RUN)), RunRollup, keys=["kind", "hour", "category"],
-                      sums=["runs"]),
-            _fold_sql(_stop_counts(Run.objects.filter(pk=_NO_RUN)), StopRollup, keys=STOP_KEYS, sums=["runs"]),
-            _fold_sql(grouped, model, **options)]
-        _FINISHED_STATEMENTS[connection.vendor] = [
-            (sql, tuple(params), frozenset(n for n, p in enumerate(params) if p == _NO_RUN)) for sql, params in statements]
+        with project_scope(None):   # compiled once for every run: no project's filter in them
+            _FINISHED_STATEMENTS[connection.vendor] = _compile_finished_statements()
     return _FINISHED_STATEMENTS[connection.vendor]
+
+
+def _compile_finished_statements() -> list[tuple[str, tuple, frozenset[int]]]:
+    (grouped, model), options = _attempt_fold(Attempt.objects.filter(run_id=_NO_RUN, run__evaluation__isnull=True))
+    statements = [
+        _fold_sql(_run_counts(Run.objects.filter(pk=_NO_RUN)), RunRollup, keys=RUN_KEYS, sums=["runs"]),
+        _fold_sql(_stop_counts(Run.objects.filter(pk=_NO_RUN)), StopRollup, keys=STOP_KEYS, sums=["runs"]),
+        _fold_sql(grouped, model, **options)]
+    return [(sql, tuple(params), frozenset(n for n, p in enumerate(params) if p == _NO_RUN)) for sql, params in statements]
 
 
 def record_attempts(attempts: QuerySet[Attempt]) -> None:
@@ -187,7 +195,7 @@ def rebuild() -> None:
     ApprovalRollup.objects.all().delete()
     finished = Run.objects.filter(evaluation__isnull=True, status__in=list(FINISHED_STATUSES),
                                   finished_at__isnull=False)
-    _fold(_run_counts(Run.objects.all()), RunRollup, keys=["kind", "hour", "category"], sums=["runs"])
+    _fold(_run_counts(Run.objects.all()), RunRollup, keys=RUN_KEYS, sums=["runs"])
     rebuild_stops()
     _fold_attempts(Attempt.objects.filter(run__in=finished.values("pk")))
     _fold_decisions(Approval.objects.filter(state__in=DECIDED, run__evaluation__isnull=True))

@@ -47,6 +47,7 @@ from django.db.models.functions import Cast, Coalesce, Left
 from django.utils import timezone
 
 from core.choices import FINISHED_STATUSES, LIVE_STATUSES
+from core.projects import project_scope
 from runs.dashboard import periods, rollup
 from runs.expressions import HOUR_S, EpochHour
 from runs.labels import KEY_PATTERN, KEY_RULE
@@ -84,14 +85,15 @@ def _agent_of_run():
 def usage_groups(runs: QuerySet[Run], *, hour: bool) -> QuerySet:
     """Runs grouped by (hour finished,) model, owner and agent: u_runs, u_tokens, u_cost, u_calls."""
     keys = {"hour": EpochHour("finished_at")} if hour else {}
+    project = ["project_id"] if hour else []   # the rollup's rows are per project
     return (runs.annotate(**keys, model=_model_of_run(), agent=_agent_of_run())
-            .values(*keys, "model", "owner_id", "agent").order_by()
+            .values(*project, *keys, "model", "owner_id", "agent").order_by()
             .annotate(u_runs=Count("id"), u_tokens=Sum("tokens"), u_cost=Sum("cost"), u_calls=Sum("tool_calls")))
 
 
 def label_groups(runs: QuerySet[Run], *, hour: bool) -> QuerySet:
     """The runs' labels grouped by (hour finished,) key and value, with the same measures."""
-    keys = {"hour": EpochHour("run__finished_at")} if hour else {}
+    keys = {"project_id": F("run__project_id"), "hour": EpochHour("run__finished_at")} if hour else {}
     return (RunLabel.objects.filter(run__in=runs.values("pk")).annotate(**keys).values(*keys, "key", "value")
             .order_by().annotate(u_runs=Count("run_id"), u_tokens=Sum("run__tokens"), u_cost=Sum("run__cost"),
                                  u_calls=Sum("run__tool_calls")))
@@ -102,7 +104,7 @@ def capability_groups(runs: QuerySet[Run], *, hour: bool) -> tuple[QuerySet, Que
     u_calls, u_runs and the tokens and cost attributed (a run's share per call: its total / its calls)."""
     calls_of_run = Subquery(Attempt.objects.filter(run_id=OuterRef("run_id")).values("run_id").order_by()
                             .annotate(n=Count("id")).values("n"), output_field=FloatField())
-    keys = {"hour": EpochHour("run__finished_at")} if hour else {}
+    keys = {"project_id": F("run__project_id"), "hour": EpochHour("run__finished_at")} if hour else {}
     called = (Attempt.objects.filter(run__in=runs.values("pk"))
               .annotate(**keys, token_share=ExpressionWrapper(Cast("run__tokens", FloatField()) / calls_of_run,
                                                               output_field=FloatField()),
@@ -111,9 +113,10 @@ def capability_groups(runs: QuerySet[Run], *, hour: bool) -> tuple[QuerySet, Que
               .annotate(u_calls=Count("id"), u_runs=Count("run_id", distinct=True), u_tokens=Sum("token_share"),
                         u_cost=Sum("cost_share")))
     run_keys = {"hour": EpochHour("finished_at")} if hour else {}
+    project = ["project_id"] if hour else []
     uncalled = (runs.filter(~Exists(Attempt.objects.filter(run_id=OuterRef("pk"))))
                 .annotate(**run_keys, capability_name=Value("", output_field=CharField()))
-                .values(*run_keys, "capability_name").order_by()
+                .values(*project, *run_keys, "capability_name").order_by()
                 .annotate(u_calls=Value(0, output_field=BigIntegerField()), u_runs=Count("id"),
                           u_tokens=Cast(Sum("tokens"), FloatField()), u_cost=Sum("cost")))
     return called, uncalled
@@ -143,17 +146,19 @@ def _statements(runs: QuerySet[Run]) -> list[tuple[str, tuple]]:
     called, uncalled = capability_groups(runs, hour=True)
     measures = ["runs", "tokens", "cost", "tool_calls"]
     return [
-        _upsert_sql(usage_groups(runs, hour=True), UsageRollup, keys=["hour", "model", "owner_id", "agent_id"],
-                    sources=["hour", "model", "owner_id", "agent", "u_runs", "u_tokens", "u_cost", "u_calls"],
+        _upsert_sql(usage_groups(runs, hour=True), UsageRollup,
+                    keys=["project_id", "hour", "model", "owner_id", "agent_id"],
+                    sources=["project_id", "hour", "model", "owner_id", "agent", "u_runs", "u_tokens", "u_cost",
+                             "u_calls"], sums=measures),
+        _upsert_sql(label_groups(runs, hour=True), UsageLabelRollup, keys=["project_id", "hour", "key", "value"],
+                    sources=["project_id", "hour", "key", "value", "u_runs", "u_tokens", "u_cost", "u_calls"],
                     sums=measures),
-        _upsert_sql(label_groups(runs, hour=True), UsageLabelRollup, keys=["hour", "key", "value"],
-                    sources=["hour", "key", "value", "u_runs", "u_tokens", "u_cost", "u_calls"], sums=measures),
         _capability_statement(called, uncalled),
     ]
 
 
 def _capability_statement(called: QuerySet, uncalled: QuerySet) -> tuple[str, tuple]:
-    columns = ["hour", "capability_name", "u_calls", "u_runs", "u_tokens", "u_cost"]
+    columns = ["project_id", "hour", "capability_name", "u_calls", "u_runs", "u_tokens", "u_cost"]
     quote = connection.ops.quote_name
     selected = ", ".join(quote(c) for c in columns)
     parts = [part.values_list(*columns).query.sql_with_params() for part in (called, uncalled)]
@@ -161,9 +166,10 @@ def _capability_statement(called: QuerySet, uncalled: QuerySet) -> tuple[str, tu
     table = quote(UsageCapabilityRollup._meta.db_table)
     sums = ["calls", "runs", "tokens", "cost"]
     updates = ", ".join(f"{quote(c)} = {table}.{quote(c)} + EXCLUDED.{quote(c)}" for c in sums)
-    return (f"INSERT INTO {table} (hour, capability_name, calls, runs, tokens, cost) "
-            f"SELECT {selected} FROM ({union}) AS grouped WHERE true ORDER BY hour, capability_name "
-            f"ON CONFLICT (hour, capability_name) DO UPDATE SET {updates}", tuple(p for _, ps in parts for p in ps))
+    return (f"INSERT INTO {table} (project_id, hour, capability_name, calls, runs, tokens, cost) "
+            f"SELECT {selected} FROM ({union}) AS grouped WHERE true ORDER BY project_id, hour, capability_name "
+            f"ON CONFLICT (project_id, hour, capability_name) DO UPDATE SET {updates}",
+            tuple(p for _, ps in parts for p in ps))
 
 
 _NO_RUN = -7_358_201_948
@@ -173,7 +179,8 @@ _COMPILED: dict[str, list[tuple[str, tuple, frozenset[int]]]] = {}
 def _run_statements() -> list[tuple[str, tuple, frozenset[int]]]:
     """record_run_finished's statements, compiled once per database vendor (as the dashboard's are)."""
     if connection.vendor not in _COMPILED:
-        statements = _statements(finished_operations(Run.objects.filter(pk=_NO_RUN)))
+        with project_scope(None):   # compiled once for every run: no project's filter in them
+            statements = _statements(finished_operations(Run.objects.filter(pk=_NO_RUN)))
         _COMPILED[connection.vendor] = [
             (sql, tuple(params), frozenset(n for n, p in enumerate(params) if p == _NO_RUN)) for sql, params in statements]
     return _COMPILED[connection.vendor]

@@ -14,6 +14,7 @@ import time
 from dataclasses import replace
 
 from capabilities.executors.open_calls import OPEN_CALLS
+from core.projects import project_scope
 from runs import otel, wakeups
 from runs.models import PlanSubmission, Run
 from runs.planners.external import AGENT_PLANNERS, awaited_revision
@@ -52,7 +53,9 @@ def run_advance(*, run_id: int, worker: str, slice_seconds: float = SLICE_SECOND
     try:
         run = lease.run or Run.objects.select_related("owner").get(pk=lease.run_id)
         planner = run.planner
-        countdown, finished = _advance_slice(run, lease, keeper, slice_seconds)
+        # The pass acts in the run's project: its registry, its owner's roles there, its quotas.
+        with project_scope(run.project_id):
+            countdown, finished = _advance_slice(run, lease, keeper, slice_seconds)
         return countdown
     except LeaseLost as lost:
         log.warning("%s; worker %s stops advancing it", lost, worker)

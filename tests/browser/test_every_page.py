@@ -162,10 +162,13 @@ PAGES = [
 
 @pytest.fixture
 def admin(roles):
-    from django.contrib.auth.models import Group, User
+    from django.contrib.auth.models import User
+
+    from core.project_access import grant_role
 
     user = User.objects.create_superuser("ada", "ada@example.com", "pw-ada")
-    user.groups.add(*Group.objects.filter(name__in=["operator", "registry admin"]))
+    for role in ("operator", "registry admin"):
+        grant_role(user, role)
     return user
 
 

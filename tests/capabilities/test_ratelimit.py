@@ -6,6 +6,7 @@ from django.db import connection
 
 from capabilities.models import RateLimitWindow
 from capabilities.ratelimit import RateLimitedExecutor, admit, as_observation
+from core.projects import active_project_id, project_scope
 from runs.models import Run
 from runtime.capability import CapabilitySpec, RateLimit
 from runtime.observation import AdmissionRefused, Observation
@@ -55,11 +56,13 @@ def test_concurrent_admissions_never_overshoot_the_limit():
     spec = CapabilitySpec(name="raced", rate_limit=RateLimit(3, 60.0))
     admit(CapabilitySpec(name="raced"))  # no limit: nothing created
     results, barrier = [], threading.Barrier(8)
+    project_id = active_project_id()   # each worker's pass acts in the run's project
 
     def contend():
         try:
             barrier.wait()
-            results.append(admit(spec))
+            with project_scope(project_id):
+                results.append(admit(spec))
         finally:
             connection.close()
 

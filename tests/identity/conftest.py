@@ -96,7 +96,7 @@ def sso_settings(settings, provider: OidcProvider, *, role_map=None, local_passw
     settings.AGENTOPS_OIDC_ALLOW_PRIVATE = False
     backends = [b for b in settings.AUTHENTICATION_BACKENDS if b != "identity.backend.OidcBackend"]
     if not local_passwords:
-        backends.remove("django.contrib.auth.backends.ModelBackend")
+        backends.remove("core.backends.PasswordBackend")
     settings.AUTHENTICATION_BACKENDS = [*backends, "identity.backend.OidcBackend"]
     settings.AGENTOPS_LOCAL_PASSWORDS = local_passwords
     csp = {**settings.CONTENT_SECURITY_POLICY, "DIRECTIVES": dict(settings.CONTENT_SECURITY_POLICY["DIRECTIVES"])}

@@ -1,5 +1,5 @@
 """Roles from the provider's claims: the groups claim read as providers send it, mapped by configuration."""
-from identity.services import groups_of, roles_for
+from identity.services import governed_projects, groups_of, roles_for
 
 
 def test_groups_come_as_a_list_or_one_string(settings):
@@ -12,8 +12,16 @@ def test_groups_come_as_a_list_or_one_string(settings):
 
 def test_roles_are_the_union_of_the_mapped_groups(settings):
     settings.AGENTOPS_OIDC_ROLE_MAP = {"ops": ["operator"], "platform": ["registry admin", "lead operator"]}
-    assert roles_for(["ops", "platform", "unknown"]) == {"operator", "registry admin", "lead operator"}
+    assert roles_for(["ops", "platform", "unknown"]) == {("default", "operator"), ("default", "registry admin"),
+                                                         ("default", "lead operator")}
     assert roles_for(["unknown"]) == set()
+
+
+def test_a_role_may_name_its_project(settings):
+    settings.AGENTOPS_OIDC_ROLE_MAP = {"payments-ops": ["payments:operator", "viewer"], "search": ["search:viewer"]}
+    assert roles_for(["payments-ops", "search"]) == {("payments", "operator"), ("default", "viewer"),
+                                                     ("search", "viewer")}
+    assert governed_projects() == {"payments", "default", "search"}
 
 
 def test_the_client_secret_is_redacted_from_what_the_server_stores_and_shows(settings, db):

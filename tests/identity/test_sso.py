@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from core.models import AuditEvent
+from core.projects import project_scope
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -25,7 +26,9 @@ class TestSignIn:
         assert user.email == "alice@example.com" and user.first_name == "Alice" and not user.has_usable_password()
         assert roles_of("alice") == {"operator"}
         assert user.oidc_identities.get().subject == "sub-alice"
-        assert AuditEvent.objects.filter(action="user.created", target_id=str(user.pk), actor=None).exists()
+        with project_scope(None):   # a change to the instance, not to a project: in no project's log
+            assert AuditEvent.objects.filter(action="user.created", target_id=str(user.pk), actor=None,
+                                             project=None).exists()
         granted = AuditEvent.objects.get(action="role.granted", target_id=str(user.pk))
         assert granted.details["source"] == "sso" and granted.details["groups"] == ["ops", "unmapped"]
         # The code went to the token endpoint with the client's secret in Basic auth, PKCE included.

@@ -10,6 +10,8 @@ from django.db import connection
 
 from core.errors import ServiceError
 from core.models import AuditEvent
+from core.project_access import grant_role
+from core.projects import project_scope
 from notifications import email_links, outbox, services
 from notifications.models import Rule, SlackLink, SlackMessage
 from notifications.slack import interactions
@@ -70,7 +72,7 @@ class TestARaceBetweenChannels:
         operators = Group.objects.get(name="operator")
         theo, una = (User.objects.create_user(name, password="pw-" + name) for name in ("theo", "una"))
         for user in (theo, una):
-            user.groups.add(operators)
+            grant_role(user, operators.name)
         channel = services.channel_save(user=operator, name="slack", url="slackapp://C0APPROVALS")
         rule = services.rule_save(user=operator, name="ask", event="approval_requested", channel_ids=[channel.pk])
         Rule.objects.filter(pk=rule.pk).update(created_at=waiting_approval.requested_at - timedelta(seconds=1))
@@ -82,10 +84,13 @@ class TestARaceBetweenChannels:
         outcomes: dict[str, str] = {}
         barrier = threading.Barrier(4)
 
+        project_id = waiting_approval.run.project_id
+
         def attempt(name, decide):
             try:
                 barrier.wait()
-                outcomes[name] = str(decide())
+                with project_scope(project_id):   # as a request in the project does (a thread starts in none)
+                    outcomes[name] = str(decide())
             except ServiceError as exc:
                 outcomes[name] = "refused: " + exc.message
             finally:

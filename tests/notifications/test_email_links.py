@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from core.models import AuditEvent
+from core.project_access import grant_role
 from notifications import outbox, services
 from notifications.models import EmailDecisionLink, Rule
 from runs.models import Approval
@@ -75,10 +76,10 @@ class TestDecidingByLink:
         assert Approval.objects.get(pk=waiting_approval.pk).state == "approved"
 
     def test_a_link_used_by_another_user_is_refused(self, mailed, client_for, roles, waiting_approval):
-        from django.contrib.auth.models import Group, User
+        from django.contrib.auth.models import User
 
         theo = User.objects.create_user("theo", password="pw-theo")
-        theo.groups.add(Group.objects.get(name="operator"))
+        grant_role(theo, "operator")
         forwarded = client_for(theo)
         page = forwarded.get(path(mailed["approve"]))
         assert page.status_code == 403 and b"sent to another person" in page.content

@@ -6,13 +6,13 @@ import json
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from core import audit_log
 from core.audit import audit
 from core.models import AuditAction, AuditEvent
 from core.pagination import InvalidCursor
+from core.project_access import grant_role
 from core.roles import AUDITOR, LEAD_OPERATOR, ROLE_PERMISSIONS, VIEW_AUDIT_LOG
 from tests.conftest import _make_user
 
@@ -230,7 +230,7 @@ class TestPage:
 
     def test_granting_the_auditor_role_opens_it(self, log, nobody, client_for):
         assert client_for(nobody).get("/audit/").status_code == 403
-        nobody.groups.add(Group.objects.get(name=AUDITOR))
+        grant_role(nobody, AUDITOR)
         assert client_for(nobody).get("/audit/").status_code == 200
 
 

@@ -6,6 +6,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from capabilities.models import Capability
+from core.project_access import grant_role
 from runs import services
 from runs.models import Approval
 from runs.worker import engine
@@ -109,7 +110,8 @@ MATRIX = [
     ("get", "/api/capabilities/", None, {"viewer", "operator", "registry_admin"}),
     ("post", "/api/capabilities/{capability}/disable/", None, {"registry_admin"}),
     ("get", "/api/tokens/", None, AUTHENTICATED),
-    ("post", "/api/tokens/", {"name": "matrix"}, AUTHENTICATED),
+    # A token acts in a project: someone who holds none may not make one.
+    ("post", "/api/tokens/", {"name": "matrix"}, AUTHENTICATED - {"nobody"}),
     # The audit log: the lead operator role (and the auditor role, tests/project/test_audit_log.py).
     ("get", "/audit/", None, {"lead_operator"}),
     ("get", "/api/audit/", None, {"lead_operator"}),
@@ -133,10 +135,10 @@ MATRIX = [(m, t, b, _with_new_roles(t, a)) for m, t, b, a in MATRIX]
 
 @pytest.fixture
 def lead_operator(roles):
-    from django.contrib.auth.models import Group, User
+    from django.contrib.auth.models import User
 
     user = User.objects.create_user(username="lena", password="pw-lena")
-    user.groups.add(Group.objects.get(name="lead operator"))
+    grant_role(user, "lead operator")
     return user
 
 

@@ -88,6 +88,7 @@ class TestSettings:
         assert settings["AGENTOPS_OIDC_ISSUER"] == "https://id.example.com/realms/ops"
         assert settings["AGENTOPS_OIDC_ROLE_MAP"] == {"ops": ["operator"], "admins": ["registry admin"]}
         assert settings["AUTHENTICATION_BACKENDS"] == ["axes.backends.AxesStandaloneBackend",
+                                                       "core.backends.ProjectRoleBackend",
                                                        "identity.backend.OidcBackend"]
         # The sign-out form's redirect to the provider: its origins, nothing more.
         form_action = settings["CONTENT_SECURITY_POLICY"]["DIRECTIVES"]["form-action"]

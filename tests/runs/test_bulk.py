@@ -7,11 +7,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from core.errors import InvalidInput, NotAllowed
 from core.models import AuditEvent
+from core.project_access import grant_role
 from runs import bulk
 from runs.models import Approval, BulkAction, Run, RunLabel
 
@@ -19,7 +20,7 @@ from runs.models import Approval, BulkAction, Run, RunLabel
 @pytest.fixture
 def lead(roles):
     user = User.objects.create_user("leo", password="pw-leo")
-    user.groups.add(Group.objects.get(name="lead operator"))
+    grant_role(user, "lead operator")
     return user
 
 

@@ -150,7 +150,7 @@ class TestDashboardView:
         # + active runs, stops per capability (this period: the rollup and the current hour's runs; the
         # previous one: the rollup), the previous period's figures (read as the window is: the rollup,
         # the runs and attempts still live), the session (evaluation-runs choice)
-        with django_assert_max_num_queries(22):
+        with django_assert_max_num_queries(23):   # +1: the projects the user holds (the switcher)
             assert client.get(self.url).status_code == 200
 
 

@@ -140,7 +140,7 @@ class TestPlanApprovalAndPolicy:
         run = advance(run)
         approval = Approval.objects.get(run=run, state="pending")
         # The owner loses the permission while the step waits for approval.
-        operator.groups.clear()
+        operator.project_memberships.all().delete()
         operator.user_permissions.add(Permission.objects.get(codename="start_run"))
         services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True,
                                  channel="api", expected_hash=bound_hash(approval.pk))

@@ -14,7 +14,7 @@ from core.models import AuditEvent
 from runs import services
 from runs.models import PlanRevision, PlanSubmission, Run
 from runs.worker import engine, sweeps
-from tests.conftest import off_the_event_loop
+from tests.conftest import holding_only, off_the_event_loop
 
 ROOT = Path(__file__).resolve().parents[2]
 FOUND = {"capability": "search_documents", "path": "documents.0.id", "exists": True}
@@ -65,10 +65,10 @@ class TestPlanningApi:
         assert search["schema"]["properties"]["q"] and search["side_effect"] == "none"
 
     def test_it_lists_only_the_capabilities_the_owner_may_use(self, api_for, demo_capabilities, roles):
-        from django.contrib.auth.models import Permission, User
+        from django.contrib.auth.models import User
 
         owner = User.objects.create_user("sam")
-        owner.user_permissions.add(*Permission.objects.filter(codename__in=["start_run", "view_run"]))
+        holding_only(owner, "start_run", "view_run")
         run = start(owner)
         names = {c["name"] for c in planning(api_for(owner), run)["capabilities"]}
         assert "search_documents" in names and "create_ticket" not in names and "send_notification" not in names
@@ -185,7 +185,7 @@ class TestSubmissionRules:
 
     def test_an_owner_who_lost_start_run_may_not_submit(self, api_for, operator, demo_capabilities):
         run = start(operator)
-        operator.groups.clear()
+        operator.project_memberships.all().delete()
         from django.contrib.auth.models import User
 
         assert submit(api_for(User.objects.get(pk=operator.pk)), run, 1, [SEARCH_STEP]).status_code == 403

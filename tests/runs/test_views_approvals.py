@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.project_access import grant_role
 from runs.models import Approval
 from tests.binding import bound_hash
 
@@ -168,12 +169,11 @@ class TestApprovalDecide:
 
     def test_it_names_who_decided_first_on_a_concurrent_decision(self, client_for, operator, registry_admin,
                                                                  pending_step, roles):
-        from django.contrib.auth.models import Group
 
         from runs import services
 
         third = registry_admin
-        third.groups.add(Group.objects.get(name="operator"))
+        grant_role(third, "operator")
         services.approval_decide(approval_id=pending_step.pk, user=third, approve=False, comment="no",
                                  channel="api", expected_hash=bound_hash(pending_step.pk))
         response = self.post(client_for(operator), pending_step)

@@ -157,7 +157,7 @@ class TestRunDetail:
         make_revision(run, number=2, reason_code="new_information")
         make_approval(run, revision=rev, step=step, state="expired", decided_at=run.finished_at)
         client = client_for(viewer)
-        with django_assert_max_num_queries(17):   # 16, and the runs forked from this one
+        with django_assert_max_num_queries(18):   # 16, the runs forked from this one, the user's projects
             response = client.get(self.url(run))
         assert response.status_code == 200
 

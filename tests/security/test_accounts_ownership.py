@@ -5,6 +5,7 @@ import pytest
 
 from core.choices import RunStatus
 from core.errors import NotAllowed
+from core.project_access import grant_role
 from runs import services
 from runs.models import PlanSubmission
 from runs.worker import engine
@@ -15,10 +16,10 @@ STEP = {"id": "s1", "capability": "search_documents", "arguments": {"q": "travel
 
 @pytest.fixture
 def lead_operator(roles):
-    from django.contrib.auth.models import Group, User
+    from django.contrib.auth.models import User
 
     user = User.objects.create_user(username="lena", password="pw-lena")
-    user.groups.add(Group.objects.get(name="lead operator"))
+    grant_role(user, "lead operator")
     return user
 
 

@@ -23,6 +23,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
 )
 
+from core.project_access import grant_role
 from runs import services
 from runs.worker import engine
 
@@ -61,13 +62,13 @@ def keep_connection():
 @pytest.fixture
 def world(db, roles, keep_connection):
     """Something behind the ids: a run waiting for plan approval, its approval, the capabilities."""
-    from django.contrib.auth.models import Group, User
+    from django.contrib.auth.models import User
 
     from capabilities.kinds.python.sync import python_capabilities_sync
 
     python_capabilities_sync()
     owner = User.objects.create_user("owner", password="pw-owner-long")
-    owner.groups.add(Group.objects.get(name="operator"))
+    grant_role(owner, "operator")
     run = services.run_start(owner=owner, goal="Fuzzed", planner="scripted",
                              planner_config={"plans": [[{"capability": "search_documents",
                                                          "arguments": {"q": "travel"}}]]},
@@ -82,7 +83,7 @@ def world(db, roles, keep_connection):
 
 
 def _headers_for(role: str) -> dict[str, str]:
-    from django.contrib.auth.models import Group, User
+    from django.contrib.auth.models import User
 
     from core.tokens import token_create
 
@@ -90,7 +91,7 @@ def _headers_for(role: str) -> dict[str, str]:
         return {}
     user = User.objects.create_user("fuzz-" + role.replace(" ", "-"), password="pw-fuzz-long-enough")
     if role != "nobody":
-        user.groups.add(Group.objects.get(name=role))
+        grant_role(user, role)
     _, key = token_create(user=user, name="fuzz")
     return {"Authorization": f"Token {key}"}
 
@@ -126,7 +127,7 @@ def test_the_api_answers_as_documented_for_every_role(role, world):
 def live_world(transactional_db, roles, manual_advance):
     """Committed data the server process reads: a finished run with attempts (its long poll answers at once),
     a run waiting for its plan's approval, and the capabilities."""
-    from django.contrib.auth.models import Group, User
+    from django.contrib.auth.models import User
 
     from capabilities.kinds.python.sync import python_capabilities_sync
     from capabilities.models import Capability
@@ -134,7 +135,7 @@ def live_world(transactional_db, roles, manual_advance):
 
     python_capabilities_sync()
     owner = User.objects.create_user("owner", password="pw-owner-long")
-    owner.groups.add(Group.objects.get(name="operator"))
+    grant_role(owner, "operator")
     plans = {"plans": [[{"capability": "search_documents", "arguments": {"q": "travel"}}]]}
     completion = {"capability": "search_documents", "path": "documents.0.id", "exists": True}
     finished = services.run_start(owner=owner, goal="Fuzzed", planner="scripted", planner_config=plans,

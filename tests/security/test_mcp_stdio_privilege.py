@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
 from capabilities.executors.base import CapabilityError, FileOutputStore
@@ -78,7 +77,7 @@ class TestListing:
         assert not AuditEvent.objects.filter(action="mcp_server.started").exists()
 
     def test_listing_a_stdio_server_needs_the_permission(self, api_for, registry_admin, server):
-        registry_admin.groups.remove(Group.objects.get(name="stdio mcp admin"))
+        registry_admin.project_memberships.filter(role__name="stdio mcp admin").delete()
         assert api_for(registry_admin).post(f"/api/mcp-servers/{server.pk}/tools/").status_code == 403
 
     @pytest.mark.slow

@@ -16,11 +16,16 @@ TICKET = {"id": "t1", "capability": "create_ticket", "arguments": {"title": "Pri
 
 
 def _user(username, *, group="lead operator", without=()):
+    """A user holding, in the default project, the role's permissions minus `without` (a role of its own)."""
     from django.contrib.auth.models import Group, User
 
+    from core.models import ProjectMembership
+    from core.project_access import default_project
+
     user = User.objects.create_user(username=username, password=f"pw-{username}")
-    perms = Group.objects.get(name=group).permissions.exclude(codename__in=without)
-    user.user_permissions.add(*perms)  # the role's permissions, minus `without`
+    narrowed, _ = Group.objects.get_or_create(name=f"{group} without {', '.join(without) or 'nothing'}")
+    narrowed.permissions.set(Group.objects.get(name=group).permissions.exclude(codename__in=without))
+    ProjectMembership.objects.create(project=default_project(), user=user, role=narrowed)
     return User.objects.get(pk=user.pk)  # no cached permissions
 
 

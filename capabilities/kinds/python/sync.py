@@ -13,7 +13,8 @@ from capabilities.models import Capability, Kind
 from capabilities.policy import append_version, insert_capability, name_errors, validate_version
 from core.audit import audit
 from core.errors import Conflict, InvalidInput, ServiceError
-from core.models import AuditAction, AuditEvent
+from core.models import AuditAction, AuditEvent, Project
+from core.projects import active_project_id, project_scope
 from runtime.observation import RETRYABLE_CODES
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,9 @@ def python_capabilities_sync(*, definitions: dict | None = None, modules: tuple[
 
     By default every registered function is synced (after importing the demo
     module); `modules` limits it to functions defined in those modules.
+
+    Code is the instance's: its functions are synced into every project's registry (each project
+    enables, disables and edits its own), or into the project in scope only, when there is one.
     """
     if definitions is None:
         definitions = autodiscover(modules or DEMO_MODULES)
@@ -73,6 +77,14 @@ def python_capabilities_sync(*, definitions: dict | None = None, modules: tuple[
             definitions = {name: d for name, d in definitions.items()
                            if d.dotted_path.partition(":")[0] in modules}
     result = SyncResult()
+    in_scope = active_project_id()
+    for project_id in [in_scope] if in_scope else list(Project.objects.values_list("pk", flat=True)):
+        with project_scope(project_id):
+            _sync_project(definitions, result)
+    return result
+
+
+def _sync_project(definitions: dict, result: SyncResult) -> None:
     for name, definition in sorted(definitions.items()):
         try:
             outcome = _sync_one(name, definition)
@@ -83,8 +95,8 @@ def python_capabilities_sync(*, definitions: dict | None = None, modules: tuple[
             result.errors[name] = message
             log.error("capability sync: %s: %s", name, message)
             continue
-        getattr(result, outcome).append(name)
-    return result
+        if name not in getattr(result, outcome):
+            getattr(result, outcome).append(name)
 
 
 @transaction.atomic

@@ -5,6 +5,8 @@ Idempotent (nothing is run when an evaluation exists); `python agentops/dev.py u
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from core.project_access import demo_project
+from core.projects import project_scope
 from evaluation.models import Evaluation
 from evaluation.services import evaluation_run_now, evaluation_suites_sync
 
@@ -13,6 +15,10 @@ class Command(BaseCommand):
     help = "Sync the bundled evaluation suites and measure each once, as the demo operator (after seed_demo)."
 
     def handle(self, *args, **options):
+        with project_scope(demo_project()):   # the demo's project (seed_demo)
+            self._seed()
+
+    def _seed(self):
         suites = evaluation_suites_sync()
         if Evaluation.objects.exists():
             return

@@ -10,10 +10,12 @@ import secrets
 
 from django.apps import apps
 from django.conf import settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand
 
 from capabilities.kinds.python.sync import python_capabilities_sync
+from core.project_access import demo_project, grant_role
+from core.projects import project_scope
 from core.roles import OPERATOR, REGISTRY_ADMIN, VIEWER, sync_role_groups
 from runs import services
 from runs.models import Run
@@ -52,10 +54,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, no_runs, **options):
         sync_role_groups(apps)
-        python_capabilities_sync()
-        credentials = self._users()
-        if not no_runs:
-            self._runs()
+        # Everything the demo makes lives in the "demo" project; its users hold their roles there.
+        with project_scope(demo_project()):
+            python_capabilities_sync()
+            credentials = self._users()
+            if not no_runs:
+                self._runs()
         self.stdout.write(self.style.SUCCESS("Demo users (also in var/demo-credentials.json):"))
         for username, group, what in DEMO_USERS:
             self.stdout.write(f"  {username:<9} {credentials[username]:<22} {group or 'superuser':<15} {what}")
@@ -72,7 +76,7 @@ class Command(BaseCommand):
             user.is_superuser = user.is_staff = group is None
             user.save()
             if group:
-                user.groups.set([Group.objects.get(name=group)])
+                grant_role(user, group, demo_project())
             credentials[username] = password
         path.write_text(json.dumps(credentials, indent=2))
         path.chmod(0o600)
