@@ -5,7 +5,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
-from core import accounts, views, views_audit, views_roles
+from core import accounts, views, views_audit, views_projects, views_roles
 from identity import views as identity_views
 from notifications.slack import views as slack_views
 from runs.web import views_usage
@@ -20,6 +20,8 @@ urlpatterns = [
     path("account/slack/", slack_views.account_slack, name="account-slack"),
     path("account/password/", accounts.PasswordChangeView.as_view(), name="account-password"),
     path("roles/", views_roles.role_list, name="roles"),
+    path("projects/", views_projects.project_list, name="projects"),
+    path("projects/switch/", views_projects.project_switch, name="project-switch"),
     path("audit/", views_audit.audit_log_page, name="audit"),
     path("healthz", views.healthz, name="healthz"),
     # Browsers ask for /favicon.ico whatever the page links (downloads, the API docs): the one icon.

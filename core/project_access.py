@@ -6,7 +6,10 @@ project acts in none: every scoped query is empty and every permission refused (
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from django.contrib.auth.models import Group
+from django.core.management.base import CommandError
 
 from core.models import Project, ProjectMembership
 from core.projects import DEFAULT_SLUG, DEMO_SLUG, enter_project, project_scope
@@ -44,6 +47,23 @@ def demo_project() -> Project:
     project, _ = Project.objects.get_or_create(slug=DEMO_SLUG, defaults={
         "name": "Demo", "description": "The demo's users, capabilities, runs and evaluations."})
     return project
+
+
+def add_project_argument(parser) -> None:
+    """--project for a management command that makes or reads a project's rows."""
+    parser.add_argument("--project", default=DEFAULT_SLUG, metavar="SLUG",
+                        help="the slug of the project it acts in (default: %(default)s)")
+
+
+@contextmanager
+def command_project(slug: str):
+    """A management command acts in the project named by --project, as a request acts in its own."""
+    project = Project.objects.filter(slug=slug).first()
+    if project is None:
+        names = ", ".join(Project.objects.values_list("slug", flat=True))
+        raise CommandError(f"No project {slug!r} (there are: {names or 'none'}).")
+    with project_scope(project):
+        yield project
 
 
 def grant_role(user, role: str, project: Project | None = None) -> ProjectMembership:

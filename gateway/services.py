@@ -18,6 +18,8 @@ from core.audit import audit
 from core.errors import Conflict, InvalidInput, NotAllowed, ServiceError
 from core.models import AuditAction
 from core.permissions import require
+from core.project_access import holds
+from core.projects import active_project_id
 from core.tokens import ApiToken, TokenNotFound, capped_expiry
 from gateway.models import Agent, AgentToken, GatewaySession
 from gateway.tokens import default_expiry, new_key
@@ -67,6 +69,8 @@ def _agent_errors(*, name, owner, capabilities, budgets, completion, description
         errors["description"] = "At most 2,000 characters."
     if owner is None or not owner.is_active:
         errors["owner"] = "The owner must be an active user."
+    elif not holds(owner, active_project_id() or 0):
+        errors["owner"] = "The owner must hold a role in this project: the agent acts with their roles here."
     return errors
 
 

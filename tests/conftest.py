@@ -312,6 +312,19 @@ def class_operator(class_db):
         yield _make_user("olive", "operator")
 
 
+def url_patterns(resolver=None, prefix=""):
+    """Every (route, name) the product serves, but for the Django admin's (it guards itself: staff only)."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    for entry in (resolver or get_resolver()).url_patterns:
+        if isinstance(entry, URLResolver):
+            if str(entry.pattern).startswith("admin/"):
+                continue
+            yield from url_patterns(entry, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern):
+            yield prefix + str(entry.pattern), entry.name
+
+
 def holding_only(user, *codenames: str):
     """`user` holds, in the default project, a role of their own with exactly these permissions."""
     from django.contrib.auth.models import Group, Permission

@@ -61,6 +61,12 @@
     if (message && !window.confirm(message)) event.preventDefault();
   }, true);
 
+  // --- The project switcher acts on choosing (its Switch button does without this script).
+  document.addEventListener("change", function (event) {
+    var form = event.target.closest && event.target.closest("form[data-switch-project]");
+    if (form && event.target.name === "project") form.requestSubmit();
+  });
+
   // --- The runs list: tick two runs, Compare (the server says the same when this script is absent).
   function compareTicked(form) {
     return form.querySelectorAll("input[name=run]:checked").length;

@@ -2,7 +2,6 @@
 import re
 
 import pytest
-from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from capabilities.models import Capability
@@ -10,6 +9,7 @@ from core.project_access import grant_role
 from runs import services
 from runs.models import Approval
 from runs.worker import engine
+from tests.conftest import url_patterns
 
 # The provider's redirect and callback are part of signing in (tests/identity covers what they refuse).
 PUBLIC = {"login", "logout", "healthz", "favicon", "oidc-start", "oidc-callback"}
@@ -18,16 +18,6 @@ PUBLIC = {"login", "logout", "healthz", "favicon", "oidc-start", "oidc-callback"
 ROLES = ("anonymous", "nobody", "viewer", "operator", "other_operator", "lead_operator", "registry_admin")
 OWNER_ONLY = {"/runs/{run}/cancel/", "/api/runs/{run}/cancel/"}
 AUTHENTICATED = {"nobody", "viewer", "operator", "other_operator", "lead_operator", "registry_admin"}
-
-
-def _patterns(resolver=None, prefix=""):
-    for entry in (resolver or get_resolver()).url_patterns:
-        if isinstance(entry, URLResolver):
-            if str(entry.pattern).startswith("admin/"):
-                continue  # Django's admin guards itself (staff only)
-            yield from _patterns(entry, prefix + str(entry.pattern))
-        elif isinstance(entry, URLPattern):
-            yield prefix + str(entry.pattern), entry.name
 
 
 @pytest.fixture
@@ -58,7 +48,7 @@ def _concrete(route, world):
 @pytest.mark.django_db
 def test_every_endpoint_refuses_anonymous_requests(client, world):
     checked = 0
-    for route, name in _patterns():
+    for route, name in url_patterns():
         if name in PUBLIC or "(?P<format>" in route or route.startswith("static"):
             continue
         url = _concrete(route, world)

@@ -13,14 +13,17 @@ class Command(BaseCommand):
         parser.add_argument("username")
         parser.add_argument("--name", default="command line")
         parser.add_argument("--days", type=int, default=None, help="lifetime (default AGENTOPS_API_TOKEN_DEFAULT_DAYS)")
+        parser.add_argument("--project", default=None, metavar="SLUG",
+                            help="the project the token acts in, one the user holds (default: the first they hold)")
 
-    def handle(self, *args, username, name, days, **options):
+    def handle(self, *args, username, name, days, project, **options):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user {username!r}.")
         try:
-            token, key = token_create(user=user, name=name, expires_in_days=days)
+            token, key = token_create(user=user, name=name, expires_in_days=days, project=project)
         except ServiceError as exc:
             raise CommandError(exc.message) from None
-        self.stderr.write(f"Token {token.name!r} for {username}, expires {token.expires_at:%Y-%m-%d %H:%M} UTC:")
+        self.stderr.write(f"Token {token.name!r} for {username} in project {token.project.slug}, "
+                          f"expires {token.expires_at:%Y-%m-%d %H:%M} UTC:")
         self.stdout.write(key)

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ServiceError
+from core.project_access import add_project_argument, command_project
 from evaluation import export
 from evaluation.models import Evaluation, EvaluationSuite
 from evaluation.selectors import task_rows
@@ -30,8 +31,13 @@ class Command(BaseCommand):
                             help="the planner in planning mode (default: the suite's own)")
         parser.add_argument("--planner-config", default="{}", help="that planner's settings as JSON (llm)")
         parser.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+        add_project_argument(parser)
 
-    def handle(self, *args, suite, label, user, planning_mode, planner_config, **options):
+    def handle(self, *args, project, **options):
+        with command_project(project):
+            self._evaluate(**options)
+
+    def _evaluate(self, *, suite, label, user, planning_mode, planner_config, **options):
         try:
             planner_config = jsonlib.loads(planner_config)
         except ValueError as exc:

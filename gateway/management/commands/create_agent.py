@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ServiceError
+from core.project_access import add_project_argument, command_project
 from gateway import services
 
 
@@ -21,8 +22,13 @@ class Command(BaseCommand):
         parser.add_argument("--budgets", default="{}", help='JSON, e.g. {"max_tool_calls": 20}')
         parser.add_argument("--completion", default="{}", help="JSON completion criteria (optional)")
         parser.add_argument("--expires-in-days", type=int, default=None)
+        add_project_argument(parser)
 
-    def handle(self, *args, name, owner, capability, budgets, completion, expires_in_days, **options):
+    def handle(self, *args, project, **options):
+        with command_project(project):
+            self._create(**options)
+
+    def _create(self, *, name, owner, capability, budgets, completion, expires_in_days, **options):
         user = get_user_model().objects.filter(username=owner).first()
         if user is None:
             raise CommandError(f"No user {owner!r}.")
