@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView
 from core import accounts, views, views_audit, views_projects, views_roles
 from identity import views as identity_views
 from notifications.slack import views as slack_views
+from runs.web import views_projects as runs_views_projects
 from runs.web import views_usage
 
 urlpatterns = [
@@ -22,6 +23,7 @@ urlpatterns = [
     path("roles/", views_roles.role_list, name="roles"),
     path("projects/", views_projects.project_list, name="projects"),
     path("projects/switch/", views_projects.project_switch, name="project-switch"),
+    path("projects/<slug:slug>/limits/", runs_views_projects.project_limits, name="project-limits"),
     path("audit/", views_audit.audit_log_page, name="audit"),
     path("healthz", views.healthz, name="healthz"),
     # Browsers ask for /favicon.ico whatever the page links (downloads, the API docs): the one icon.

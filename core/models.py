@@ -83,6 +83,7 @@ class AuditAction(models.TextChoices):
     SLACK_ACCOUNT_UNLINKED = "slack_account.unlinked"
     USER_CREATED = "user.created"
     PROJECT_CREATED = "project.created"
+    PROJECT_LIMITS_SAVED = "project.limits_saved"
 
 
 

@@ -13,8 +13,9 @@ from django.utils import timezone
 from core.audit import audit
 from core.choices import ApprovalState, DecisionChannel, RunStatus
 from core.errors import Conflict, InvalidInput, NotAllowed
-from core.models import AuditAction
+from core.models import AuditAction, Project
 from core.permissions import require
+from core.projects import active_project_id
 from core.roles import MANAGE_ALL_RUNS
 from runs import failures, otel
 from runs.dashboard import rollup, usage
@@ -271,12 +272,21 @@ def budget_errors(budgets) -> dict[str, str]:
 
 
 @transaction.atomic
+def project_default_budgets() -> dict:
+    """The budgets a run of the project in scope starts with where its request names none."""
+    found = Project.objects.filter(pk=active_project_id() or 0).values_list("default_budgets", flat=True).first()
+    return dict(found) if isinstance(found, dict) else {}
+
+
 def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None, planner: str = "rules",
               planner_config: dict | None = None, require_plan_approval: bool = False,
               labels: dict | None = None) -> Run:
-    """Validate and queue a run; a worker picks it up once this commits."""
+    """Validate and queue a run; a worker picks it up once this commits. Budgets the request does not
+    name are the project's defaults, then the runtime's."""
     require(owner, "runs.start_run", "start runs")
     budgets = {} if budgets is None else budgets
+    if isinstance(budgets, dict):
+        budgets = {**project_default_budgets(), **budgets}
     planner_config = planner_config or {}
     errors: dict[str, str] = {}
     if not isinstance(goal, str) or not goal.strip():

@@ -32,7 +32,7 @@ from .observation import AdmissionRefused, ErrorCode, SideEffectStatus
 from .pass_context import Pass
 from .plan_intake import ask_planner
 from .planner_calls import settle_lost_calls
-from .ports import ApprovalBook, Authorizer, CapabilityRegistry, Clock, Executor, IdSource, Planner
+from .ports import ApprovalBook, Authorizer, CapabilityRegistry, Clock, Executor, IdSource, Planner, Quotas
 from .records import replace
 from .resolution import interrupted_call, look_up_settled, resolve
 from .signatures import action_signature, arguments_hash, idempotency_key, signature_text
@@ -57,7 +57,7 @@ class Controller:
                  history_window: int = 20, ids: IdSource | None = None,
                  approval_ttl_s: float | None = None, intents: IntentLog | None = None,
                  abandon_on: tuple[type[BaseException], ...] = (),
-                 cancel_requested: Callable[[], bool] | None = None) -> None:
+                 cancel_requested: Callable[[], bool] | None = None, quotas: Quotas | None = None) -> None:
         self.registry = registry
         self.executor = executor
         self.planner = planner
@@ -76,6 +76,8 @@ class Controller:
         self.abandon_on = abandon_on
         # Whether an operator asked to cancel while a call was in flight (asked when it returns).
         self.cancel_requested = cancel_requested
+        # Limits shared with other runs (a project's per-day quotas); None: no such limits.
+        self.quotas = quotas
 
     # -- public -------------------------------------------------------------------------
 
@@ -143,6 +145,9 @@ class Controller:
         if B.deadline_reached(p.state.budgets, p.state.started_at, now):
             return p.stop(StopKind.BUDGET_EXHAUSTED, B.BudgetName.DEADLINE,
                           f"deadline of {p.state.budgets.deadline_s}s reached")
+        refused = self.quotas.refusal(p.state, planning=p.state.planning is not None) if self.quotas else None
+        if refused is not None:
+            return p.stop(StopKind.QUOTA_EXHAUSTED, refused[0], refused[1])
         if p.state.planning is not None:
             return ask_planner(p, now)
         return self._execute_next(p, now)

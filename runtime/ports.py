@@ -73,3 +73,13 @@ class IdSource(Protocol):
 class ApprovalBook(Protocol):
     def decision_for(self, request: ApprovalRequest) -> ApprovalDecision | None:
         """The decision for exactly this request, or None while undecided."""
+
+
+class Quotas(Protocol):
+    """A limit the run shares with others (its project's per-day quotas), asked before each pass."""
+
+    def refusal(self, state: Any, *, planning: bool) -> tuple[str, str] | None:
+        """(the quota's name, why) when the pass may not go on: a run that has no plan yet is refused when the
+        project started its quota of runs today; a planner call (planning=True) when the project spent
+        its tokens or cost for the day. None: go on."""
+        ...

@@ -36,6 +36,16 @@ class StopKind(StrEnum):
     # The agent's session ended (an MCP client closed it or went idle) while the run waited
     # for its next call: not "completed", which only verified completion criteria earn.
     SESSION_ENDED = "session_ended"
+    # The project's quota for the day was reached: a limit shared by the project's runs, not the run's own.
+    QUOTA_EXHAUSTED = "quota_exhausted"
+
+
+class QuotaName(StrEnum):
+    """The per-day quotas a project may set (the stop reason's qualifier)."""
+
+    RUNS_PER_DAY = "runs_per_day"
+    TOKENS_PER_DAY = "tokens_per_day"
+    COST_PER_DAY = "cost_per_day"
 
 
 class StallKind(StrEnum):
@@ -88,6 +98,8 @@ class StopReason:
             object.__setattr__(self, "detail", BudgetName(str(self.detail)))
         elif self.kind is StopKind.TERMINAL_FAILURE:
             object.__setattr__(self, "detail", ErrorCode(str(self.detail)))
+        elif self.kind is StopKind.QUOTA_EXHAUSTED:
+            object.__setattr__(self, "detail", QuotaName(str(self.detail)))
 
     @classmethod
     def parse(cls, text: str) -> StopReason:
@@ -119,11 +131,12 @@ class StopReason:
         return ((cls(StopKind.COMPLETED),)
                 + tuple(cls(StopKind.BUDGET_EXHAUSTED, b) for b in BudgetName)
                 + tuple(cls(StopKind.TERMINAL_FAILURE, c) for c in ErrorCode)
+                + tuple(cls(StopKind.QUOTA_EXHAUSTED, q) for q in QuotaName)
                 + tuple(cls(k) for k in StopKind if k not in _QUALIFIED and k is not StopKind.COMPLETED))
 
 
 _SEPARATOR = ":"
-_QUALIFIED = frozenset({StopKind.BUDGET_EXHAUSTED, StopKind.TERMINAL_FAILURE})
+_QUALIFIED = frozenset({StopKind.BUDGET_EXHAUSTED, StopKind.TERMINAL_FAILURE, StopKind.QUOTA_EXHAUSTED})
 
 
 def stop_reason(kind: StopKind | str, qualifier: str | None = None) -> str:

@@ -53,7 +53,8 @@ def registry_read_afresh(request):
 # What a recording cannot reproduce (runtime.replay): real time, a cancel or an MCP session's
 # end from outside, and a permission revoked during the run (the export holds today's permissions).
 _NOT_REPLAYABLE = ("budget_exhausted:deadline", "cancelled", "internal_error", "terminal_failure:permission_denied",
-                   "session_ended")
+                   "session_ended", "quota_exhausted:runs_per_day", "quota_exhausted:tokens_per_day",
+                   "quota_exhausted:cost_per_day")
 
 
 @pytest.fixture(autouse=True)

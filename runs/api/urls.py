@@ -2,9 +2,12 @@ from django.urls import path
 
 from runs.api import bulk as api_bulk
 from runs.api import compare as api_compare
+from runs.api import projects as api_projects
 from runs.api import runs as api
 
 urlpatterns = [
+    path("projects/", api_projects.ProjectListApi.as_view(), name="api-project-list"),
+    path("projects/<slug:slug>/limits/", api_projects.ProjectLimitsApi.as_view(), name="api-project-limits"),
     path("runs/", api.RunListApi.as_view(), name="api-run-list"),
     path("runs/start/", api.RunStartApi.as_view(), name="api-run-start"),
     path("runs/bulk/", api_bulk.BulkStartApi.as_view(), name="api-run-bulk"),

@@ -13,7 +13,7 @@ from django.utils.html import format_html, format_html_join
 
 from runtime.budgets import BudgetName
 from runtime.observation import ErrorCode
-from runtime.stop import StallKind, StopKind, StopReason
+from runtime.stop import QuotaName, StallKind, StopKind, StopReason
 
 register = template.Library()
 
@@ -53,10 +53,16 @@ _KIND_WORDS = {
     StopKind.SESSION_ENDED: "Stopped: the agent's MCP session ended (closed by the client, or idle) while the run "
                      "waited for its next call",
 }
+_QUOTA_WORDS = {
+    QuotaName.RUNS_PER_DAY: "the project started as many runs today as its daily quota allows",
+    QuotaName.TOKENS_PER_DAY: "the project's runs spent today's token quota",
+    QuotaName.COST_PER_DAY: "the project's runs spent today's cost quota",
+}
 STOP_REASON_TEXT = {
     **{StopReason(kind): text for kind, text in _KIND_WORDS.items()},
     **{StopReason(StopKind.BUDGET_EXHAUSTED, name): f"Stopped: {text}" for name, text in _BUDGET_WORDS.items()},
     **{StopReason(StopKind.TERMINAL_FAILURE, code): f"Stopped: {text}" for code, text in _FAILURE_WORDS.items()},
+    **{StopReason(StopKind.QUOTA_EXHAUSTED, name): f"Stopped: {text}" for name, text in _QUOTA_WORDS.items()},
 }
 assert set(STOP_REASON_TEXT) == set(StopReason.every()), "every stop reason needs plain words"
 

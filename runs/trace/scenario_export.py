@@ -24,7 +24,7 @@ from runtime.replay import (
     scenario_from_record,
 )
 from runtime.sim.scenario import ScenarioError, load_scenario, run_scenario
-from runtime.stop import RunStatus, StopKind
+from runtime.stop import RunStatus, StopKind, StopReason
 
 _HTTP_STATUS = re.compile(r"^HTTP (\d{3})\b")
 EXPECTED_COUNTS = ("tool_calls", "revisions", "retries", "approvals_requested", "tokens", "side_effects_committed")
@@ -88,7 +88,10 @@ def _owner_permissions(run: Run, specs) -> list[str]:
 
 def _expect(run: Run) -> dict[str, Any]:
     expect: dict[str, Any] = {field: getattr(run, field) for field in EXPECTED_COUNTS}
-    if run.status != RunStatus.CANCELLED:  # a cancellation came from outside the run: nothing to replay it
+    # A cancellation, or a project's quota (the day's other runs), came from outside the run: nothing
+    # in a scenario replays it.
+    outside = run.status == RunStatus.CANCELLED or run.stop_reason.startswith(StopReason.prefix(StopKind.QUOTA_EXHAUSTED))
+    if not outside:
         expect["status"] = run.status
         if run.stop_reason:
             expect["stop_reason"] = run.stop_reason

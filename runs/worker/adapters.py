@@ -17,6 +17,7 @@ from capabilities.wiring import capability_executor
 from core.choices import ApprovalState
 from runs.models import Approval, PlanSubmission, Run
 from runs.planners import planner_for
+from runs.quotas import ProjectQuotas
 from runs.trace.calls_in_flight import AnnouncedCalls
 from runs.worker.leases import INFRASTRUCTURE_ERRORS, Lease
 from runs.worker.persistence import PassWriter
@@ -232,7 +233,8 @@ def build_controller(run: Run, writer: PassWriter | None = None, registry: Djang
                       authorizer=authorizer,
                       approvals=DjangoApprovalBook(run), ids=RandomIds(),
                       approval_ttl_s=settings.AGENTOPS_APPROVAL_TTL_SECONDS, intents=writer,
-                      abandon_on=INFRASTRUCTURE_ERRORS, cancel_requested=cancel_check(run.pk))
+                      abandon_on=INFRASTRUCTURE_ERRORS, cancel_requested=cancel_check(run.pk),
+                      quotas=ProjectQuotas.for_run(run))
 
 
 def latest_proposer(run: Run) -> int | None:

@@ -3,9 +3,9 @@ counted or changed from the other.
 
 Project "zebra" holds a run awaiting approval, a finished run, an HTTP capability, a notification channel
 and rule, an agent with a token, an evaluation, a saved view and an API token, each named with the marker
-"quagga" (but for the capability, whose name a URL carries: its description). People of the default project (every role, and a superuser acting there) ask for every route,
-with zebra's ids where a route takes one, and search for zebra's words: no answer may carry the marker,
-and no write may change a zebra object.
+"quagga" (the capability's description: a URL carries its name). People of the default project (every
+role, and a superuser acting there) ask for every route, with zebra's ids where a route takes one, and
+search for zebra's words: no answer may carry the marker, and no write may change a zebra object.
 """
 from __future__ import annotations
 
@@ -115,15 +115,15 @@ def _urls(z):
             continue
         # An agent's token under an agent's routes, a person's API token under theirs.
         ids = {**_route_ids(z), **({} if "agent" in route else {"token_id": z.api_token.pk})}
-        yield name, "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(ids[m.group(1)]), route).lstrip("^").rstrip("$"), \
-            bool(re.search(r"<", route))
+        path = re.sub(r"<(?:\w+:)?(\w+)>", lambda m, ids=ids: str(ids[m.group(1)]), route)
+        yield name, "/" + path.lstrip("^").rstrip("$"), "<" in route
 
 
 SEARCHES = ["/runs/?q=ZEBRA", "/api/runs/?q=ZEBRA", "/runs/calls/?q=ZEBRA", "/api/calls/?q=ZEBRA",
-            f"/runs/?label=team:stripes", f"/api/runs/?label=team:stripes", "/api/audit/?target_type=run",
+            "/runs/?label=team:stripes", "/api/runs/?label=team:stripes", "/api/audit/?target_type=run",
             "/runs/failures/", "/api/failure-groups/", "/usage/", "/api/usage/?group=label", "/runs/dashboard/",
-            "/runs/approvals/", "/api/approvals/", f"/runs/compare/?a={{done}}&b={{run}}",
-            f"/api/runs/compare/?a={{done}}&b={{run}}"]
+            "/runs/approvals/", "/api/approvals/", "/runs/compare/?a={done}&b={run}",
+            "/api/runs/compare/?a={done}&b={run}"]
 
 
 def _client(user):
@@ -138,7 +138,7 @@ def test_no_page_or_endpoint_shows_another_projects_objects(zebra, people):
         api = _client(user)
         urls = [(name, url) for name, url, _ in _urls(zebra)]
         urls += [("search", url.format(done=zebra.done.pk, run=zebra.run.pk)) for url in SEARCHES]
-        for name, url in urls:
+        for _name, url in urls:
             response = api.get(url)
             body = b"".join(response.streaming_content) if response.streaming else response.content
             assert response.status_code < 500, (who, url, response.status_code)
@@ -164,7 +164,7 @@ def test_no_write_reaches_another_projects_objects(zebra, people):
     before = state()
     for who, user in people.items():
         api = _client(user)
-        for name, url, takes_id in _urls(zebra):
+        for _name, url, takes_id in _urls(zebra):
             if not takes_id:
                 continue   # a route without an object acts in the person's own project
             for body in ({}, {"decision": "approve", "expected_hash": "x", "enabled": "false", "name": "x",

@@ -250,6 +250,26 @@ class TestThroughTheEngine:
         assert run.stop_reason == "stalled" and run.tokens == 1000
         assert '"name": "create_ticket"' in llm.user_message(0)
 
+    def test_the_projects_token_quota_stops_the_run_at_its_next_planner_call(self, llm, demo_capabilities, operator,
+                                                                             monkeypatch):
+        """A quota reached mid-run: the first plan (1,000 tokens) finds nothing, and the replan it needs
+        would spend past the project's 1,000 tokens a day."""
+        from core.models import Project
+        from runs.models import Run
+        from runs.worker import engine
+
+        monkeypatch.setenv("TEST_LLM_API_KEY", "sk-from-env")
+        Project.objects.filter(slug="default").update(quota_tokens_per_day=1000)
+        nothing = {"steps": [{"id": "s1", "capability": "search_documents", "arguments": {"q": "zzzz qqqq"},
+                              "expected_outcome": "a policy", "depends_on": []}]}
+        llm.responses = [completion(nothing), completion(GOOD_PLAN)]
+        run = self.start(operator, llm)
+        engine.run_advance(run_id=run.pk, worker="test-worker")
+        run = Run.objects.get(pk=run.pk)
+        assert run.stop_reason == "quota_exhausted:tokens_per_day" and run.status == "stopped"
+        assert run.tool_calls == 1 and run.tokens == 1000 and len(llm.requests) == 1
+        assert "quota of 1000 tokens a day" in run.stop_detail
+
     def test_the_start_api_refuses_a_bad_config(self, api_for, operator):
         response = api_for(operator).post("/api/runs/start/", {
             "goal": "g", "completion": {"capability": "search_documents", "path": "documents", "not_empty": True},

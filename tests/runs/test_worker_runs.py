@@ -60,3 +60,30 @@ class TestRunsOnAWorker:
         calls = run.tool_calls
         run.refresh_from_db()
         assert run.tool_calls == calls
+
+    def test_a_project_past_its_run_quota_stops_the_next_run_and_a_rule_tells(self, celery_worker, registry, operator,
+                                                                              wait_until, settings):
+        from core.models import Project
+        from notifications import outbox
+        from notifications import services as notify
+        from notifications.models import Delivery
+
+        settings.AGENTOPS_HTTP_ALLOWED_HOSTS = ["hooks.example.com"]
+        Project.objects.filter(slug="default").update(quota_runs_per_day=1)
+        channel = notify.channel_save(user=operator, name="ops", url="json://hooks.example.com/agentops")
+        rule = notify.rule_save(user=operator, name="quota reached", event="run_stopped",
+                                params={"stop_reasons": ["quota_exhausted"]}, channel_ids=[channel.pk])
+        plan = {"plans": [[{"capability": "search_documents", "arguments": {"q": "travel"}}]]}
+        found = {"capability": "search_documents", "path": "documents.0.id", "exists": True}
+        first, second = (services.run_start(owner=operator, goal=goal, planner="scripted", planner_config=plan,
+                                            completion=found, budgets={"deadline_s": 120})
+                         for goal in ("Within the quota", "Past the quota"))
+        wait_until(lambda: Run.objects.filter(pk__in=[first.pk, second.pk], finished_at__isnull=False).count() == 2,
+                   message="both runs to stop")
+        first.refresh_from_db()
+        second.refresh_from_db()
+        assert first.stop_reason == "completed"
+        assert second.stop_reason == "quota_exhausted:runs_per_day" and second.tool_calls == 0 and second.revisions == 0
+        assert "quota of 1 runs a day" in second.stop_detail
+        outbox.enqueue_events(timezone.now())
+        assert list(Delivery.objects.filter(rule=rule).values_list("run_id", flat=True)) == [second.pk]
