@@ -14,7 +14,9 @@ import pytest
 
 PROVIDER = Path(__file__).with_name("oidc_provider.py")
 CLIENT_ID, CLIENT_SECRET = "agentops", "s3cret-client-value-for-tests"
-ROLE_MAP = {"ops": ["operator"], "platform": ["registry admin", "lead operator"], "readers": ["viewer"]}
+ROLE_MAP = {"ops": ["operator"], "platform": ["registry admin", "lead operator"], "readers": ["viewer"],
+            # A role in another project (its slug first): the provider decides there too.
+            "payments-team": ["payments:operator", "viewer"]}
 
 
 def _free_port() -> int:

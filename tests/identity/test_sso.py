@@ -11,9 +11,10 @@ from core.projects import project_scope
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def roles_of(username: str) -> set[str]:
+def roles_of(username: str, project: str = "default") -> set[str]:
+    """The roles the user holds in the project."""
     user = get_user_model().objects.get(username=username)
-    return {g.name for g in user.groups.all()}
+    return set(user.project_memberships.filter(project__slug=project).values_list("role__name", flat=True))
 
 
 class TestSignIn:
@@ -48,6 +49,24 @@ class TestSignIn:
         revoked = AuditEvent.objects.get(action="role.revoked", details__role="operator")
         assert revoked.actor is None and revoked.details["groups"] == ["platform"]
         assert get_user_model().objects.filter(username__startswith="bob").count() == 1
+
+    def test_a_group_may_give_a_role_in_another_project_and_losing_it_takes_it_away(self, oidc, browserless,
+                                                                                     live_server):
+        from core.models import Project
+
+        Project.objects.create(slug="payments", name="Payments")
+        oidc.add_user("pia", groups=["payments-team"])
+        browserless.sign_in("pia")
+        assert roles_of("pia", "payments") == {"operator"} and roles_of("pia") == {"viewer"}
+        with project_scope(None):   # the grant is in the payments project's log, not the default one's
+            granted = AuditEvent.objects.get(action="role.granted", details__project="payments")
+        assert granted.details["role"] == "operator" and granted.project.slug == "payments"
+        browserless.http.post(f"{live_server.url}/logout/", headers={"X-CSRFToken": browserless.http.cookies.get(
+            "csrftoken", "")})
+        oidc.set_user("pia", groups=["readers"])
+        browserless.http.cookies.clear()
+        browserless.sign_in("pia")
+        assert roles_of("pia", "payments") == set() and roles_of("pia") == {"viewer"}
 
     def test_it_goes_back_to_the_page_asked_for(self, oidc, browserless):
         oidc.add_user("nina", groups=["readers"])
