@@ -1,7 +1,7 @@
 """The read-only admin base every app's evidence uses, and the audit trail's admin."""
 from django.contrib import admin
 
-from core.models import AuditEvent
+from core.models import AuditEvent, Project, ProjectMembership
 from core.permissions import allowed
 from core.roles import VIEW_AUDIT_LOG
 
@@ -27,3 +27,24 @@ class AuditEventAdmin(ReadOnlyAdmin):
     # here as on /audit/, only those who may view the audit log.
     def has_view_permission(self, request, obj=None):
         return allowed(request.user, VIEW_AUDIT_LOG)
+
+
+class MembershipInline(admin.TabularInline):
+    model = ProjectMembership
+    extra = 0
+    autocomplete_fields = ("user",)
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    """Projects for superusers (the Projects page creates them and sets their limits, audited)."""
+
+    list_display = ("name", "slug", "quota_runs_per_day", "quota_tokens_per_day", "quota_cost_per_day", "created_at")
+    search_fields = ("name", "slug")
+    inlines = [MembershipInline]
+
+    def _superuser(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    has_module_permission = has_view_permission = has_change_permission = _superuser
+    has_add_permission = has_delete_permission = _superuser
