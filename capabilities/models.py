@@ -26,6 +26,12 @@ capability_name_validator = RegexValidator(
 Kind = CapabilityKind
 
 
+class VersionManager(ProjectScopedManager):
+    """A version is in its capability's project."""
+
+    path = "capability__project"
+
+
 class McpTransport(models.TextChoices):
     STDIO = "stdio", "stdio (local command)"
     HTTP = "http", "streamable HTTP"
@@ -144,7 +150,7 @@ class CapabilityVersion(models.Model):
         "config",
     )
 
-    objects = ProjectScopedManager.via("capability__project")
+    objects = VersionManager()
 
     class Meta:
         ordering = ["capability", "-number"]

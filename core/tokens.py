@@ -77,8 +77,9 @@ def _token_project(user, slug: str | None, minted_by: ApiToken | None) -> int:
         if slug not in held:
             raise NotAllowed(f"You hold no role in a project {slug!r}.")
         return held[slug]
-    if active_project_id() in held.values():
-        return active_project_id()
+    acting = active_project_id()
+    if acting is not None and acting in held.values():
+        return acting
     if not held:
         raise NotAllowed("You hold a role in no project, and a token acts in one: ask for a role first.")
     return next(iter(held.values()))

@@ -12,6 +12,12 @@ from core.choices import values_of
 from core.projects import ProjectScopedManager
 
 
+class ResultManager(ProjectScopedManager):
+    """A result is in its evaluation's project."""
+
+    path = "evaluation__project"
+
+
 class EvaluationSuite(models.Model):
     """A set of tasks in the scenario format, each solvable directly or with planning."""
 
@@ -111,7 +117,7 @@ class EvaluationResult(models.Model):
     wall_latency_s = models.FloatField(default=0.0)
     details = models.JSONField(default=dict, blank=True)
 
-    objects = ProjectScopedManager.via("evaluation__project")
+    objects = ResultManager()
 
     class Meta:
         db_table = "runs_evaluationresult"

@@ -12,6 +12,12 @@ from django.db.models import Q
 from core.projects import ProjectScopedManager
 
 
+class AgentRecordManager(ProjectScopedManager):
+    """An agent's tokens and sessions are in its project."""
+
+    path = "agent__project"
+
+
 class Agent(models.Model):
     project = models.ForeignKey("agentops.Project", on_delete=models.PROTECT, related_name="+")
     name = models.CharField(max_length=100)
@@ -56,7 +62,7 @@ class AgentToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
-    objects = ProjectScopedManager.via("agent__project")
+    objects = AgentRecordManager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -88,7 +94,7 @@ class GatewaySession(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=200, blank=True)
 
-    objects = ProjectScopedManager.via("agent__project")
+    objects = AgentRecordManager()
 
     class Meta:
         ordering = ["-opened_at", "-id"]

@@ -31,6 +31,12 @@ from core.projects import ProjectScopedManager
 from runtime.stop import StopKind
 
 
+class RunRecordManager(ProjectScopedManager):
+    """A run's records are in the run's project."""
+
+    path = "run__project"
+
+
 class Planner(models.TextChoices):
     SCRIPTED = "scripted"
     RULES = "rules"
@@ -186,7 +192,7 @@ class PlanRevision(models.Model):
                                     related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = ProjectScopedManager.via("run__project")
+    objects = RunRecordManager()
 
     class Meta:
         ordering = ["run", "number"]
@@ -215,7 +221,7 @@ class Step(models.Model):
     status = models.CharField(max_length=20, choices=StepStatus.choices, default=StepStatus.PENDING)
     approval_state = models.CharField(max_length=20, choices=ApprovalState.choices, default=ApprovalState.NOT_REQUIRED)
 
-    objects = ProjectScopedManager.via("run__project")
+    objects = RunRecordManager()
 
     class Meta:
         ordering = ["revision", "index"]
@@ -271,7 +277,7 @@ class Attempt(models.Model):
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
 
-    objects = ProjectScopedManager.via("run__project")
+    objects = RunRecordManager()
 
     class Meta:
         ordering = ["started_at", "id"]
@@ -335,7 +341,7 @@ class PlannerCall(models.Model):
     worker = models.CharField(max_length=100, blank=True)
     lease_token = models.PositiveBigIntegerField(null=True, blank=True)
 
-    objects = ProjectScopedManager.via("run__project")
+    objects = RunRecordManager()
 
     class Meta:
         ordering = ["started_at", "id"]
@@ -357,7 +363,7 @@ class Decision(models.Model):
     usage = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = ProjectScopedManager.via("run__project")
+    objects = RunRecordManager()
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -392,7 +398,7 @@ class Approval(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     comment = models.TextField(blank=True)
 
-    objects = ProjectScopedManager.via("run__project")
+    objects = RunRecordManager()
 
     class Meta:
         ordering = ["requested_at", "id"]
@@ -441,7 +447,7 @@ class PlanSubmission(models.Model):
     submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     submitted_at = models.DateTimeField(auto_now_add=True)
 
-    objects = ProjectScopedManager.via("run__project")
+    objects = RunRecordManager()
 
     class Meta:
         ordering = ["run", "revision"]
@@ -462,7 +468,7 @@ class RunLabel(models.Model):
     key = models.CharField(max_length=63)
     value = models.CharField(max_length=200)
 
-    objects = ProjectScopedManager.via("run__project")
+    objects = RunRecordManager()
 
     class Meta:
         indexes = [models.Index(fields=["key", "value", "run"], name="runlabel_key_value_run_idx")]
@@ -503,7 +509,7 @@ class Reconciliation(models.Model):
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     decided_at = models.DateTimeField(auto_now_add=True)
 
-    objects = ProjectScopedManager.via("run__project")
+    objects = RunRecordManager()
 
     def __str__(self):
         return f"run {self.run_id}: {'committed' if self.committed else 'not committed'}"

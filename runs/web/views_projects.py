@@ -28,10 +28,11 @@ def project_limits(request, slug: str):
     form = {"default_budgets": json.dumps(project.default_budgets, indent=2), "runs_per_day": project.quota_runs_per_day,
             "tokens_per_day": project.quota_tokens_per_day, "cost_per_day": project.quota_cost_per_day}
     if request.method == "POST":
-        form = {key: request.POST.get(key, "") for key in form}
+        posted = {key: request.POST.get(key, "") for key in form}
+        form = dict(posted)
         try:
-            values = {key: _number(form[key], kind) for key, kind in NUMBERS}
-            budgets = json.loads(form["default_budgets"] or "{}")
+            values = {key: _number(posted[key], kind) for key, kind in NUMBERS}
+            budgets = json.loads(posted["default_budgets"] or "{}")
         except ValueError:
             messages.error(request, "Give whole numbers for runs and tokens, a number for cost (blank: no quota), "
                                     "and the default budgets as a JSON object.")
