@@ -201,6 +201,8 @@ def main() -> None:
     import django
 
     django.setup()
+
+    benchenv.act_in_default_project()
     from django.conf import settings
     from django.db import connection
 

@@ -12,3 +12,12 @@ def prepare() -> None:
     os.environ.setdefault("SECRET_KEY", "bench-" + secrets.token_urlsafe(40))
     for name in ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE"):
         os.environ.setdefault(name, "false")
+
+
+def act_in_default_project() -> None:
+    """After django.setup(): the benchmark's data is made and read in the default project, as a request
+    of someone holding a role there would (core.projects)."""
+    from core.project_access import default_project
+    from core.projects import enter_project
+
+    enter_project(default_project())

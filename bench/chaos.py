@@ -559,6 +559,8 @@ def experiment(args) -> dict:
     import django
 
     django.setup()
+
+    benchenv.act_in_default_project()
     from django.contrib.auth.models import User
 
     from capabilities.kinds.python.sync import python_capabilities_sync

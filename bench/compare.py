@@ -168,6 +168,8 @@ def main() -> None:
     import django
 
     django.setup()
+
+    benchenv.act_in_default_project()
     from django.db import connection
 
     data = pages.build(args.runs, 0, 0, 10)

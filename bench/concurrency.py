@@ -338,6 +338,8 @@ def main() -> None:
     import django
 
     django.setup()
+
+    benchenv.act_in_default_project()
     server, port = start_server(args.delay, keep_alive=not args.no_keep_alive)
     try:
         register(port)

@@ -200,6 +200,8 @@ def main() -> None:
     import django
 
     django.setup()
+
+    benchenv.act_in_default_project()
     from django.db import connection
 
     from runs.models import Attempt, FailureGroup

@@ -315,6 +315,8 @@ def main() -> None:
     import django
 
     django.setup()
+
+    benchenv.act_in_default_project()
     from django.db import connection
 
     data = build(args.runs, args.attempts, args.approvals, args.attempt_every)

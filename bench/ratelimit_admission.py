@@ -44,6 +44,8 @@ def main() -> None:
     import django
 
     django.setup()
+
+    benchenv.act_in_default_project()
     from django.db import connection
 
     from capabilities.models import RateLimitWindow

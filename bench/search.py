@@ -110,6 +110,8 @@ def main() -> None:
     import django
 
     django.setup()
+
+    benchenv.act_in_default_project()
     from django.db import connection
 
     started = time.perf_counter()

@@ -31,7 +31,9 @@ LAYOUTS = {
                              "--log-level", "warning"],
 }
 SETUP = """
-from core.project_access import grant_role
+from core.project_access import default_project, grant_role
+from core.projects import enter_project
+enter_project(default_project())
 from django.contrib.auth.models import Group, User
 from capabilities.kinds.python.sync import python_capabilities_sync
 from core.tokens import token_create

@@ -82,6 +82,8 @@ def end_to_end(steps: int, capability: str = "get_ticket_status", dbos_python: s
     import django
 
     django.setup()
+
+    benchenv.act_in_default_project()
     from django.contrib.auth.models import User
     from django.db import connection, transaction
     from django.utils import timezone

@@ -19,7 +19,7 @@ from core.errors import Conflict, InvalidInput, NotAllowed, ServiceError
 from core.models import AuditAction
 from core.permissions import require
 from core.project_access import holds
-from core.projects import active_project_id
+from core.projects import active_project_id, project_scope
 from core.tokens import ApiToken, TokenNotFound, capped_expiry
 from gateway.models import Agent, AgentToken, GatewaySession
 from gateway.tokens import default_expiry, new_key
@@ -276,8 +276,10 @@ def session_end(*, session_id: int, reason: str) -> bool:
         if run.is_finished:
             return True
         try:
-            run_services.plan_submit(run_id=run.pk, user=session.agent.owner, revision=next_plan_revision(run),
-                                     no_further_plan=True, reason=reason, planner="gateway", ahead=True)
+            # In the agent's project, with its owner's roles there: the lost-session sweep runs in none.
+            with project_scope(session.agent.project_id):
+                run_services.plan_submit(run_id=run.pk, user=session.agent.owner, revision=next_plan_revision(run),
+                                         no_further_plan=True, reason=reason, planner="gateway", ahead=True)
         except (Conflict, NotAllowed):
             return False
         return True

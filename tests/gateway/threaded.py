@@ -2,17 +2,20 @@
 keeps a loop running in the test thread, where anyio.run / asyncio.run would refuse to start."""
 from __future__ import annotations
 
+import contextvars
 import threading
 
 import anyio
 
 
 def run_in_thread(fn, *args, timeout: float = 300):
+    """The thread runs in the test's context: what the test does there, it does in the test's project."""
     box: dict = {}
+    context = contextvars.copy_context()
 
     def target():
         try:
-            box["result"] = anyio.run(fn, *args)
+            box["result"] = context.run(anyio.run, fn, *args)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
             box["error"] = exc
 

@@ -26,6 +26,7 @@ from schemathesis.specs.openapi.checks import (
 from core.project_access import grant_role
 from runs import services
 from runs.worker import engine
+from tests.conftest import holding_only
 
 pytestmark = [pytest.mark.slow]
 EXAMPLES = int(os.environ.get("AGENTOPS_FUZZ_EXAMPLES", "8"))
@@ -90,7 +91,9 @@ def _headers_for(role: str) -> dict[str, str]:
     if role == "anonymous":
         return {}
     user = User.objects.create_user("fuzz-" + role.replace(" ", "-"), password="pw-fuzz-long-enough")
-    if role != "nobody":
+    if role == "nobody":
+        holding_only(user)   # a member of the project with no permission at all (a token acts in a project)
+    else:
         grant_role(user, role)
     _, key = token_create(user=user, name="fuzz")
     return {"Authorization": f"Token {key}"}
