@@ -1,10 +1,14 @@
-"""Refuse oversized API bodies before anything reads them; answer outages (database, storage) with 503."""
+"""Refuse oversized API bodies before anything reads them; answer outages (database, storage) with 503;
+stream a download as it is made under ASGI."""
 import logging
 import sys
+from collections.abc import AsyncIterator, Iterable
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.core.signals import got_request_exception
-from django.http import HttpResponse, JsonResponse
+from django.http import FileResponse, HttpResponse, JsonResponse
 
 from core.outages import Outage, outage_of, told
 
@@ -78,3 +82,40 @@ class OutageMiddleware:
             return response
         outage, detail = marked
         return told(request, outage_response(request, outage), outage.summary, detail)
+
+
+# -- streamed downloads under ASGI ----------------------------------------------------------------
+
+class StreamAsMadeMiddleware:
+    """Under ASGI (uvicorn, the production server), a streamed response is sent as it is made.
+
+    Django's ASGI handler serves a synchronous iterator by reading all of it into a list first
+    (in a thread), then sending: a 100 MB trace download was held in memory whole and its first
+    byte left after its last row was read. Here its chunks are pulled one at a time, each in the
+    request's own thread (thread-sensitive), where the view's database connection and its
+    server-side cursor live. Outermost, so it sees the response every other layer wrapped.
+    Files (FileResponse: static files, stored outputs) keep Django's own path; WSGI servers
+    iterate a response as it is made already.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (isinstance(request, ASGIRequest) and getattr(response, "streaming", False) and not response.is_async
+                and not isinstance(response, FileResponse)):
+            response.streaming_content = pulled_in_thread(response.streaming_content)
+        return response
+
+
+_END = object()
+
+
+async def pulled_in_thread(chunks: Iterable) -> AsyncIterator:
+    """The chunks of a synchronous iterator, each made in the request's thread while the event loop waits."""
+    iterator = iter(chunks)
+    pull = sync_to_async(next, thread_sensitive=True)
+    # The iterator's own generator is closed by response.close() (Django calls it in that thread too).
+    while (chunk := await pull(iterator, _END)) is not _END:
+        yield chunk
