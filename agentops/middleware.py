@@ -1,5 +1,6 @@
 """Refuse oversized API bodies before anything reads them; answer outages (database, storage) with 503;
 stream a download as it is made under ASGI."""
+import asyncio
 import logging
 import sys
 from collections.abc import AsyncIterator, Iterable
@@ -113,9 +114,17 @@ _END = object()
 
 
 async def pulled_in_thread(chunks: Iterable) -> AsyncIterator:
-    """The chunks of a synchronous iterator, each made in the request's thread while the event loop waits."""
+    """The chunks of a synchronous iterator, each made in the request's thread while the event loop
+    sends the one before (the next is asked for before this one is handed on)."""
     iterator = iter(chunks)
     pull = sync_to_async(next, thread_sensitive=True)
-    # The iterator's own generator is closed by response.close() (Django calls it in that thread too).
-    while (chunk := await pull(iterator, _END)) is not _END:
-        yield chunk
+    pending = asyncio.ensure_future(pull(iterator, _END))
+    try:
+        while (chunk := await pending) is not _END:
+            pending = asyncio.ensure_future(pull(iterator, _END))
+            yield chunk
+    finally:
+        # A client gone away: let the chunk being made finish before the response is closed (in
+        # that thread too); the iterator's own generator is closed by response.close().
+        if not pending.done():
+            await asyncio.wait([pending])
