@@ -3,7 +3,7 @@ stream a download as it is made under ASGI."""
 import asyncio
 import logging
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -113,15 +113,19 @@ class StreamAsMadeMiddleware:
 _END = object()
 
 
+def _next_chunk(iterator: Iterator) -> object:
+    return next(iterator, _END)
+
+
 async def pulled_in_thread(chunks: Iterable) -> AsyncIterator:
     """The chunks of a synchronous iterator, each made in the request's thread while the event loop
     sends the one before (the next is asked for before this one is handed on)."""
     iterator = iter(chunks)
-    pull = sync_to_async(next, thread_sensitive=True)
-    pending = asyncio.ensure_future(pull(iterator, _END))
+    pull = sync_to_async(_next_chunk, thread_sensitive=True)
+    pending = asyncio.ensure_future(pull(iterator))
     try:
         while (chunk := await pending) is not _END:
-            pending = asyncio.ensure_future(pull(iterator, _END))
+            pending = asyncio.ensure_future(pull(iterator))
             yield chunk
     finally:
         # A client gone away: let the chunk being made finish before the response is closed (in
