@@ -68,9 +68,10 @@ def outage_response(request, outage: Outage) -> HttpResponse:
 class OutageMiddleware:
     """An outage (database down, storage full) answers 503 (JSON on the API), never Django's 500 page.
 
-    Outermost, because the error may come from any layer (the session, the user,
-    the view); Django turns it into a 500 response before it reaches us, so the
-    signal above marks the request and the 500 is replaced here.
+    Outermost but for StreamAsMadeMiddleware (which only hands a stream on), because the
+    error may come from any layer (the session, the user, the view); Django turns it into
+    a 500 response before it reaches us, so the signal above marks the request and the 500
+    is replaced here.
     """
 
     def __init__(self, get_response):
