@@ -226,6 +226,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "agentops.middleware.StreamAsMadeMiddleware",
     "agentops.middleware.OutageMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
