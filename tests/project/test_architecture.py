@@ -11,7 +11,8 @@ from django.core.management import call_command
 from importlinter.cli import lint_imports
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("runtime", "agentops", "core", "capabilities", "runs", "notifications", "evaluation", "gateway", "identity")
+PACKAGES = ("runtime", "agentops", "core", "capabilities", "runs", "notifications", "evaluation", "gateway", "identity",
+            "review")
 
 # Every import of our own modules placed inside a function, with its reason (docs/architecture.md).
 # Django's AppConfig.ready() is where an app hooks into others once every app's models are loaded.
