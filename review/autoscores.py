@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from review.models import Score, ScoreConfig, ScoreSource
+from review.models import Score, ScoreConfig, ScoreKind, ScoreSource
 from review.scoring import stored
 from runs.models import Run
+from runtime.budgets import BudgetName
 from runtime.stop import StopKind, StopReason
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,20 @@ SIDE_EFFECTS_COMMITTED = "side_effects_committed"
 COST = "cost"
 NO_BUDGET = "none"
 RUNTIME_AUTHOR = "runtime"
+
+# The built-in configs (review/migrations/0002 made them): made again here if missing, e.g. after a
+# database was emptied, so a run's finish never goes unscored for want of a row.
+BUILTIN = {
+    COMPLETION_VERIFIED: {"kind": ScoreKind.BOOLEAN,
+                          "description": "The run stopped `completed`: its completion criteria were verified."},
+    STALLED: {"kind": ScoreKind.BOOLEAN,
+              "description": "The run stopped `stalled` (repeated without progress, or the planner had nothing left)."},
+    BUDGET_STOP: {"kind": ScoreKind.CATEGORICAL, "categories": [NO_BUDGET, *(b.value for b in BudgetName)],
+                  "description": "Which budget stopped the run (`none`: no budget did)."},
+    SIDE_EFFECTS_COMMITTED: {"kind": ScoreKind.NUMERIC, "min_value": 0,
+                             "description": "How many side effects the run committed."},
+    COST: {"kind": ScoreKind.NUMERIC, "min_value": 0, "description": "What the run's planning cost (its cost counter)."},
+}
 
 
 def automatic_values(run: Run) -> dict[str, Any]:
@@ -39,17 +54,25 @@ def automatic_values(run: Run) -> dict[str, Any]:
     }
 
 
+def builtin_configs() -> dict[str, ScoreConfig]:
+    """The built-in configs by name, enabled or not (any missing made again)."""
+    configs = {c.name: c for c in ScoreConfig.objects.filter(builtin=True)}
+    for name in BUILTIN.keys() - configs.keys():
+        configs[name], _ = ScoreConfig.objects.get_or_create(name=name, defaults={**BUILTIN[name], "builtin": True})
+    return configs
+
+
 def run_scores_write(*, run_id: int) -> int:
     """Write (or rewrite) the run's automatic scores; returns how many. Nothing for a run not finished."""
     run = Run.objects.filter(pk=run_id, finished_at__isnull=False).only(
         "pk", "stop_reason", "side_effects_committed", "cost").first()
     if run is None:
         return 0
-    configs = {c.name: c for c in ScoreConfig.objects.filter(builtin=True, enabled=True)}
+    configs = builtin_configs()
     written = 0
     for name, value in automatic_values(run).items():
-        config = configs.get(name)
-        if config is None:
+        config = configs[name]
+        if not config.enabled:
             continue
         Score.objects.update_or_create(
             config=config, run=run, attempt=None, author_key=RUNTIME_AUTHOR,

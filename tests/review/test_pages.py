@@ -1,0 +1,111 @@
+"""The review panel in the trace: what it shows, its forms (htmx and plain), and who may use them."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group
+
+from core.roles import REVIEWER, ROLE_PERMISSIONS
+from review.models import Annotation, IncidentSummary, Score
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+class TestPanel:
+    def test_the_trace_page_loads_the_panel_and_the_attempt_detail_its_own(self, client_for, viewer, finished_run,
+                                                                             attempt):
+        client = client_for(viewer)
+        trace = client.get(f"/runs/{finished_run.pk}/").content.decode()
+        assert f'hx-get="/review/runs/{finished_run.pk}/"' in trace
+        detail = client.get(f"/runs/{finished_run.pk}/attempts/{attempt.uid}/").content.decode()
+        assert f"/review/runs/{finished_run.pk}/?attempt={attempt.uid}" in detail
+
+    def test_a_viewer_reads_the_panel_without_forms(self, client_for, viewer, finished_run, configs):
+        body = client_for(viewer).get(f"/review/runs/{finished_run.pk}/", **HTMX).content.decode()
+        assert 'id="review-panel"' in body and "No scores yet." in body
+        assert "<form" not in body
+
+    def test_a_reviewer_scores_comments_and_writes_the_incident_from_the_panel(self, client_for, reviewer, operator,
+                                                                                finished_run, attempt, configs):
+        client = client_for(reviewer)
+        url = f"/review/runs/{finished_run.pk}/"
+        body = client.get(url, **HTMX).content.decode()
+        assert 'aria-label="Score helpful"' in body and "How helpful the run was, 1 to 5." in body
+        scored = client.post(f"{url}scores/", {"config": configs["helpful"].pk, "value": "4", "comment": "ok"}, **HTMX)
+        assert scored.status_code == 200 and "<td>4</td>" in scored.content.decode()
+        client.post(f"{url}scores/", {"config": configs["safe"].pk, "value": "no", "attempt": attempt.uid}, **HTMX)
+        client.post(f"{url}comments/", {"body": "Look at **this**, @otto"}, **HTMX)
+        client.post(f"{url}incident/", {"status": "mitigated", "root_cause": "planner", "owner": "otto",
+                                        "links": "https://tickets.example/T-9\n", "summary": "retried"}, **HTMX)
+        assert Score.objects.get(config=configs["safe"]).attempt == attempt
+        assert Annotation.objects.get().mentions.get() == operator
+        assert IncidentSummary.objects.get().links == ["https://tickets.example/T-9"]
+        body = client.get(url, **HTMX).content.decode()
+        assert "<strong>this</strong>" in body and '<span class="mention">@otto</span>' in body
+        assert "On attempts" in body and "mitigated" in body
+        on_attempt = client.get(f"{url}?attempt={attempt.uid}", **HTMX).content.decode()
+        assert "Review of this attempt" in on_attempt and "<td>no</td>" in on_attempt
+
+    def test_a_refused_write_answers_the_panel_with_the_reason(self, client_for, reviewer, finished_run, configs):
+        response = client_for(reviewer).post(f"/review/runs/{finished_run.pk}/scores/",
+                                             {"config": configs["helpful"].pk, "value": "11"}, **HTMX)
+        assert response.status_code == 400 and "helpful takes at most 5" in response.content.decode()
+        response = client_for(reviewer).post(f"/review/runs/{finished_run.pk}/incident/",
+                                             {"status": "open", "links": "javascript:alert(1)"}, **HTMX)
+        assert response.status_code == 400 and "http(s) URL" in response.content.decode()
+
+    def test_a_plain_form_goes_back_to_the_trace(self, client_for, reviewer, finished_run):
+        response = client_for(reviewer).post(f"/review/runs/{finished_run.pk}/comments/", {"body": "plain"})
+        assert response.status_code == 302 and response["Location"] == f"/runs/{finished_run.pk}/"
+
+    def test_a_viewer_may_not_post(self, client_for, viewer, finished_run, configs):
+        response = client_for(viewer).post(f"/review/runs/{finished_run.pk}/comments/", {"body": "x"})
+        assert response.status_code == 403 and not Annotation.objects.exists()
+
+    def test_an_unknown_run_or_attempt_is_a_404(self, client_for, reviewer, finished_run):
+        assert client_for(reviewer).get("/review/runs/999999/").status_code == 404
+        assert client_for(reviewer).get(f"/review/runs/{finished_run.pk}/?attempt=nope").status_code == 404
+
+
+class TestReviewerRole:
+    def test_a_reviewer_may_review_but_not_start_cancel_or_approve(self, reviewer):
+        assert reviewer.has_perm("review.review_runs") and reviewer.has_perm("runs.view_run")
+        for perm in ("runs.start_run", "runs.cancel_run", "runs.decide_approval", "review.manage_review_settings"):
+            assert not reviewer.has_perm(perm), perm
+
+    def test_the_reviewer_group_holds_what_the_roles_say(self, roles):
+        names = {f"{p.content_type.app_label}.{p.codename}"
+                 for p in Group.objects.get(name=REVIEWER).permissions.select_related("content_type")}
+        assert names == set(ROLE_PERMISSIONS[REVIEWER])
+
+    def test_a_reviewer_cannot_start_a_run_on_the_page(self, client_for, reviewer):
+        assert client_for(reviewer).get("/runs/start/").status_code == 403
+
+
+class TestSettingsPage:
+    def test_an_admin_adds_and_disables_configs_and_root_causes(self, client_for, registry_admin):
+        client = client_for(registry_admin)
+        page = client.get("/review/settings/").content.decode()
+        assert "completion_verified" in page and "planner" in page
+        assert client.post("/review/settings/", {"what": "config", "name": "tone", "kind": "categorical",
+                                                 "categories": "calm, rude"}).status_code == 302
+        from review.models import RootCauseCategory, ScoreConfig
+        tone = ScoreConfig.objects.get(name="tone")
+        assert tone.categories == ["calm", "rude"]
+        client.post("/review/settings/", {"what": "config", "id": tone.pk, "toggle": "1"})
+        assert not ScoreConfig.objects.get(name="tone").enabled
+        client.post("/review/settings/", {"what": "root_cause", "name": "dns"})
+        dns = RootCauseCategory.objects.get(name="dns")
+        client.post("/review/settings/", {"what": "root_cause", "id": dns.pk})
+        assert not RootCauseCategory.objects.get(name="dns").enabled
+
+    def test_bad_input_is_a_400_with_the_reason(self, client_for, registry_admin):
+        response = client_for(registry_admin).post("/review/settings/", {"what": "config", "name": "n",
+                                                                         "kind": "numeric", "min_value": "abc"})
+        assert response.status_code == 400 and "is not a number" in response.content.decode()
+
+    def test_a_reviewer_reads_it_but_may_not_change_it(self, client_for, reviewer):
+        client = client_for(reviewer)
+        assert client.get("/review/settings/").status_code == 200
+        assert client.post("/review/settings/", {"what": "root_cause", "name": "x"}).status_code == 403
