@@ -16,6 +16,7 @@ from django.utils import timezone
 from notifications import outbox
 from notifications.models import Rule, RuleEvent
 from notifications.rules import Notice
+from notifications.tasks import send_due
 from runs.labels import runs_with_labels
 from runs.models import Run
 
@@ -28,13 +29,14 @@ def mentions_notify(*, run_id: int, comment_key: str, usernames: list[str], auth
     if not usernames:
         return 0
     written = 0
-    now = timezone.now()
+    now, link = timezone.now(), settings.AGENTOPS_BASE_URL + path
     for rule in Rule.objects.filter(enabled=True, event=RuleEvent.MENTIONED).prefetch_related("channels"):
         targets = [c for c in rule.channels.all() if c.enabled]
-        if not targets or not runs_with_labels(Run.objects.filter(pk=run_id), tuple((rule.labels or {}).items())).exists():
+        labelled = runs_with_labels(Run.objects.filter(pk=run_id), tuple((rule.labels or {}).items()))
+        if not targets or not labelled.exists():
             continue
         notices = [Notice(f"mention:{comment_key}:{name}", f"{author} mentioned @{name} on run #{run_id}",
-                          f"@{name}: {author} wrote on run #{run_id}:\n\n{excerpt[:1000]}", settings.AGENTOPS_BASE_URL + path, run_id)
+                          f"@{name}: {author} wrote on run #{run_id}:\n\n{excerpt[:1000]}", link, run_id)
                    for name in usernames]
         written += outbox.write_deliveries(rule, targets, notices, now)
     if written:
@@ -43,8 +45,6 @@ def mentions_notify(*, run_id: int, comment_key: str, usernames: list[str], auth
 
 
 def _send_soon() -> None:
-    from notifications.tasks import send_due
-
     try:
         send_due.delay()
     except Exception:  # the deliveries are written; the scheduler's next tick sends them

@@ -11,8 +11,16 @@ from core.api import PAGE_PARAMETERS, ApiView, page_response, paginated, validat
 from core.permissions import MethodPermission
 from core.roles import MANAGE_REVIEW_SETTINGS, REVIEW_RUNS
 from review import selectors, services
-from review.models import (Annotation, IncidentStatus, IncidentSummary, RootCauseCategory, Score, ScoreConfig,
-                           ScoreKind, ScoreSource)
+from review.models import (
+    Annotation,
+    IncidentStatus,
+    IncidentSummary,
+    RootCauseCategory,
+    Score,
+    ScoreConfig,
+    ScoreKind,
+    ScoreSource,
+)
 from runs.models import Run
 
 # -- outputs ---------------------------------------------------------------------------------------
@@ -37,48 +45,51 @@ class AnyValue(serializers.JSONField):
 
 
 class ScoreOutput(serializers.Serializer):
-    id = serializers.IntegerField()
-    config = serializers.CharField(source="config.name")
-    kind = serializers.ChoiceField(source="config.kind", choices=ScoreKind.choices)
-    run = serializers.IntegerField(source="run_id")
-    attempt = serializers.CharField(source="attempt.uid", allow_null=True, default=None,
+    """Read from a review.selectors.ShownScore."""
+    id = serializers.IntegerField(source="score.pk")
+    config = serializers.CharField(source="score.config.name")
+    kind = serializers.ChoiceField(source="score.config.kind", choices=ScoreKind.choices)
+    run = serializers.IntegerField(source="score.run_id")
+    attempt = serializers.CharField(source="score.attempt.uid", allow_null=True, default=None,
                                     help_text="The attempt's uid; null for a score of the whole run.")
     value = AnyValue()
     stale = serializers.BooleanField(help_text="The value no longer fits its config (changed since).")
-    source = serializers.ChoiceField(choices=ScoreSource.choices)
-    source_name = serializers.CharField()
-    author = serializers.CharField(source="author.username", allow_null=True, default=None)
-    comment = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
+    source = serializers.ChoiceField(source="score.source", choices=ScoreSource.choices)  # type: ignore[assignment]
+    source_name = serializers.CharField(source="score.source_name")
+    author = serializers.CharField(source="score.author.username", allow_null=True, default=None)
+    comment = serializers.CharField(source="score.comment")
+    created_at = serializers.DateTimeField(source="score.created_at")
+    updated_at = serializers.DateTimeField(source="score.updated_at")
 
 
 class AnnotationOutput(serializers.Serializer):
-    id = serializers.IntegerField()
-    run = serializers.IntegerField(source="run_id")
-    attempt = serializers.CharField(source="attempt.uid", allow_null=True, default=None)
-    author = serializers.CharField(source="author.username", allow_null=True, default=None)
-    body = serializers.CharField(help_text="Markdown, as written.")
+    """Read from a review.selectors.ShownAnnotation."""
+    id = serializers.IntegerField(source="annotation.pk")
+    run = serializers.IntegerField(source="annotation.run_id")
+    attempt = serializers.CharField(source="annotation.attempt.uid", allow_null=True, default=None)
+    author = serializers.CharField(source="annotation.author.username", allow_null=True, default=None)
+    body = serializers.CharField(source="annotation.body", help_text="Markdown, as written.")
     html = serializers.CharField(help_text="The body rendered and sanitized, as the trace shows it.")
     mentions = serializers.SerializerMethodField(help_text="The usernames the comment mentions.")
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
+    created_at = serializers.DateTimeField(source="annotation.created_at")
+    updated_at = serializers.DateTimeField(source="annotation.updated_at")
 
-    def get_mentions(self, annotation) -> list[str]:
-        return [user.get_username() for user in annotation.mentions.all()]
+    def get_mentions(self, shown) -> list[str]:
+        return [user.get_username() for user in shown.annotation.mentions.all()]
 
 
 class IncidentOutput(serializers.Serializer):
-    run = serializers.IntegerField(source="run_id")
-    status = serializers.ChoiceField(choices=IncidentStatus.choices)
-    root_cause = serializers.CharField(source="root_cause.name", allow_null=True, default=None)
-    owner = serializers.CharField(source="owner.username", allow_null=True, default=None)
-    summary = serializers.CharField()
+    """Read from a review.selectors.ShownIncident."""
+    run = serializers.IntegerField(source="incident.run_id")
+    status = serializers.ChoiceField(source="incident.status", choices=IncidentStatus.choices)
+    root_cause = serializers.CharField(source="incident.root_cause.name", allow_null=True, default=None)
+    owner = serializers.CharField(source="incident.owner.username", allow_null=True, default=None)
+    summary = serializers.CharField(source="incident.summary")
     html = serializers.CharField()
-    links = serializers.ListField(child=serializers.URLField())
-    updated_by = serializers.CharField(source="updated_by.username", allow_null=True, default=None)
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
+    links = serializers.ListField(source="incident.links", child=serializers.URLField())
+    updated_by = serializers.CharField(source="incident.updated_by.username", allow_null=True, default=None)
+    created_at = serializers.DateTimeField(source="incident.created_at")
+    updated_at = serializers.DateTimeField(source="incident.updated_at")
 
 
 # -- inputs ----------------------------------------------------------------------------------------
@@ -106,8 +117,9 @@ class ScoreInput(serializers.Serializer):
     comment = serializers.CharField(max_length=2000, required=False, default="", allow_blank=True)
     attempt = serializers.CharField(max_length=32, required=False, default="",
                                     help_text="An attempt's uid, to score that attempt rather than the run.")
-    source = serializers.ChoiceField(choices=[ScoreSource.PERSON, ScoreSource.CODE], default=ScoreSource.PERSON,
-                                     help_text="code: written by a program, named by source_name.")
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=[ScoreSource.PERSON, ScoreSource.CODE], default=ScoreSource.PERSON,
+        help_text="code: written by a program, named by source_name.")
     source_name = serializers.CharField(max_length=80, required=False, default="", allow_blank=True)
 
 

@@ -16,4 +16,4 @@ class ReviewConfig(AppConfig):
         # The runtime's scores, written once a run's finish has committed (in the process that finished it).
         run_finished.connect(autoscores.on_run_finished, dispatch_uid="review.automatic_scores")
         for model in (Score, Annotation, IncidentSummary):
-            register_object_pages(model._meta.model_name, audit_run_pages(model))
+            register_object_pages(str(model._meta.model_name), audit_run_pages(model))

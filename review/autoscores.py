@@ -19,7 +19,7 @@ from runtime.stop import StopKind, StopReason
 log = logging.getLogger(__name__)
 
 COMPLETION_VERIFIED = "completion_verified"
-STALLED = "stalled"
+STALLED = StopKind.STALLED.value  # the score is named after the stop it records
 BUDGET_STOP = "budget_stop"
 SIDE_EFFECTS_COMMITTED = "side_effects_committed"
 COST = "cost"
@@ -28,7 +28,7 @@ RUNTIME_AUTHOR = "runtime"
 
 # The built-in configs (review/migrations/0002 made them): made again here if missing, e.g. after a
 # database was emptied, so a run's finish never goes unscored for want of a row.
-BUILTIN = {
+BUILTIN: dict[str, dict[str, Any]] = {
     COMPLETION_VERIFIED: {"kind": ScoreKind.BOOLEAN,
                           "description": "The run stopped `completed`: its completion criteria were verified."},
     STALLED: {"kind": ScoreKind.BOOLEAN,

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import QuerySet
+from django.utils.safestring import SafeString
 
 from review.markdown import markdown_html
 from review.models import Annotation, IncidentSummary, RootCauseCategory, Score, ScoreConfig
@@ -22,19 +24,43 @@ def annotations_of(run: Run) -> QuerySet[Annotation]:
             .prefetch_related("mentions").order_by("created_at", "id"))
 
 
-def shown_score(score: Score) -> Score:
-    """The score with what a page shows: its value in words, and whether it still fits its config."""
-    score.shown_value = shown_value(score)
-    score.value = score_value(score)
-    score.stale = value_problem(score.config, score.value) is not None
-    score.target = _target(score.attempt)
-    return score
+@dataclass(frozen=True)
+class ShownScore:
+    """A score as a page and the API show it: its value in its kind, in words, and whether it still fits."""
+
+    score: Score
+    value: Any
+    shown_value: str
+    stale: bool
+    target: str  # the attempt's label (r1·s1#1), "" for the run
 
 
-def shown_annotation(annotation: Annotation) -> Annotation:
-    annotation.html = markdown_html(annotation.body, mentions=[u.get_username() for u in annotation.mentions.all()])
-    annotation.target = _target(annotation.attempt)
-    return annotation
+@dataclass(frozen=True)
+class ShownAnnotation:
+    annotation: Annotation
+    html: SafeString
+    target: str
+
+
+@dataclass(frozen=True)
+class ShownIncident:
+    incident: IncidentSummary
+    html: SafeString
+
+
+def shown_score(score: Score) -> ShownScore:
+    value = score_value(score)
+    return ShownScore(score=score, value=value, shown_value=shown_value(score),
+                      stale=value_problem(score.config, value) is not None, target=_target(score.attempt))
+
+
+def shown_annotation(annotation: Annotation) -> ShownAnnotation:
+    html = markdown_html(annotation.body, mentions=[u.get_username() for u in annotation.mentions.all()])
+    return ShownAnnotation(annotation=annotation, html=html, target=_target(annotation.attempt))
+
+
+def shown_incident(incident: IncidentSummary) -> ShownIncident:
+    return ShownIncident(incident=incident, html=markdown_html(incident.summary))
 
 
 def _target(attempt: Attempt | None) -> str:
@@ -43,41 +69,37 @@ def _target(attempt: Attempt | None) -> str:
     return attempt_label(attempt.step.revision.number, attempt.step.key, attempt.number)
 
 
-def shown_incident(incident: IncidentSummary) -> IncidentSummary:
-    incident.html = markdown_html(incident.summary)
-    return incident
-
-
 @dataclass
 class ReviewPanel:
     """A run's review (or, with `attempt`, one attempt's): scores, comments, the incident, and the forms' choices."""
 
     run: Run
     attempt: Attempt | None
-    scores: list[Score]
-    annotations: list[Annotation]
+    scores: list[ShownScore]
+    annotations: list[ShownAnnotation]
     # On the run's panel: what was said about its attempts, each shown with a link to the attempt.
-    attempt_scores: list[Score] = field(default_factory=list)
-    attempt_annotations: list[Annotation] = field(default_factory=list)
-    incident: IncidentSummary | None = None
+    attempt_scores: list[ShownScore] = field(default_factory=list)
+    attempt_annotations: list[ShownAnnotation] = field(default_factory=list)
+    incident: ShownIncident | None = None
     configs: list[ScoreConfig] = field(default_factory=list)
     root_causes: list[RootCauseCategory] = field(default_factory=list)
 
 
 def review_panel(*, run: Run, attempt: Attempt | None = None) -> ReviewPanel:
+    if attempt is not None:
+        return ReviewPanel(run=run, attempt=attempt,
+                           scores=[shown_score(s) for s in scores_of(run).filter(attempt=attempt)],
+                           annotations=[shown_annotation(a) for a in annotations_of(run).filter(attempt=attempt)],
+                           configs=list(ScoreConfig.objects.filter(enabled=True, builtin=False)))
     scores = [shown_score(s) for s in scores_of(run)]
     annotations = [shown_annotation(a) for a in annotations_of(run)]
-    if attempt is not None:
-        return ReviewPanel(run=run, attempt=attempt, scores=[s for s in scores if s.attempt_id == attempt.pk],
-                           annotations=[a for a in annotations if a.attempt_id == attempt.pk],
-                           configs=list(ScoreConfig.objects.filter(enabled=True, builtin=False)))
     incident = (IncidentSummary.objects.select_related("root_cause", "owner", "updated_by").filter(run=run).first())
-    if incident is not None:
-        shown_incident(incident)
     return ReviewPanel(
         run=run, attempt=None,
-        scores=[s for s in scores if s.attempt_id is None], annotations=[a for a in annotations if a.attempt_id is None],
-        attempt_scores=[s for s in scores if s.attempt_id is not None],
-        attempt_annotations=[a for a in annotations if a.attempt_id is not None],
-        incident=incident, configs=list(ScoreConfig.objects.filter(enabled=True, builtin=False)),
+        scores=[s for s in scores if s.score.attempt_id is None],
+        annotations=[a for a in annotations if a.annotation.attempt_id is None],
+        attempt_scores=[s for s in scores if s.score.attempt_id is not None],
+        attempt_annotations=[a for a in annotations if a.annotation.attempt_id is not None],
+        incident=shown_incident(incident) if incident is not None else None,
+        configs=list(ScoreConfig.objects.filter(enabled=True, builtin=False)),
         root_causes=list(RootCauseCategory.objects.filter(enabled=True)))

@@ -21,8 +21,16 @@ from core.permissions import allowed, require
 from core.roles import MANAGE_REVIEW_SETTINGS, REVIEW_RUNS
 from notifications.mentions import mentions_notify
 from review.markdown import mentioned_names
-from review.models import (Annotation, IncidentStatus, IncidentSummary, RootCauseCategory, Score, ScoreConfig,
-                           ScoreKind, ScoreSource)
+from review.models import (
+    Annotation,
+    IncidentStatus,
+    IncidentSummary,
+    RootCauseCategory,
+    Score,
+    ScoreConfig,
+    ScoreKind,
+    ScoreSource,
+)
 from review.scoring import score_value, stored, value_problem
 from runs.models import Attempt, Run
 
@@ -84,9 +92,9 @@ def score_config_save(*, user, name: str, kind: str, description: str = "", min_
         if isinstance(categories, list) or categories is None else categories
     errors = _config_errors(name=name, description=description, kind=kind, min_value=min_value,
                             max_value=max_value, categories=categories)
-    config = ScoreConfig.objects.select_for_update().get(pk=config_id) if config_id is not None else None
+    config = None if config_id is None else ScoreConfig.objects.select_for_update().get(pk=config_id)
     name = name.strip() if isinstance(name, str) else name
-    if not errors and ScoreConfig.objects.filter(name=name).exclude(pk=config_id).exists():
+    if not errors and ScoreConfig.objects.filter(name=name).exclude(pk=config_id or 0).exists():
         errors.add("name", "another score config has this name")
     if config is not None and config.builtin and not errors and (
             name, kind, min_value, max_value, categories) != (config.name, config.kind, config.min_value,
@@ -133,7 +141,7 @@ def root_cause_save(*, user, name: str, description: str = "", enabled: bool = T
     errors = FieldErrors()
     name = _text(errors, "name", name, max_chars=80, required=True)
     _text(errors, "description", description, max_chars=300)
-    if not errors and RootCauseCategory.objects.filter(name=name).exclude(pk=category_id).exists():
+    if not errors and RootCauseCategory.objects.filter(name=name).exclude(pk=category_id or 0).exists():
         errors.add("name", "another category has this name")
     _refuse(errors, "root-cause category")
     category = RootCauseCategory.objects.select_for_update().get(pk=category_id) if category_id else RootCauseCategory()
@@ -228,7 +236,7 @@ def _score_change(score: Score, *, user, value: Any, comment: str) -> None:
     audit(actor=user, action=AuditAction.SCORE_EDITED, target=score,
           summary=f"Score {score.config.name} on run #{score.run_id} edited",
           details={"before": before, "after": {"value": value, "comment": comment}, "run": score.run_id,
-                   "attempt": score.attempt.uid if score.attempt_id else None})
+                   "attempt": score.attempt.uid if score.attempt is not None else None})
 
 
 @transaction.atomic
@@ -259,7 +267,7 @@ def _mentionable(body: str, author) -> list:
 
 def _notify_mentions(annotation: Annotation, users: list, author) -> None:
     wanted = [u.get_username() for u in users if u.pk != author.pk]
-    path = f"/runs/{annotation.run_id}/" + (f"attempts/{annotation.attempt.uid}/" if annotation.attempt_id else "")
+    path = f"/runs/{annotation.run_id}/" + (f"attempts/{annotation.attempt.uid}/" if annotation.attempt is not None else "")
     mentions_notify(run_id=annotation.run_id, comment_key=str(annotation.pk), usernames=wanted,
                     author=author.get_username(), excerpt=annotation.body, path=path)
 

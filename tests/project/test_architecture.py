@@ -31,6 +31,9 @@ FUNCTION_LEVEL_IMPORTS = {
     ("capabilities/apps.py", "core.audit_log"), ("capabilities/apps.py", "capabilities.selectors"),
     ("evaluation/apps.py", "core.audit_log"),
     ("gateway/apps.py", "core.audit_log"), ("gateway/apps.py", "gateway.selectors"),
+    # ready(): the runtime's scores when a run finishes (runs.signals.run_finished); the audit log's pages
+    ("review/apps.py", "review"), ("review/apps.py", "runs.signals"), ("review/apps.py", "core.audit_log"),
+    ("review/apps.py", "runs.selectors"), ("review/apps.py", "review.models"),
 }
 
 
