@@ -1,9 +1,8 @@
 """The runtime's own scores, written when a run ends: what the trace already says, as scores.
 
 Hooked on runs.signals.run_finished (sent once a run's finish has committed, whichever way it
-stopped: a worker's pass, a cancel, a sweep). Each is one row per (config, run) by "runtime",
-written with update_or_create, so a signal delivered twice writes nothing new. A built-in config
-an admin disabled is not written.
+stopped: a worker's pass, a cancel, a sweep). Each is one row per (config, run) by "runtime": a
+signal delivered twice writes nothing new. A built-in config an admin disabled is not written.
 """
 from __future__ import annotations
 
@@ -63,22 +62,21 @@ def builtin_configs() -> dict[str, ScoreConfig]:
 
 
 def run_scores_write(*, run_id: int) -> int:
-    """Write (or rewrite) the run's automatic scores; returns how many. Nothing for a run not finished."""
+    """Write the run's automatic scores; returns how many it holds. Nothing for a run not finished.
+
+    The values are facts of the finished run, so a score already there is left as it is: a second
+    delivery of the signal (or a race with one) inserts nothing (ON CONFLICT DO NOTHING, on the
+    unique (config, run, author) of a run's score). Two queries in the usual case."""
     run = Run.objects.filter(pk=run_id, finished_at__isnull=False).only(
         "pk", "stop_reason", "side_effects_committed", "cost").first()
     if run is None:
         return 0
     configs = builtin_configs()
-    written = 0
-    for name, value in automatic_values(run).items():
-        config = configs[name]
-        if not config.enabled:
-            continue
-        Score.objects.update_or_create(
-            config=config, run=run, attempt=None, author_key=RUNTIME_AUTHOR,
-            defaults={"source": ScoreSource.RUNTIME, "source_name": "", "author": None, **stored(config, value)})
-        written += 1
-    return written
+    rows = [Score(config=configs[name], run=run, attempt=None, source=ScoreSource.RUNTIME, author=None,
+                  author_key=RUNTIME_AUTHOR, **stored(configs[name], value))
+            for name, value in automatic_values(run).items() if configs[name].enabled]
+    Score.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
 
 
 def on_run_finished(sender, *, run_id: int, **kwargs) -> None:

@@ -51,6 +51,8 @@ def _text(errors: FieldErrors, field: str, value: Any, *, max_chars: int, requir
         return ""
     if required and not value.strip():
         errors.add(field, "must not be empty")
+    if "\x00" in value:  # PostgreSQL keeps no NUL in text
+        errors.add(field, "must not contain NUL characters")
     if len(value) > max_chars:
         errors.add(field, f"at most {max_chars} characters")
     return value.strip() if required else value
@@ -74,7 +76,7 @@ def _config_errors(*, name, description, kind, min_value, max_value, categories)
         errors.add("max_value", "must be more than min_value")
     if kind == ScoreKind.CATEGORICAL:
         if (not isinstance(categories, list) or not 1 <= len(categories) <= MAX_CATEGORIES
-                or any(not isinstance(c, str) or not c.strip() or len(c) > 60 for c in categories)):
+                or any(not isinstance(c, str) or not c.strip() or len(c) > 60 or "\x00" in c for c in categories)):
             errors.add("categories", f"1-{MAX_CATEGORIES} names of 1-60 characters")
         elif len({c.strip() for c in categories}) != len(categories):
             errors.add("categories", "each name once")
@@ -314,7 +316,7 @@ def _links_errors(errors: FieldErrors, links: Any) -> list[str]:
         return []
     for i, link in enumerate(links):
         try:
-            if not isinstance(link, str) or len(link) > 2000:
+            if not isinstance(link, str) or len(link) > 2000 or "\x00" in link:
                 raise ValidationError("not a URL")
             _url(link)
         except ValidationError:

@@ -15,6 +15,11 @@ from review.scoring import value_from_text
 from runs.models import Attempt, Run
 
 
+def _id(text: str | None) -> int | None:
+    """A row id from a form field (None for anything else, a number too large for an id included)."""
+    return int(text) if text and text.isdigit() and len(text) < 16 else None
+
+
 def _attempt(run: Run, uid: str) -> Attempt | None:
     if not uid:
         return None
@@ -36,14 +41,20 @@ def _panel(request, run: Run, attempt: Attempt | None, *, error: str = "", statu
 def run_panel(request, run_id: int):
     """The run's review (or ?attempt=UID: that attempt's), loaded into the trace page."""
     run = get_object_or_404(Run, pk=run_id)
-    return _panel(request, run, _attempt(run, request.GET.get("attempt", "")))
+    return _panel(request, run, _attempt(run, request.GET.get("attempt", "").replace("\x00", "")))
+
+
+def _nul_free(form) -> None:
+    if any("\x00" in value for _field, values in form.lists() for value in values):
+        raise InvalidInput("The form holds a NUL character: remove it.")
 
 
 def _write(request, run_id: int, write) -> object:
     """Run one write from a form; answer the panel again (with the refusal, if any) or go back to the trace."""
     run = get_object_or_404(Run, pk=run_id)
-    attempt = _attempt(run, request.POST.get("attempt", ""))
+    attempt = _attempt(run, request.POST.get("attempt", "").replace("\x00", ""))
     try:
+        _nul_free(request.POST)
         write(run, attempt)
     except ServiceError as exc:
         if request.htmx:
@@ -58,8 +69,7 @@ def _write(request, run_id: int, write) -> object:
 @require_POST
 def score_post(request, run_id: int):
     def write(run, attempt):
-        config = ScoreConfig.objects.filter(pk=request.POST.get("config", "") or 0).first() \
-            if request.POST.get("config", "").isdigit() else None
+        config = ScoreConfig.objects.filter(pk=_id(request.POST.get("config"))).first()
         if config is None:
             raise InvalidInput("Choose a score config.")
         services.score_set(user=request.user, run=run, config=config.pk,
@@ -99,6 +109,7 @@ def settings_page(request):
         if not can_manage:
             return forbidden(request, "You do not have permission to manage score configs.")
         try:
+            _nul_free(request.POST)
             _settings_write(request)
             return redirect("review:settings")
         except ServiceError as exc:
@@ -124,7 +135,7 @@ def _settings_write(request) -> None:
     form = request.POST
     what = form.get("what", "")
     if what == "config":
-        config_id = int(form["id"]) if form.get("id", "").isdigit() else None
+        config_id = _id(form.get("id"))
         if config_id is not None and form.get("toggle"):
             config = get_object_or_404(ScoreConfig, pk=config_id)
             services.score_config_save(user=request.user, config_id=config_id, name=config.name, kind=config.kind,
@@ -137,7 +148,7 @@ def _settings_write(request) -> None:
                                    description=form.get("description", ""), min_value=_number_or_none(form.get("min_value")),
                                    max_value=_number_or_none(form.get("max_value")), categories=categories)
     elif what == "root_cause":
-        category_id = int(form["id"]) if form.get("id", "").isdigit() else None
+        category_id = _id(form.get("id"))
         if category_id is not None:
             category = get_object_or_404(RootCauseCategory, pk=category_id)
             services.root_cause_save(user=request.user, category_id=category_id, name=category.name,

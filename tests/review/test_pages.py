@@ -55,6 +55,15 @@ class TestPanel:
                                              {"status": "open", "links": "javascript:alert(1)"}, **HTMX)
         assert response.status_code == 400 and "http(s) URL" in response.content.decode()
 
+    @pytest.mark.parametrize("form", [{"body": "a\x00b"}, {"body": "ok", "attempt": "\x00"}])
+    def test_a_nul_character_is_a_400_not_a_500(self, client_for, reviewer, finished_run, form):
+        response = client_for(reviewer).post(f"/review/runs/{finished_run.pk}/comments/", form, **HTMX)
+        assert response.status_code in (400, 404) and not Annotation.objects.exists()
+        response = client_for(reviewer).post(f"/review/runs/{finished_run.pk}/incident/",
+                                             {"status": "open", "owner": "ot\x00to", "links": "https://a.example/\x00"},
+                                             **HTMX)
+        assert response.status_code == 400 and not IncidentSummary.objects.exists()
+
     def test_a_plain_form_goes_back_to_the_trace(self, client_for, reviewer, finished_run):
         response = client_for(reviewer).post(f"/review/runs/{finished_run.pk}/comments/", {"body": "plain"})
         assert response.status_code == 302 and response["Location"] == f"/runs/{finished_run.pk}/"
