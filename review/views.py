@@ -69,7 +69,8 @@ def _write(request, run_id: int, write) -> object:
 @require_POST
 def score_post(request, run_id: int):
     def write(run, attempt):
-        config = ScoreConfig.objects.filter(pk=_id(request.POST.get("config"))).first()
+        config_id = _id(request.POST.get("config"))
+        config = None if config_id is None else ScoreConfig.objects.filter(pk=config_id).first()
         if config is None:
             raise InvalidInput("Choose a score config.")
         services.score_set(user=request.user, run=run, config=config.pk,
