@@ -17,3 +17,12 @@ class ReviewConfig(AppConfig):
         run_finished.connect(autoscores.on_run_finished, dispatch_uid="review.automatic_scores")
         for model in (Score, Annotation, IncidentSummary):
             register_object_pages(str(model._meta.model_name), audit_run_pages(model))
+        # Configs and root causes have their row on the settings page.
+        register_object_pages("scoreconfig", _settings_rows("config"))
+        register_object_pages("rootcausecategory", _settings_rows("root-cause"))
+
+
+def _settings_rows(anchor: str):
+    from django.urls import reverse
+
+    return lambda ids: {i: f"{reverse('review:settings')}#{anchor}-{i}" for i in ids if i.isdigit()}

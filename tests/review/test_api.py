@@ -296,3 +296,13 @@ class TestDeletedRun:
         assert not Score.objects.exists() and not Annotation.objects.exists() and not IncidentSummary.objects.exists()
         assert AuditEvent.objects.filter(action="score.edited", target_id=str(score["id"])).exists()
         assert api.get(f"/api/review/scores/{score['id']}/").status_code == 404
+
+
+def test_the_audit_log_links_review_rows_to_their_pages(api_for, registry_admin, reviewer, finished_run, configs):
+    from core.audit_log import AuditFilters, audit_page
+
+    api_for(registry_admin).post("/api/review/root-causes/", {"name": "dns"}, format="json")
+    api_for(reviewer).put(f"/api/review/runs/{finished_run.pk}/incident/", {"status": "open"}, format="json")
+    rows = {row.action: row.object_url for row in audit_page(filters=AuditFilters()).object_list}
+    assert rows["incident.saved"] == f"/runs/{finished_run.pk}/"
+    assert rows["root_cause.saved"].startswith("/review/settings/#root-cause-")
