@@ -224,15 +224,25 @@ class RootCauseDetailApi(ApiView):
         return Response(status=204)
 
 
+class ScoreFilterInput(serializers.Serializer):
+    config = serializers.CharField(max_length=60, required=False, help_text="Only this score config's scores.")
+    attempt = serializers.CharField(max_length=32, required=False,
+                                    help_text="Only this attempt's scores; `run` for the run's own.")
+    source = serializers.ChoiceField(choices=ScoreSource.choices, required=False)  # type: ignore[assignment]
+
+
 class RunScoreListApi(ApiView):
     """A run's scores (its attempts' included), oldest first; POST scores the run or one attempt (again: an edit)."""
     permission_classes = [MethodPermission]
     required_perms = {"GET": "review.view_score", "POST": REVIEW_RUNS}
+    query_input = ScoreFilterInput
 
-    @extend_schema(operation_id="review_run_scores_list", parameters=PAGE_PARAMETERS, responses=paginated(ScoreOutput))
+    @extend_schema(operation_id="review_run_scores_list", parameters=[ScoreFilterInput, *PAGE_PARAMETERS],
+                   responses=paginated(ScoreOutput))
     def get(self, request, run_id: int):
         run = get_object_or_404(Run, pk=run_id)
-        return page_response(self, request, selectors.scores_of(run), ScoreOutput, item=selectors.shown_score)
+        scores = selectors.scores_of(run, **self.query)
+        return page_response(self, request, scores, ScoreOutput, item=selectors.shown_score)
 
     @extend_schema(request=ScoreInput, responses={201: ScoreOutput, 200: ScoreOutput})
     def post(self, request, run_id: int):

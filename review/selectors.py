@@ -14,9 +14,17 @@ from runs.models import Attempt, Run
 from runs.trace.labels import attempt_label
 
 
-def scores_of(run: Run) -> QuerySet[Score]:
-    return (Score.objects.filter(run=run).select_related("config", "author", "attempt__step__revision")
-            .order_by("created_at", "id"))
+def scores_of(run: Run, *, config: str = "", attempt: str = "", source: str = "") -> QuerySet[Score]:
+    """A run's scores, oldest first; narrowed to a config (by name), an attempt (its uid, or "run" for the
+    run's own scores) or a source."""
+    scores = Score.objects.filter(run=run)
+    if config:
+        scores = scores.filter(config__name=config)
+    if attempt:
+        scores = scores.filter(attempt__isnull=True) if attempt == "run" else scores.filter(attempt__uid=attempt)
+    if source:
+        scores = scores.filter(source=source)
+    return scores.select_related("config", "author", "attempt__step__revision").order_by("created_at", "id")
 
 
 def annotations_of(run: Run) -> QuerySet[Annotation]:

@@ -9,4 +9,5 @@ urlpatterns = [
     path("runs/<int:run_id>/scores/", views.score_post, name="score"),
     path("runs/<int:run_id>/comments/", views.comment_post, name="comment"),
     path("runs/<int:run_id>/incident/", views.incident_post, name="incident"),
+    path("comments/<int:annotation_id>/", views.comment_edit, name="comment_edit"),
 ]

@@ -10,7 +10,7 @@ from core.errors import InvalidInput, ServiceError
 from core.permissions import allowed, forbidden, permission_needed
 from core.roles import MANAGE_REVIEW_SETTINGS, REVIEW_RUNS
 from review import selectors, services
-from review.models import IncidentStatus, RootCauseCategory, ScoreConfig, ScoreKind
+from review.models import Annotation, IncidentStatus, RootCauseCategory, ScoreConfig, ScoreKind
 from review.scoring import value_from_text
 from runs.models import Attempt, Run
 
@@ -98,6 +98,18 @@ def incident_post(request, run_id: int):
                                owner=request.POST.get("owner", "").strip() or None,
                                summary=request.POST.get("summary", ""), links=links)
     return _write(request, run_id, write)
+
+
+@permission_needed(REVIEW_RUNS, "comment on runs")
+@require_POST
+def comment_edit(request, annotation_id: int):
+    """Edit one's own comment (services.annotation_edit refuses anyone else's); answer the panel it was
+    edited in (the form's `attempt`: the attempt's panel, or none for the run's)."""
+    annotation = get_object_or_404(Annotation, pk=annotation_id)
+
+    def write(run, attempt):
+        services.annotation_edit(user=request.user, annotation_id=annotation.pk, body=request.POST.get("body", ""))
+    return _write(request, annotation.run_id, write)
 
 
 # -- settings: score configs and root causes --------------------------------------------------------

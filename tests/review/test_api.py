@@ -116,6 +116,11 @@ class TestScoresApi:
         assert on_attempt.status_code == 201 and on_attempt.json()["attempt"] == attempt.uid
         listed = api_for(reviewer).get(_scores_url(finished_run)).json()
         assert listed["count"] == 2 and [s["config"] for s in listed["results"]] == ["helpful", "verdict"]
+        assert [s["config"] for s in api.get(_scores_url(finished_run), {"attempt": "run"}).json()["results"]] \
+            == ["helpful"]
+        assert api.get(_scores_url(finished_run), {"attempt": attempt.uid, "config": "verdict"}).json()["count"] == 1
+        assert api.get(_scores_url(finished_run), {"source": "runtime"}).json()["count"] == 0
+        assert api.get(_scores_url(finished_run), {"colour": "red"}).status_code == 400
 
     def test_scoring_again_edits_the_score_with_an_audit_row(self, api_for, reviewer, finished_run, configs):
         api = api_for(reviewer)

@@ -47,6 +47,26 @@ class TestPanel:
         on_attempt = client.get(f"{url}?attempt={attempt.uid}", **HTMX).content.decode()
         assert "Review of this attempt" in on_attempt and "<td>no</td>" in on_attempt
 
+    def test_its_author_edits_a_comment_in_the_panel_and_nobody_else(self, client_for, reviewer, operator,
+                                                                       finished_run, attempt):
+        from review import services
+
+        mine = services.annotation_add(user=reviewer, run=finished_run, body="first", attempt_uid=attempt.uid)
+        client = client_for(reviewer)
+        run_panel = client.get(f"/review/runs/{finished_run.pk}/", **HTMX).content.decode()
+        assert f'action="/review/comments/{mine.pk}/"' in run_panel
+        # Edited from the run's panel: the run's panel comes back.
+        edited = client.post(f"/review/comments/{mine.pk}/", {"body": "second *take*"}, **HTMX).content.decode()
+        assert 'id="review-panel"' in edited and "second <em>take</em>" in edited
+        # From the attempt's panel: the attempt's.
+        edited = client.post(f"/review/comments/{mine.pk}/", {"body": "third", "attempt": attempt.uid},
+                             **HTMX).content.decode()
+        assert f'id="review-attempt-{attempt.uid}"' in edited and "third" in edited
+        other = client_for(operator)
+        assert f"/review/comments/{mine.pk}/" not in other.get(f"/review/runs/{finished_run.pk}/", **HTMX).content.decode()
+        assert other.post(f"/review/comments/{mine.pk}/", {"body": "mine"}, **HTMX).status_code == 403
+        assert Annotation.objects.get(pk=mine.pk).body == "third"
+
     def test_a_refused_write_answers_the_panel_with_the_reason(self, client_for, reviewer, finished_run, configs):
         response = client_for(reviewer).post(f"/review/runs/{finished_run.pk}/scores/",
                                              {"config": configs["helpful"].pk, "value": "11"}, **HTMX)
