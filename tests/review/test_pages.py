@@ -67,6 +67,10 @@ class TestPanel:
         assert other.post(f"/review/comments/{mine.pk}/", {"body": "mine"}, **HTMX).status_code == 403
         assert Annotation.objects.get(pk=mine.pk).body == "third"
 
+    def test_with_no_config_to_score_with_it_says_where_to_add_one(self, client_for, reviewer, finished_run):
+        body = client_for(reviewer).get(f"/review/runs/{finished_run.pk}/", **HTMX).content.decode()
+        assert "No score configs to score with yet" in body
+
     def test_a_refused_write_answers_the_panel_with_the_reason(self, client_for, reviewer, finished_run, configs):
         response = client_for(reviewer).post(f"/review/runs/{finished_run.pk}/scores/",
                                              {"config": configs["helpful"].pk, "value": "11"}, **HTMX)
