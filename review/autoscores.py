@@ -66,7 +66,7 @@ def run_scores_write(*, run_id: int) -> int:
 
     The values are facts of the finished run, so a score already there is left as it is: a second
     delivery of the signal (or a race with one) inserts nothing (ON CONFLICT DO NOTHING, on the
-    unique (config, run, author) of a run's score). Two queries in the usual case."""
+    unique (config, run, author) of a run's score). Three queries: the run, the configs, one insert."""
     run = Run.objects.filter(pk=run_id, finished_at__isnull=False).only(
         "pk", "stop_reason", "side_effects_committed", "cost").first()
     if run is None:

@@ -142,3 +142,31 @@ class TestSettingsPage:
         client = client_for(reviewer)
         assert client.get("/review/settings/").status_code == 200
         assert client.post("/review/settings/", {"what": "root_cause", "name": "x"}).status_code == 403
+
+
+def test_the_panel_reads_in_a_fixed_number_of_queries(finished_run, attempt, reviewer, operator, configs):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from review import selectors, services
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            selectors.review_panel(run=finished_run)
+        return len(queries)
+
+    services.annotation_add(user=reviewer, run=finished_run, body="one @otto")
+    few = count()
+    for n in range(20):
+        services.annotation_add(user=reviewer, run=finished_run, body=f"more {n} @otto", attempt_uid=attempt.uid)
+    services.score_set(user=reviewer, run=finished_run, config="helpful", value=3, attempt_uid=attempt.uid)
+    services.score_set(user=operator, run=finished_run, config="helpful", value=4)
+    assert count() == few
+
+
+def test_the_runtime_scores_cost_three_queries(finished_run, django_assert_num_queries):
+    from review import autoscores
+
+    autoscores.builtin_configs()
+    with django_assert_num_queries(3):  # the run, the configs, one insert
+        autoscores.run_scores_write(run_id=finished_run.pk)
