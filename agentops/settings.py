@@ -223,6 +223,7 @@ INSTALLED_APPS = [
     "evaluation",
     "gateway",
     "identity",
+    "review",
 ]
 
 MIDDLEWARE = [
@@ -518,6 +519,8 @@ SPECTACULAR_SETTINGS = {
         "SideEffectStatusEnum": "core.choices.SideEffectStatus",
         "EvaluationStatusEnum": "evaluation.models.Evaluation.Status",
         "BulkActionKindEnum": "runs.models_bulk.BulkActionKind",
+        "ScoreKindEnum": "review.models.ScoreKind",
+        "IncidentStatusEnum": "review.models.IncidentStatus",
     },
 }
 

@@ -38,6 +38,13 @@ class AuditAction(models.TextChoices):
     SLACK_ACCOUNT_LINKED = "slack_account.linked"
     SLACK_ACCOUNT_UNLINKED = "slack_account.unlinked"
     USER_CREATED = "user.created"
+    SCORE_CONFIG_SAVED = "score_config.saved"
+    SCORE_CONFIG_DELETED = "score_config.deleted"
+    SCORE_EDITED = "score.edited"
+    ANNOTATION_EDITED = "annotation.edited"
+    INCIDENT_SAVED = "incident.saved"
+    ROOT_CAUSE_SAVED = "root_cause.saved"
+    ROOT_CAUSE_DELETED = "root_cause.deleted"
 
 
 
