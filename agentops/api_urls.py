@@ -6,6 +6,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("notifications/", include("notifications.api_urls")),
     path("", include("evaluation.api_urls")),
     path("", include("gateway.api_urls")),
+    path("review/", include("review.api_urls")),
 ]
 
 # API tokens: the user's own, and the password login that issues one.

@@ -1,10 +1,15 @@
-"""Refuse oversized API bodies before anything reads them; answer outages (database, storage) with 503."""
+"""Refuse oversized API bodies before anything reads them; answer outages (database, storage) with 503;
+stream a download as it is made under ASGI."""
+import asyncio
 import logging
 import sys
+from collections.abc import AsyncIterator, Iterable, Iterator
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.core.signals import got_request_exception
-from django.http import HttpResponse, JsonResponse
+from django.http import FileResponse, HttpResponse, JsonResponse
 
 from core.outages import Outage, outage_of, told
 
@@ -63,9 +68,10 @@ def outage_response(request, outage: Outage) -> HttpResponse:
 class OutageMiddleware:
     """An outage (database down, storage full) answers 503 (JSON on the API), never Django's 500 page.
 
-    Outermost, because the error may come from any layer (the session, the user,
-    the view); Django turns it into a 500 response before it reaches us, so the
-    signal above marks the request and the 500 is replaced here.
+    Outermost but for StreamAsMadeMiddleware (which only hands a stream on), because the
+    error may come from any layer (the session, the user, the view); Django turns it into
+    a 500 response before it reaches us, so the signal above marks the request and the 500
+    is replaced here.
     """
 
     def __init__(self, get_response):
@@ -78,3 +84,52 @@ class OutageMiddleware:
             return response
         outage, detail = marked
         return told(request, outage_response(request, outage), outage.summary, detail)
+
+
+# -- streamed downloads under ASGI ----------------------------------------------------------------
+
+class StreamAsMadeMiddleware:
+    """Under ASGI (uvicorn, the production server), a streamed response is sent as it is made.
+
+    Django's ASGI handler serves a synchronous iterator by reading all of it into a list first
+    (in a thread), then sending: a 100 MB trace download was held in memory whole and its first
+    byte left after its last row was read. Here its chunks are pulled one at a time, each in the
+    request's own thread (thread-sensitive), where the view's database connection and its
+    server-side cursor live. Outermost, so it sees the response every other layer wrapped.
+    Files (FileResponse: static files, stored outputs) keep Django's own path; WSGI servers
+    iterate a response as it is made already.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (isinstance(request, ASGIRequest) and getattr(response, "streaming", False) and not response.is_async
+                and not isinstance(response, FileResponse)):
+            response.streaming_content = pulled_in_thread(response.streaming_content)
+        return response
+
+
+_END = object()
+
+
+def _next_chunk(iterator: Iterator) -> object:
+    return next(iterator, _END)
+
+
+async def pulled_in_thread(chunks: Iterable) -> AsyncIterator:
+    """The chunks of a synchronous iterator, each made in the request's thread while the event loop
+    sends the one before (the next is asked for before this one is handed on)."""
+    iterator = iter(chunks)
+    pull = sync_to_async(_next_chunk, thread_sensitive=True)
+    pending = asyncio.ensure_future(pull(iterator))
+    try:
+        while (chunk := await pending) is not _END:
+            pending = asyncio.ensure_future(pull(iterator))
+            yield chunk
+    finally:
+        # A client gone away: let the chunk being made finish before the response is closed (in
+        # that thread too); the iterator's own generator is closed by response.close().
+        if not pending.done():
+            await asyncio.wait([pending])

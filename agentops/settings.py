@@ -223,9 +223,11 @@ INSTALLED_APPS = [
     "evaluation",
     "gateway",
     "identity",
+    "review",
 ]
 
 MIDDLEWARE = [
+    "agentops.middleware.StreamAsMadeMiddleware",
     "agentops.middleware.OutageMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -521,6 +523,8 @@ SPECTACULAR_SETTINGS = {
         "SideEffectStatusEnum": "core.choices.SideEffectStatus",
         "EvaluationStatusEnum": "evaluation.models.Evaluation.Status",
         "BulkActionKindEnum": "runs.models_bulk.BulkActionKind",
+        "ScoreKindEnum": "review.models.ScoreKind",
+        "IncidentStatusEnum": "review.models.IncidentStatus",
     },
 }
 

@@ -38,6 +38,7 @@ urlpatterns = [
     path("evaluations/", include("evaluation.urls")),
     path("notifications/", include("notifications.urls")),
     path("agents/", include("gateway.urls")),
+    path("review/", include("review.urls")),
     path("usage/", views_usage.usage_page, name="usage"),
     path("usage/usage.csv", views_usage.usage_csv, name="usage_csv"),
 ]

@@ -84,6 +84,13 @@ class AuditAction(models.TextChoices):
     USER_CREATED = "user.created"
     PROJECT_CREATED = "project.created"
     PROJECT_LIMITS_SAVED = "project.limits_saved"
+    SCORE_CONFIG_SAVED = "score_config.saved"
+    SCORE_CONFIG_DELETED = "score_config.deleted"
+    SCORE_EDITED = "score.edited"
+    ANNOTATION_EDITED = "annotation.edited"
+    INCIDENT_SAVED = "incident.saved"
+    ROOT_CAUSE_SAVED = "root_cause.saved"
+    ROOT_CAUSE_DELETED = "root_cause.deleted"
 
 
 

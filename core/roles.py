@@ -17,6 +17,12 @@ STDIO_MCP_ADMIN = "stdio mcp admin"
 # can grant themselves the auditor role, and that grant is itself in the log.
 VIEW_AUDIT_LOG = "agentops.view_audit_log"
 AUDITOR = "auditor"
+# Reviewers judge runs (scores, comments, incident summaries) without starting, cancelling or
+# approving anything. Operators review too; score configs and the root-cause list are the registry
+# admin's, who already decides what the product knows about (capabilities, agents).
+REVIEWER = "reviewer"
+REVIEW_RUNS = "review.review_runs"
+MANAGE_REVIEW_SETTINGS = "review.manage_review_settings"
 
 _VIEW = [
     "runs.view_run", "runs.view_planrevision", "runs.view_step", "runs.view_attempt", "runs.view_decision",
@@ -26,6 +32,8 @@ _VIEW = [
     "capabilities.view_outboxmessage", "agentops.view_auditevent", "agentops.view_workerheartbeat",
     "notifications.view_rule", "notifications.view_channel", "notifications.view_delivery",
     "gateway.view_agent", "gateway.view_gatewaysession",
+    "review.view_scoreconfig", "review.view_score", "review.view_annotation", "review.view_rootcausecategory",
+    "review.view_incidentsummary",
 ]
 
 ROLE_PERMISSIONS = {
@@ -36,15 +44,16 @@ ROLE_PERMISSIONS = {
         "runs.reconcile_run",
         # What the demo capabilities require of a run's owner.
         "capabilities.create_ticket", "capabilities.send_notification",
-        "notifications.manage_notifications",
+        "notifications.manage_notifications", REVIEW_RUNS,
     ],
     LEAD_OPERATOR: [],  # filled below: an operator who may act on every run
     REGISTRY_ADMIN: _VIEW + [
         "capabilities.add_capability", "capabilities.change_capability", "capabilities.add_mcpserver",
-        "capabilities.change_mcpserver", "gateway.manage_agents",
+        "capabilities.change_mcpserver", "gateway.manage_agents", MANAGE_REVIEW_SETTINGS,
     ],
     STDIO_MCP_ADMIN: _VIEW + ["capabilities.run_stdio_mcpserver"],
     AUDITOR: _VIEW + [VIEW_AUDIT_LOG],
+    REVIEWER: _VIEW + [REVIEW_RUNS],
 }
 
 ROLE_PERMISSIONS[LEAD_OPERATOR] = ROLE_PERMISSIONS[OPERATOR] + [MANAGE_ALL_RUNS, VIEW_AUDIT_LOG]

@@ -46,6 +46,7 @@ class RuleEvent(models.TextChoices):
     STALL_RATE = "stall_rate", "the stall rate passed a threshold"
     USAGE_BURN = "usage_burn", "tokens or cost over a rolling window passed a limit (per owner or label)"
     FAILURE_GROUP_NEW = "failure_group_new", "a new kind of failure appeared (a new failure group)"
+    MENTIONED = "mentioned", "someone was @mentioned in a comment on a run"
 
 
 class Rule(models.Model):

@@ -44,6 +44,8 @@ DEFAULTS = {
     # Evaluated when a run finishes (notifications.burn), from the usage rollup; never by the tick.
     RuleEvent.USAGE_BURN: {"measure": "cost", "limit": 10.0, "window_hours": 24, "per": "owner", "label_key": ""},
     RuleEvent.FAILURE_GROUP_NEW: {"capabilities": []},
+    # Sent when the comment is written (notifications.mentions), never by the tick.
+    RuleEvent.MENTIONED: {},
 }
 BURN_MEASURES = ("tokens", "cost")
 BURN_PER = ("owner", "label")
@@ -136,7 +138,8 @@ def find_events(rule, now: datetime) -> list[Notice]:
               RuleEvent.APPROVAL_UNDECIDED: _approvals_undecided,
               RuleEvent.RUN_STOPPED: _runs_stopped, RuleEvent.BUDGET_THRESHOLD: _budgets_passed,
               RuleEvent.STALL_RATE: _stall_rate, RuleEvent.USAGE_BURN: _evaluated_when_runs_finish,
-              RuleEvent.FAILURE_GROUP_NEW: _failure_groups_new}[rule.event]
+              RuleEvent.FAILURE_GROUP_NEW: _failure_groups_new,
+              RuleEvent.MENTIONED: _evaluated_when_written}[rule.event]
     return finder(rule, full_params(rule), now)
 
 
@@ -245,6 +248,11 @@ def _stall_rate(rule, p, now) -> list[Notice]:
 
 def _evaluated_when_runs_finish(rule, p, now) -> list[Notice]:
     """Usage burn rules are looked at when a run finishes (notifications.burn), not on the tick."""
+    return []
+
+
+def _evaluated_when_written(rule, p, now) -> list[Notice]:
+    """Mentions are sent when the comment is written (notifications.mentions), not on the tick."""
     return []
 
 

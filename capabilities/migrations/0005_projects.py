@@ -11,7 +11,7 @@ from core.migration_ops import fill_default_project
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0015_projects'),
+        ('agentops', '0016_projects'),
         ('capabilities', '0004_settle_window'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -9,7 +9,7 @@ from core.migration_ops import fill_default_project
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0015_projects'),
+        ('agentops', '0016_projects'),
         ('evaluation', '0001_initial'),
     ]
 

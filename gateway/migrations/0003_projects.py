@@ -10,7 +10,7 @@ from core.migration_ops import fill_default_project
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0015_projects'),
+        ('agentops', '0016_projects'),
         ('gateway', '0002_session_alive_at'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

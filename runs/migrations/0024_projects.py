@@ -10,7 +10,7 @@ from core.migration_ops import fill_default_project
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0015_projects'),
+        ('agentops', '0016_projects'),
         ('runs', '0023_explorer_failure_groups'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0016_project_required'),
+        ('agentops', '0017_project_required'),
         ('runs', '0024_projects'),
     ]
 

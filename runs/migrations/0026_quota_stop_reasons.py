@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0016_project_required'),
+        ('agentops', '0017_project_required'),
         ('evaluation', '0003_project_required'),
         ('runs', '0025_project_required'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),

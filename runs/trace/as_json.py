@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
+import orjson
 from django.core.serializers.json import DjangoJSONEncoder
 from django.urls import reverse
 
@@ -94,8 +95,20 @@ def decision_dict(*, decision: str, reason: str, usage, created_at: str | None) 
     return {"decision": decision, "reason": reason, "usage": usage, "created_at": created_at}
 
 
+_DJANGO_DEFAULT = DjangoJSONEncoder().default
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
 def _dumps(value) -> str:
-    return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
+    """JSON text through orjson (an attempt's item in about a tenth of the standard library's time,
+    the bulk of the download's CPU), with Django's encoder for what JSON lacks (datetimes, Decimal),
+    as before; the standard library for what orjson declines (integers beyond 64 bits, nesting
+    deeper than 254 levels), so what was written before is written still. Compact: no spaces
+    after separators."""
+    try:
+        return orjson.dumps(value, default=_DJANGO_DEFAULT, option=_ORJSON_OPTIONS).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False, separators=(",", ":"))
 
 
 def _loads(text: str | None):
@@ -174,7 +187,7 @@ def _attempt_chunks(run: Run, rows_per_chunk: int = 200) -> Iterator[str]:
     """The attempts array's items, a chunk per `rows_per_chunk` attempts."""
     shape = AttemptJson(run.pk)
     buffer = []
-    for i, row in enumerate(selectors.trace_attempt_rows(run=run).iterator(chunk_size=2000)):
+    for i, row in enumerate(selectors.trace_attempt_stream(run=run)):
         buffer.append(("," if i else "") + shape.text(row))
         if len(buffer) >= rows_per_chunk:
             yield "".join(buffer)

@@ -156,7 +156,7 @@ PAGES = [
     "/audit/", "/audit/?target_type=run&target_id={stalled}",
     "/usage/", "/usage/{spent}", "/usage/?window=3y",
     "/runs/bulk/?query=status%3Dfinished&action=fork&add=&remove=&comment=", "/runs/bulk/{bulk}/",
-    "/runs/calls/", "/runs/calls/?q=travel&status=retryable", "/runs/failures/",
+    "/runs/calls/", "/runs/calls/?q=travel&status=retryable", "/runs/failures/", "/review/settings/",
 ]
 
 

@@ -11,7 +11,8 @@ from django.core.management import call_command
 from importlinter.cli import lint_imports
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("runtime", "agentops", "core", "capabilities", "runs", "notifications", "evaluation", "gateway", "identity")
+PACKAGES = ("runtime", "agentops", "core", "capabilities", "runs", "notifications", "evaluation", "gateway", "identity",
+            "review")
 
 # Every import of our own modules placed inside a function, with its reason (docs/architecture.md).
 # Django's AppConfig.ready() is where an app hooks into others once every app's models are loaded.
@@ -30,6 +31,10 @@ FUNCTION_LEVEL_IMPORTS = {
     ("capabilities/apps.py", "core.audit_log"), ("capabilities/apps.py", "capabilities.selectors"),
     ("evaluation/apps.py", "core.audit_log"),
     ("gateway/apps.py", "core.audit_log"), ("gateway/apps.py", "gateway.selectors"),
+    # ready(): the runtime's scores when a run finishes (runs.signals.run_finished); the audit log's pages
+    ("review/apps.py", "review"), ("review/apps.py", "runs.signals"), ("review/apps.py", "core.audit_log"),
+    ("review/apps.py", "runs.selectors"), ("review/apps.py", "review.models"),
+    ("review/apps.py", "review.services"), ("review/apps.py", "core.models"),
 }
 
 

@@ -198,6 +198,21 @@ class TestExports:
         assert set(rows[0]) == {"id", "created_at", "actor", "action", "target_type", "target_id", "summary",
                                 "details", "object_url"}
 
+    def test_under_asgi_it_is_streamed_as_it_is_made(self, log, auditor, api_for):
+        """The export reaches an ASGI server as an asynchronous stream (agentops.middleware), not read whole."""
+        from asgiref.sync import async_to_sync
+        from django.test import AsyncClient
+
+        async def asgi_export():
+            client = AsyncClient()
+            await client.aforce_login(auditor)
+            response = await client.get("/api/audit/export/", {"format": "json"})
+            assert response.status_code == 200 and response.is_async
+            return b"".join([chunk async for chunk in response.streaming_content])
+
+        whole = self._content(api_for(auditor).get("/api/audit/export/", {"format": "json"}))
+        assert json.loads(async_to_sync(asgi_export)()) == json.loads(whole)
+
     def test_an_empty_export_is_still_a_file(self, auditor, api_for):
         AuditEvent.objects.all().delete()
         assert json.loads(self._content(api_for(auditor).get("/api/audit/export/?format=json"))) == []

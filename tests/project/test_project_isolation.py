@@ -21,6 +21,7 @@ from core.project_access import grant_role
 from core.projects import project_scope
 from core.roles import ROLE_PERMISSIONS
 from core.tokens import token_create
+from review.models import Annotation, RootCauseCategory, Score, ScoreConfig
 from runs import services
 from runs.models import Approval, Run
 from runs.worker import engine
@@ -53,12 +54,13 @@ def zebra(roles, operator, settings):
     from evaluation.services import evaluation_create, evaluation_suites_sync
     from gateway import services as gateway_services
     from notifications import services as notify
+    from review import services as review
     from runs.search import saved_view_save
 
     settings.AGENTOPS_HTTP_ALLOWED_HOSTS = ["api.example.com", "hooks.example.com"]
     project = Project.objects.create(slug="zebra", name="Zebra team")
     bert = User.objects.create_user("bert", password="pw-bert")
-    for role in ("operator", "lead operator", "registry admin", "auditor"):
+    for role in ("operator", "lead operator", "registry admin", "auditor", "reviewer"):
         grant_role(bert, role, project)
     bert = User.objects.get(pk=bert.pk)
     with project_scope(project):
@@ -84,9 +86,17 @@ def zebra(roles, operator, settings):
         api_token, api_key = token_create(user=bert, name=f"{MARKER}-api")
         approval = Approval.objects.get(run=waiting)
         attempt = done.attempts.first()
+        config = review.score_config_save(user=bert, name=f"{MARKER}_quality", kind="numeric", min_value=0,
+                                          max_value=5, description=f"{MARKER} quality")
+        score, _ = review.score_set(user=bert, run=done, config=config.pk, value=4, comment=f"{MARKER} good")
+        comment = review.annotation_add(user=bert, run=done, body=f"{MARKER} looked at this")
+        category = RootCauseCategory.objects.order_by("pk").first()   # a new project's starting list
+        review.incident_save(user=bert, run=done, summary=f"{MARKER} incident", root_cause=category.name)
     return SimpleNamespace(project=project, bert=bert, run=waiting, done=done, approval=approval, attempt=attempt,
                            capability=capability, channel=channel, rule=rule, agent=agent, agent_token=agent_token,
-                           suite=suite, evaluation=evaluation, view=view, api_token=api_token, api_key=api_key)
+                           suite=suite, evaluation=evaluation, view=view, api_token=api_token, api_key=api_key,
+                           config=config, score=score, comment=comment,
+                           category=category)
 
 
 @pytest.fixture
@@ -106,7 +116,8 @@ def _route_ids(z) -> dict[str, object]:
     return {"run_id": z.run.pk, "approval_id": z.approval.pk, "name": z.capability.name, "uid": z.attempt.uid,
             "server_id": 999_999, "evaluation_id": z.evaluation.pk, "suite_id": z.suite.pk, "agent_id": z.agent.pk,
             "channel_id": z.channel.pk, "rule_id": z.rule.pk, "view_id": z.view.pk, "token_id": z.agent_token.pk,
-            "job_id": 999_999, "token": "not-a-link", "slug": z.project.slug, "pk": z.run.pk,
+            "job_id": 999_999, "token": "not-a-link", "annotation_id": z.comment.pk, "score_id": z.score.pk,
+            "config_id": z.config.pk, "category_id": z.category.pk, "slug": z.project.slug, "pk": z.run.pk,
             "id": z.run.pk}
 
 
@@ -161,6 +172,10 @@ def test_no_write_reaches_another_projects_objects(zebra, people):
                     sorted(type(zebra.agent).objects.values_list("pk", "enabled", "name")),
                     sorted(type(zebra.agent_token).objects.values_list("pk", "revoked_at")),
                     list(type(zebra.view).objects.values_list("pk", "name")),
+                    list(Score.objects.values_list("pk", "number", "category", "comment")),
+                    list(Annotation.objects.values_list("pk", "body")),
+                    list(ScoreConfig.objects.values_list("pk", "name", "enabled", "description")),
+                    list(RootCauseCategory.objects.values_list("pk", "name", "enabled")),
                     list(type(zebra.api_token).objects.filter(project=zebra.project).values_list("pk", "revoked_at")),
                     AuditEvent.objects.count())
 

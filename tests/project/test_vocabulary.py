@@ -15,7 +15,8 @@ from runtime.stop import StallKind, StopKind, StopReason
 
 ROOT = Path(__file__).resolve().parents[2]
 # Everything that is product code but the runtime itself (bench scripts and tools included).
-PRODUCT = ("agentops", "core", "capabilities", "runs", "notifications", "evaluation", "gateway", "identity", "bench", "tools")
+PRODUCT = ("agentops", "core", "capabilities", "runs", "notifications", "evaluation", "gateway", "identity", "review", "bench",
+           "tools")
 VOCABULARY = ({str(r) for r in StopReason.every()} | {k.value for k in StopKind} | {k.value for k in StallKind})
 # A code with an underscore is never an English word: flagged inside a sentence too.
 _CODES = "|".join(sorted((v for v in VOCABULARY if "_" in v), key=len, reverse=True))

@@ -109,3 +109,73 @@ def test_the_openapi_schema_documents_the_real_shapes(api_for, viewer, reviewed_
     assert answers["AttemptOutput"]["observation"]["output_ref"] and answers["RunOutput"]["budget_usage"]
     problems = [m for name, value in answers.items() for m in _mismatches(value, components[name], spec, name)]
     assert problems == []
+
+
+def _as_values(run) -> dict:
+    """The whole trace built as Python values and written by the standard library: the shape the
+    download had when it was written with json.dumps, item by item."""
+    from django.core.serializers.json import DjangoJSONEncoder
+
+    from runs import selectors
+    from runs.trace import as_json
+
+    document = {
+        "run": as_json.run_dict(run),
+        "revisions": [as_json.revision_dict(r) for r in selectors.trace_revisions(run=run)],
+        "planner_calls": [as_json.planner_call_dict(c) for c in selectors.trace_planner_calls(run=run)],
+        "steps": [as_json.step_dict(s) for s in selectors.trace_steps(run=run)],
+        "attempts": as_json.attempt_values(run, selectors.trace_attempt_rows(run=run)),
+        "decisions_without_attempt": [
+            as_json.decision_dict(decision=d.decision, reason=d.reason, usage=d.usage, created_at=as_json.iso(d.created_at))
+            for d in selectors.trace_decisions_without_attempt(run=run)],
+        "approvals": [as_json.approval_dict(a) for a in selectors.trace_approvals(run=run)],
+    }
+    return json.loads(json.dumps(document, cls=DjangoJSONEncoder))
+
+
+class TestTheStreamedDocument:
+    def test_it_parses_to_the_trace_built_as_values(self, client_for, viewer, reviewed_run):
+        assert download(client_for(viewer), reviewed_run) == _as_values(reviewed_run)
+
+    def test_values_orjson_declines_are_written_as_before(self, client_for, viewer, reviewed_run):
+        # An integer beyond 64 bits in the run's criteria: written by the standard library instead.
+        reviewed_run.completion = {"capability": "search_documents", "path": "n", "equals": 2**70}
+        reviewed_run.labels = {"ticket": "ünïcödé \"quoted\" \\ \n"}
+        reviewed_run.save(update_fields=["completion", "labels"])
+        trace = download(client_for(viewer), reviewed_run)
+        assert trace["run"]["completion"]["equals"] == 2**70
+        assert trace == _as_values(reviewed_run)
+
+    def test_a_download_left_halfway_leaves_the_connection_usable(self, client_for, viewer, reviewed_run,
+                                                                   make_attempt):
+        from runs.trace import as_json
+
+        # Over 400 attempts: three chunks of attempts (200 each); the reader stops after the first.
+        step = reviewed_run.steps.order_by("pk").first()
+        for n in range(3, 450):
+            make_attempt(step, number=n + 10, decision="")
+        chunks = as_json.trace_chunks(reviewed_run)
+        while '"attempts"' not in next(chunks):
+            pass
+        assert next(chunks).startswith('{"uid":')   # the first 200 attempts, read from the stream
+        chunks.close()   # as the server does when the client goes away
+        whole = download(client_for(viewer), reviewed_run)
+        assert len(whole["attempts"]) == reviewed_run.attempts.count() > 400
+        assert whole == _as_values(reviewed_run)
+
+    def test_under_asgi_it_is_sent_as_it_is_made(self, client_for, viewer, reviewed_run):
+        """Django's ASGI handler reads a synchronous stream whole before sending it; the download is
+        handed over as an asynchronous one, pulled a chunk at a time."""
+        from asgiref.sync import async_to_sync
+        from django.test import AsyncClient
+
+        async def asgi_download():
+            client = AsyncClient()
+            await client.aforce_login(viewer)
+            response = await client.get(f"/runs/{reviewed_run.pk}/trace.json")
+            assert response.status_code == 200 and response.is_async
+            return [chunk async for chunk in response.streaming_content]
+
+        chunks = async_to_sync(asgi_download)()
+        assert len(chunks) > 5
+        assert json.loads(b"".join(chunks)) == download(client_for(viewer), reviewed_run)

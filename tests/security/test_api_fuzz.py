@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.slow]
 EXAMPLES = int(os.environ.get("AGENTOPS_FUZZ_EXAMPLES", "8"))
 LIVE_EXAMPLES = int(os.environ.get("AGENTOPS_LIVE_FUZZ_EXAMPLES", "3"))
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
-ROLES = ("anonymous", "nobody", "viewer", "operator", "lead operator", "registry admin")
+ROLES = ("anonymous", "nobody", "viewer", "operator", "lead operator", "registry admin", "reviewer")
 
 
 def _openapi_schema(*, in_process: bool = True):

@@ -7,8 +7,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0016_project_required'),
-        ('notifications', '0006_projects'),
+        ('agentops', '0017_project_required'),
+        ('notifications', '0007_projects'),
     ]
 
     operations = [

@@ -31,7 +31,7 @@ def roles_back_to_groups(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0014_audit_bulk_actions'),
+        ('agentops', '0015_review_audit_actions'),
         ('auth', '0012_alter_user_first_name_max_length'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
@@ -61,15 +61,6 @@ class Migration(migrations.Migration):
                 ('granted_at', models.DateTimeField(auto_now_add=True)),
             ],
         ),
-        migrations.RemoveConstraint(
-            model_name='auditevent',
-            name='audit_action_valid',
-        ),
-        migrations.AlterField(
-            model_name='auditevent',
-            name='action',
-            field=models.CharField(choices=[('capability.created', 'Capability Created'), ('capability.updated', 'Capability Updated'), ('capability.disabled', 'Capability Disabled'), ('capability.enabled', 'Capability Enabled'), ('capability.tried', 'Capability Tried'), ('mcp_server.added', 'Mcp Server Added'), ('mcp_server.started', 'Mcp Server Started'), ('run.started', 'Run Started'), ('run.cancelled', 'Run Cancelled'), ('run.reconciled', 'Run Reconciled'), ('run.forked', 'Run Forked'), ('run.labels_changed', 'Run Labels Changed'), ('bulk_action.started', 'Bulk Action Started'), ('role.granted', 'Role Granted'), ('role.revoked', 'Role Revoked'), ('step.approved', 'Step Approved'), ('step.rejected', 'Step Rejected'), ('plan.approved', 'Plan Approved'), ('plan.rejected', 'Plan Rejected'), ('plan.submitted', 'Plan Submitted'), ('evaluation.started', 'Evaluation Started'), ('token.created', 'Token Created'), ('token.revoked', 'Token Revoked'), ('notification_rule.saved', 'Notification Rule Saved'), ('notification_rule.deleted', 'Notification Rule Deleted'), ('notification_channel.saved', 'Notification Channel Saved'), ('notification_channel.deleted', 'Notification Channel Deleted'), ('runs.purged', 'Runs Purged'), ('agent.saved', 'Agent Saved'), ('agent_token.created', 'Agent Token Created'), ('agent_token.revoked', 'Agent Token Revoked'), ('slack_account.linked', 'Slack Account Linked'), ('slack_account.unlinked', 'Slack Account Unlinked'), ('user.created', 'User Created'), ('project.created', 'Project Created'), ('project.limits_saved', 'Project Limits Saved')], max_length=40),
-        ),
         migrations.AddConstraint(
             model_name='project',
             constraint=models.CheckConstraint(condition=models.Q(('quota_cost_per_day__isnull', True), ('quota_cost_per_day__gte', 0), _connector='OR'), name='project_quota_cost_nonnegative'),
@@ -83,10 +74,6 @@ class Migration(migrations.Migration):
             model_name='auditevent',
             name='project',
             field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='agentops.project'),
-        ),
-        migrations.AddConstraint(
-            model_name='auditevent',
-            constraint=models.CheckConstraint(condition=models.Q(('action__in', ['capability.created', 'capability.updated', 'capability.disabled', 'capability.enabled', 'capability.tried', 'mcp_server.added', 'mcp_server.started', 'run.started', 'run.cancelled', 'run.reconciled', 'run.forked', 'run.labels_changed', 'bulk_action.started', 'role.granted', 'role.revoked', 'step.approved', 'step.rejected', 'plan.approved', 'plan.rejected', 'plan.submitted', 'evaluation.started', 'token.created', 'token.revoked', 'notification_rule.saved', 'notification_rule.deleted', 'notification_channel.saved', 'notification_channel.deleted', 'runs.purged', 'agent.saved', 'agent_token.created', 'agent_token.revoked', 'slack_account.linked', 'slack_account.unlinked', 'user.created', 'project.created', 'project.limits_saved'])), name='audit_action_valid'),
         ),
         migrations.AddField(
             model_name='projectmembership',

@@ -10,8 +10,8 @@ from core.migration_ops import fill_default_project
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0016_project_required'),
-        ('notifications', '0005_failure_group_new_rule'),
+        ('agentops', '0017_project_required'),
+        ('notifications', '0006_mentioned_rule'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

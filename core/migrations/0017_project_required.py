@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0015_projects'),
+        ('agentops', '0016_projects'),
     ]
 
     operations = [

@@ -1,0 +1,15 @@
+from django.urls import path
+
+from review import api
+
+urlpatterns = [
+    path("score-configs/", api.ScoreConfigListApi.as_view(), name="api-review-score-config-list"),
+    path("score-configs/<int:config_id>/", api.ScoreConfigDetailApi.as_view(), name="api-review-score-config-detail"),
+    path("root-causes/", api.RootCauseListApi.as_view(), name="api-review-root-cause-list"),
+    path("root-causes/<int:category_id>/", api.RootCauseDetailApi.as_view(), name="api-review-root-cause-detail"),
+    path("runs/<int:run_id>/scores/", api.RunScoreListApi.as_view(), name="api-review-run-scores"),
+    path("scores/<int:score_id>/", api.ScoreDetailApi.as_view(), name="api-review-score-detail"),
+    path("runs/<int:run_id>/annotations/", api.RunAnnotationListApi.as_view(), name="api-review-run-annotations"),
+    path("annotations/<int:annotation_id>/", api.AnnotationDetailApi.as_view(), name="api-review-annotation-detail"),
+    path("runs/<int:run_id>/incident/", api.RunIncidentApi.as_view(), name="api-review-run-incident"),
+]
