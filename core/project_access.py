@@ -76,7 +76,8 @@ def grant_role(user, role: str, project: Project | None = None) -> ProjectMember
 
 def held_projects(user) -> list[dict]:
     """The projects `user` holds, by name, each with the roles held there: {"pk", "name", "slug",
-    "roles"}. One query (two for a superuser, who holds every project)."""
+    "roles"}. One query (two for a superuser, who holds every project: those they hold a role in
+    first, so that is where they act until they switch)."""
     rows = (ProjectMembership.objects.filter(user=user).order_by("project__name", "project_id")
             .values_list("project_id", "project__name", "project__slug", "role__name"))
     held: dict[int, dict] = {}
@@ -86,7 +87,7 @@ def held_projects(user) -> list[dict]:
         every = {pk: {"pk": pk, "name": name, "slug": slug, "roles": []}
                  for pk, name, slug in Project.objects.values_list("pk", "name", "slug")}
         held = {**every, **held}
-        return sorted(held.values(), key=lambda p: (p["name"], p["pk"]))
+        return sorted(held.values(), key=lambda p: (not p["roles"], p["name"], p["pk"]))
     return list(held.values())
 
 

@@ -16,6 +16,7 @@ EVENT_FIELDS = {
     RuleEvent.BUDGET_THRESHOLD: ("percent", "budgets"),
     RuleEvent.STALL_RATE: ("threshold", "window_s", "min_runs"),
     RuleEvent.USAGE_BURN: ("measure", "limit", "window_hours", "per", "label_key"),
+    RuleEvent.FAILURE_GROUP_NEW: ("capabilities",),
     RuleEvent.MENTIONED: (),
 }
 _LISTS = {"stop_reasons", "budgets", "capabilities"}

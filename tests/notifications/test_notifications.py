@@ -241,6 +241,17 @@ class TestPages:
         page = client.get("/notifications/").content.decode()
         assert "stop_reasons=stalled, budget_exhausted" in page
 
+    def test_every_event_has_its_form_fields_and_a_new_failure_rule_saves(self, client_for, operator, channel):
+        from notifications.forms import EVENT_FIELDS
+        from notifications.models import RuleEvent
+
+        assert set(EVENT_FIELDS) == set(RuleEvent)
+        response = client_for(operator).post("/notifications/", {
+            "form": "rule", "rule-name": "new failures", "rule-event": "failure_group_new",
+            "rule-channels": [channel.pk], "rule-capabilities": "search_documents"})
+        assert response.status_code == 302, response.content.decode()[:2000]
+        assert Rule.objects.get(name="new failures").params == {"capabilities": ["search_documents"]}
+
     def test_a_bad_rule_shows_its_errors(self, client_for, operator, channel):
         response = client_for(operator).post("/notifications/", {
             "form": "rule", "rule-name": "x", "rule-event": "budget_threshold", "rule-channels": [channel.pk],

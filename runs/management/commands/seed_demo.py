@@ -75,8 +75,9 @@ class Command(BaseCommand):
             user.set_password(password)
             user.is_superuser = user.is_staff = group is None
             user.save()
-            if group:
-                grant_role(user, group, demo_project())
+            # The superuser holds every project, and acts first where it holds a role: the demo.
+            for role in [group] if group else [OPERATOR, REGISTRY_ADMIN]:
+                grant_role(user, role, demo_project())
             credentials[username] = password
         path.write_text(json.dumps(credentials, indent=2))
         path.chmod(0o600)
