@@ -32,12 +32,30 @@ def sync_python_capabilities(sender, using="default", plan=None, **kwargs):
         log.error("capability sync: %s: %s", name, message)
 
 
+def sync_into_new_project(sender, instance, created=False, raw=False, **kwargs):
+    """A new project's registry starts with the code's capabilities, as every project's does."""
+    if not created or raw:
+        return
+    from django.conf import settings
+
+    from capabilities.kinds.python.sync import python_capabilities_sync
+    from core.projects import project_scope
+
+    with project_scope(instance):
+        python_capabilities_sync(modules=tuple(settings.AGENTOPS_CAPABILITY_MODULES))
+
+
 class CapabilitiesConfig(AppConfig):
     name = "capabilities"
     verbose_name = "Capability registry"
 
     def ready(self):
         post_migrate.connect(sync_python_capabilities, sender=self, dispatch_uid="capabilities.sync_python")
+        from django.db.models.signals import post_save
+
+        from core.models import Project
+
+        post_save.connect(sync_into_new_project, sender=Project, dispatch_uid="capabilities.sync_new_project")
         from capabilities.selectors import audit_capability_pages
         from core.audit_log import register_object_pages
 

@@ -18,8 +18,10 @@ from core.audit import audit
 from core.errors import Conflict, FieldErrors, InvalidInput, NotAllowed
 from core.models import AuditAction
 from core.permissions import allowed, require
+from core.projects import project_scope
 from core.roles import MANAGE_REVIEW_SETTINGS, REVIEW_RUNS
 from notifications.mentions import mentions_notify
+from review.autoscores import builtin_configs
 from review.markdown import mentioned_names
 from review.models import (
     Annotation,
@@ -383,6 +385,8 @@ def root_causes_seed(project) -> None:
 
 
 def on_project_created(sender, instance, created=False, raw=False, **kwargs) -> None:
-    """post_save of core.Project (review.apps)."""
+    """post_save of core.Project (review.apps): the starting root causes and the runtime's score configs."""
     if created and not raw:
         root_causes_seed(instance)
+        with project_scope(instance):
+            builtin_configs()

@@ -19,7 +19,8 @@ PACKAGES = ("runtime", "agentops", "core", "capabilities", "runs", "notification
 FUNCTION_LEVEL_IMPORTS = {
     # apps.py signal handlers: after migrate, sync the @capability registry; at worker exit, stop the stdio MCP pool
     ("capabilities/apps.py", "capabilities.kinds.python.sync"),
-    ("capabilities/apps.py", "capabilities.kinds.mcp"),
+    ("capabilities/apps.py", "capabilities.kinds.mcp"), ("capabilities/apps.py", "core.projects"),
+    ("capabilities/apps.py", "core.models"),
     ("core/apps.py", "core"),  # ready(): connect the token-revoking signal handlers
     ("runs/apps.py", "capabilities"),  # ready(): plug the runs' usage reader into the registry pages
     ("runs/apps.py", "runs"),  # ready(): instrument the frameworks for OpenTelemetry

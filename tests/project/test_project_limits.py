@@ -77,3 +77,15 @@ def test_the_project_list_says_where_one_acts_and_with_which_roles(api_for, oper
     rows = {row["slug"]: row for row in api_for(operator).get("/api/projects/").json()}
     assert rows["default"]["roles"] == ["operator"] and rows["default"]["acting"] is True
     assert rows["zebra"]["roles"] == ["viewer"] and rows["zebra"]["acting"] is False
+
+
+def test_a_new_project_starts_with_the_codes_capabilities_root_causes_and_builtin_scores(roles):
+    from capabilities.models import Capability
+    from core.projects import project_scope
+    from review.models import RootCauseCategory, ScoreConfig
+
+    fresh = Project.objects.create(slug="fresh", name="Fresh")
+    with project_scope(fresh):
+        assert {"search_documents", "create_ticket"} <= set(Capability.objects.values_list("name", flat=True))
+        assert RootCauseCategory.objects.count() == 5
+        assert "completion_verified" in set(ScoreConfig.objects.filter(builtin=True).values_list("name", flat=True))
