@@ -133,8 +133,3 @@ def scope_request(request, user) -> None:
     if project_id is not None:
         enter_project(project_id)
     request.agentops_project_id = project_id
-
-
-def current_project(request) -> Project | None:
-    project_id = getattr(request, "agentops_project_id", None)
-    return Project.objects.filter(pk=project_id).first() if project_id else None

@@ -367,6 +367,11 @@ def second_operator(roles):
 
 
 @pytest.fixture
+def reviewer(roles):
+    return _make_user("rené", "reviewer")
+
+
+@pytest.fixture
 def registry_admin(roles):
     return _make_user("rita", "registry admin")
 

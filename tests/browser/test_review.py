@@ -11,17 +11,6 @@ SEARCH = {"capability": "search_documents", "arguments": {"q": "zzz-unknown-topi
 
 
 @pytest.fixture
-def reviewer(roles):
-    from django.contrib.auth.models import User
-
-    from core.project_access import grant_role
-
-    user = User.objects.create_user(username="rené", password="pw-rené")
-    grant_role(user, "reviewer")
-    return user
-
-
-@pytest.fixture
 def review_settings(db):
     from review.models import RootCauseCategory, ScoreConfig
 

@@ -55,17 +55,6 @@ def assert_inert(html: str, *, page: bool = False) -> None:
 
 
 @pytest.fixture
-def reviewer(roles):
-    from django.contrib.auth.models import User
-
-    from core.project_access import grant_role
-
-    user = User.objects.create_user(username="rené", password="pw-rené")
-    grant_role(user, "reviewer")
-    return user
-
-
-@pytest.fixture
 def finished_run(db, operator):
     """A stopped run with one step and one attempt, written as the worker writes them."""
     from django.utils import timezone
