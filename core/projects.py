@@ -44,20 +44,28 @@ class ProjectScopedManager(models.Manager):
     """The default manager of a model that belongs to a project: in a project's scope, only its rows.
 
     `path` is the lookup from the model to its project id: "project" for a model that holds it,
-    "run__project" for a run's records (one join, on the run's primary key): a class attribute,
-    as Django builds related managers by subclassing the default manager's class."""
+    "run__project" for a run's records. A class attribute, as Django builds related managers by
+    subclassing the default manager's class.
+
+    Through a relation the rows are selected with `run_id IN (SELECT id FROM run WHERE project_id
+    = ...)`, never a join: an UPDATE of the model then stays one statement on its own table, so a
+    conditional UPDATE (`state = 'pending'`) is still checked against the row it changes, under
+    concurrent writers; a join makes Django rewrite it as `id IN (subquery)`, whose condition is
+    read from a snapshot (two decisions of one approval would both win). And a SELECT ... FOR UPDATE
+    locks the model's rows only, not the run's."""
 
     path = "project"
-
-    @classmethod
-    def via(cls, path: str) -> ProjectScopedManager:
-        """The manager of a model whose project is reached through `path`."""
-        return type(f"ProjectScopedManager_{path}", (cls,), {"path": path, "__module__": cls.__module__})()
 
     def get_queryset(self):
         queryset = super().get_queryset()
         project_id = _active.get()
-        return queryset if project_id is None else queryset.filter(**{self.path: project_id})
+        if project_id is None:
+            return queryset
+        relation, _, rest = self.path.partition("__")
+        if not rest:
+            return queryset.filter(**{self.path: project_id})
+        related = self.model._meta.get_field(relation).related_model
+        return queryset.filter(**{f"{relation}__in": related._base_manager.filter(**{rest: project_id}).values("pk")})
 
 
 def in_active_project(instance) -> None:

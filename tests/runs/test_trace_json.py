@@ -163,11 +163,14 @@ class TestTheStreamedDocument:
         assert len(whole["attempts"]) == reviewed_run.attempts.count() > 400
         assert whole == _as_values(reviewed_run)
 
+    @pytest.mark.django_db(transaction=True)   # committed: the ASGI request may run on another thread
     def test_under_asgi_it_is_sent_as_it_is_made(self, client_for, viewer, reviewed_run):
         """Django's ASGI handler reads a synchronous stream whole before sending it; the download is
         handed over as an asynchronous one, pulled a chunk at a time."""
         from asgiref.sync import async_to_sync
         from django.test import AsyncClient
+
+        from tests.conftest import off_the_event_loop
 
         async def asgi_download():
             client = AsyncClient()
@@ -176,6 +179,7 @@ class TestTheStreamedDocument:
             assert response.status_code == 200 and response.is_async
             return [chunk async for chunk in response.streaming_content]
 
-        chunks = async_to_sync(asgi_download)()
+        # Off a browser test's event loop, which async_to_sync refuses to share.
+        chunks = off_the_event_loop(async_to_sync(asgi_download))
         assert len(chunks) > 5
         assert json.loads(b"".join(chunks)) == download(client_for(viewer), reviewed_run)
