@@ -65,6 +65,7 @@ class ProjectScopedManager(models.Manager):
         if not rest:
             return queryset.filter(**{self.path: project_id})
         related = self.model._meta.get_field(relation).related_model
+        assert isinstance(related, type), f"{self.path}: {relation} is not a relation"
         return queryset.filter(**{f"{relation}__in": related._base_manager.filter(**{rest: project_id}).values("pk")})
 
 
