@@ -2,17 +2,17 @@
 from __future__ import annotations
 
 from core.models import AuditEvent
-from core.projects import active_project_id
+from core.projects import active_project_id, project_of
 
 
 def audit(*, actor, action: str, target, summary: str, details: dict | None = None,
           project_id: int | None = None) -> AuditEvent:
     """Write one audit row; call it inside the transaction of the change it records.
 
-    It belongs to the target's project, else to the project in scope, else to none (a change to the
+    It belongs to the target's project (a run's record: its run's), else to the project in scope, else to none (a change to the
     instance: a user created)."""
     if project_id is None:
-        project_id = getattr(target, "project_id", None) or active_project_id() or None
+        project_id = project_of(target) or active_project_id() or None
     return AuditEvent.objects.create(
         project_id=project_id,
         actor=actor if actor is not None and actor.is_authenticated else None,

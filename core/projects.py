@@ -69,6 +69,20 @@ class ProjectScopedManager(models.Manager):
         return queryset.filter(**{f"{relation}__in": related._base_manager.filter(**{rest: project_id}).values("pk")})
 
 
+def project_of(instance) -> int | None:
+    """The id of the project a row belongs to, through its scoped manager's path (a run's records
+    through their run); None for a row of no project."""
+    path = getattr(type(instance)._default_manager, "path", None)
+    if path is None:
+        return getattr(instance, "project_id", None)
+    *relations, last = path.split("__")
+    for relation in relations:
+        instance = getattr(instance, relation, None)
+        if instance is None:
+            return None
+    return getattr(instance, f"{last}_id", None)
+
+
 def in_active_project(instance) -> None:
     """Give a new row the project in scope (pre_save): code that creates rows need not pass it."""
     if getattr(instance, "project_id", None) is None:

@@ -17,6 +17,22 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason="Debian's chromium is not installed (apt-get install chromium)"))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed browser test reports where the page was and what it said: a timeout alone does not
+    tell a slow server from a form that answered with an error."""
+    outcome = yield
+    report = outcome.get_result()
+    page = item.funcargs.get("page") if hasattr(item, "funcargs") else None
+    if report.when != "call" or not report.failed or page is None:
+        return
+    try:
+        text = page.locator("body").inner_text(timeout=2_000)
+        report.sections.append(("page at failure", f"{page.url}\n{text[:2000]}"))
+    except Exception as exc:  # noqa: BLE001 - a closed page says so instead
+        report.sections.append(("page at failure", f"unreadable: {exc}"))
+
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     # Never download a browser: drive the system Chromium.

@@ -21,7 +21,7 @@ def start_ticket_run(page, live_server, goal):
     page.get_by_label("Completion: path").fill("ticket_id")
     page.get_by_label("Completion: check").select_option("exists")
     page.get_by_role("button", name="Start run").click()
-    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    page.wait_for_url(re.compile(r"/runs/\d+/$"), timeout=60_000)  # a loaded CI machine once took over 30 s
     return Run.objects.get(goal=goal)
 
 

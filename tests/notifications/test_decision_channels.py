@@ -49,6 +49,21 @@ class TestTheApiAndTheInbox:
         row = AuditEvent.objects.get(action="step.approved")
         assert row.details["channel"] == "api" and row.details["revision"] == 1
 
+    def test_a_decision_made_outside_any_project_scope_is_audited_in_the_runs_project(
+            self, waiting_approval):
+        # A thread starts with no project in scope (a script, as the chaos bench's 100 deciders): the
+        # audit row still belongs to the run's project, where its auditors look for it.
+        from django.contrib.auth.models import User
+
+        from core.projects import project_scope
+
+        root = User.objects.create_superuser("root-outside", password="x")
+        with project_scope(None):
+            run_services.approval_decide(approval_id=waiting_approval.pk, user=root, approve=True,
+                                         expected_hash="h1", channel="api")
+        row = AuditEvent.objects.get(action="step.approved")
+        assert row.project_id == waiting_approval.run.project_id is not None
+
     def test_the_inbox_names_itself_and_refuses_a_post_without_the_hash(
             self, client_for, second_operator, waiting_approval):
         url = f"/runs/approvals/{waiting_approval.pk}/decide/"

@@ -21,10 +21,13 @@ def _finished(run_id):
     return Run.objects.filter(pk=run_id, finished_at__isnull=False).first()
 
 
-def _trace(receiver, run, wait_until):
-    """The spans of the run's trace, once the run's own span (exported last) has arrived."""
-    return wait_until(lambda: (lambda spans: spans if any(s["name"] == "invoke_agent" for s in spans) else None)(
-        receiver.spans(run.trace_id)), timeout=30, message="the run's trace at the receiver")
+def _trace(receiver, run, wait_until, *names):
+    """The spans of the run's trace, once the run's own span and every span named have arrived: a run
+    advanced in several passes is exported by as many worker processes, each batching on its own
+    schedule, so the run's span (ended last) may still arrive before a step's."""
+    wanted = {"invoke_agent", *names}
+    return wait_until(lambda: (lambda spans: spans if wanted <= {s["name"] for s in spans} else None)(
+        receiver.spans(run.trace_id)), timeout=30, message=f"the spans {sorted(wanted)} at the receiver")
 
 
 def _start(operator, plans, completion):
@@ -41,7 +44,8 @@ class TestExportThroughAWorker:
                      {"capability": "get_document", "path": "id", "equals": "POL-7"})
         run = wait_until(lambda: _finished(run.pk), message="the run to finish")
         assert run.stop_reason == "completed"
-        spans = _trace(otlp_receiver, run, wait_until)
+        spans = _trace(otlp_receiver, run, wait_until, "plan scripted", "execute_tool search_documents",
+                       "execute_tool get_document")
         by_name = {}
         for span in spans:
             by_name.setdefault(span["name"], []).append(span)
@@ -86,7 +90,7 @@ class TestExportThroughAWorker:
                      {"capability": "get_document", "path": "id", "equals": "POL-7"})
         run = wait_until(lambda: _finished(run.pk), message="the run to finish")
         assert run.stop_reason == "terminal_failure:not_found"
-        spans = _trace(otlp_receiver, run, wait_until)
+        spans = _trace(otlp_receiver, run, wait_until, "execute_tool get_document")
         tool = next(s for s in spans if s["name"] == "execute_tool get_document")
         assert tool["attributes"]["error.type"] == "not_found"
         assert tool["status_code"] == 2  # STATUS_CODE_ERROR
