@@ -6,6 +6,9 @@ its own and plain-HTTP cookies and redirects, unless the environment says otherw
 """
 import os
 import secrets
+import subprocess
+import sys
+from pathlib import Path
 
 
 def prepare() -> None:
@@ -21,3 +24,13 @@ def act_in_default_project() -> None:
     from core.projects import enter_project
 
     enter_project(default_project())
+
+
+def start_django(root: Path) -> None:
+    """Migrate the database os.environ names, set Django up on it, and act in the default project."""
+    os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=root, env=os.environ, check=True)
+    import django
+
+    django.setup()
+    act_in_default_project()

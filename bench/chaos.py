@@ -553,14 +553,8 @@ def experiment(args) -> dict:
            "AGENTOPS_CAPABILITY_MODULES": "capabilities.demo.functions,chaos_ledger",
            "AGENTOPS_MCP_STDIO_COMMANDS": LEDGER_MCP_COMMAND,
            "PYTHONPATH": os.pathsep.join([str(CHAOS_DIR), str(ROOT)]), "PYTHONUNBUFFERED": "1"}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     os.environ.update(env)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
-    import django
-
-    django.setup()
-
-    benchenv.act_in_default_project()
+    benchenv.start_django(ROOT)
     from django.contrib.auth.models import User
 
     from capabilities.kinds.python.sync import python_capabilities_sync

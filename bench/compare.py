@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -161,15 +160,9 @@ def main() -> None:
     parser.add_argument("--var-dir", default=os.path.join(tempfile.gettempdir(), "agentops-bench-compare"))
     args = parser.parse_args()
     os.environ.setdefault("AGENTOPS_VAR_DIR", args.var_dir)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
     os.environ.setdefault("ALLOWED_HOSTS", "testserver")
     os.environ.setdefault("DEBUG", "true")
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True)
-    import django
-
-    django.setup()
-
-    benchenv.act_in_default_project()
+    benchenv.start_django(ROOT)
     from django.db import connection
 
     data = pages.build(args.runs, 0, 0, 10)

@@ -330,16 +330,10 @@ def main() -> None:
         serve(args.serve, args.delay, keep_alive=not args.no_keep_alive)
         return
     os.environ.setdefault("AGENTOPS_VAR_DIR", args.var_dir)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
     os.environ["AGENTOPS_HTTP_ALLOWED_HOSTS"] = "127.0.0.1"
     os.environ["AGENTOPS_HTTP_ALLOW_PRIVATE"] = "true"
+    benchenv.start_django(ROOT)
     env = dict(os.environ)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
-    import django
-
-    django.setup()
-
-    benchenv.act_in_default_project()
     server, port = start_server(args.delay, keep_alive=not args.no_keep_alive)
     try:
         register(port)

@@ -193,14 +193,8 @@ def main() -> None:
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="agentops-gwbench-"))
     os.environ.setdefault("AGENTOPS_VAR_DIR", str(workdir / "var"))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
     sys.path.insert(0, str(HERE))
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=os.environ, check=True)
-    import django
-
-    django.setup()
-
-    benchenv.act_in_default_project()
+    benchenv.start_django(ROOT)
     from django.conf import settings
     from django.db import connection
 

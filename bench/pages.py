@@ -17,7 +17,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -54,13 +53,17 @@ class Loader:
     def __init__(self, model, columns: list[str]):
         from django.db import connection
 
+        from core.projects import active_project_id
+
         self.connection = connection
         self.model = model
         fields = [f for f in model._meta.concrete_fields if not f.primary_key]
         self.fields = fields
         self.varying = [model._meta.get_field(c) for c in columns]
         self.positions = [fields.index(f) for f in self.varying]
-        self.template = [None if f.null and not f.has_default() else self._prep(f, f.get_default())
+        # A row of a model that holds its project is in the one in scope (bulk rows send no pre_save).
+        self.template = [active_project_id() if f.name == "project" else
+                         None if f.null and not f.has_default() else self._prep(f, f.get_default())
                          for f in fields]
         self.batch: list[tuple] = []
 
@@ -308,15 +311,9 @@ def main() -> None:
     parser.add_argument("--var-dir", default=os.path.join(tempfile.gettempdir(), "agentops-bench-pages"))
     args = parser.parse_args()
     os.environ.setdefault("AGENTOPS_VAR_DIR", args.var_dir)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
     os.environ.setdefault("ALLOWED_HOSTS", "testserver")
     os.environ.setdefault("DEBUG", "true")
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True)
-    import django
-
-    django.setup()
-
-    benchenv.act_in_default_project()
+    benchenv.start_django(ROOT)
     from django.db import connection
 
     data = build(args.runs, args.attempts, args.approvals, args.attempt_every)

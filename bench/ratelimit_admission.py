@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,13 +38,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=50)
     args = parser.parse_args()
     os.environ.setdefault("AGENTOPS_VAR_DIR", tempfile.mkdtemp(prefix="agentops-bench-"))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=os.environ, check=True)
-    import django
-
-    django.setup()
-
-    benchenv.act_in_default_project()
+    benchenv.start_django(ROOT)
     from django.db import connection
 
     from capabilities.models import RateLimitWindow

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -104,14 +103,8 @@ def main() -> None:
     parser.add_argument("--var-dir", default=os.path.join(tempfile.gettempdir(), "agentops-bench-search"))
     args = parser.parse_args()
     os.environ.setdefault("AGENTOPS_VAR_DIR", args.var_dir)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
     os.environ.setdefault("ALLOWED_HOSTS", "testserver")
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True)
-    import django
-
-    django.setup()
-
-    benchenv.act_in_default_project()
+    benchenv.start_django(ROOT)
     from django.db import connection
 
     started = time.perf_counter()

@@ -77,13 +77,7 @@ def end_to_end(steps: int, capability: str = "get_ticket_status", dbos_python: s
     var_dir = tempfile.mkdtemp(prefix="agentops-bench-")
     env.setdefault("AGENTOPS_VAR_DIR", var_dir)
     os.environ.update(env)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
-    import django
-
-    django.setup()
-
-    benchenv.act_in_default_project()
+    benchenv.start_django(ROOT)
     from django.contrib.auth.models import User
     from django.db import connection, transaction
     from django.utils import timezone

@@ -209,13 +209,9 @@ def through_servers(user, big, rounds: int, kinds: list[str]) -> list[dict]:
 
 def measure(args) -> list[dict]:
     os.environ.setdefault("AGENTOPS_VAR_DIR", args.var_dir)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
     os.environ.setdefault("ALLOWED_HOSTS", "testserver")
     os.environ.setdefault("DEBUG", "true")
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True)
-    import django
-
-    django.setup()
+    benchenv.start_django(ROOT)
     import pages
 
     data = pages.build(args.runs, args.attempts, args.approvals, args.attempt_every)

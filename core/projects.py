@@ -68,6 +68,15 @@ class ProjectScopedManager(models.Manager):
         assert isinstance(related, type), f"{self.path}: {relation} is not a relation"
         return queryset.filter(**{f"{relation}__in": related._base_manager.filter(**{rest: project_id}).values("pk")})
 
+    def bulk_create(self, objs, *args, **kwargs):
+        """As pre_save does for save(): new rows of a model that holds its project get the one in scope
+        (bulk_create sends no signals)."""
+        objs = list(objs)
+        if self.path == "project":
+            for obj in objs:
+                in_active_project(obj)
+        return super().bulk_create(objs, *args, **kwargs)
+
 
 def project_of(instance) -> int | None:
     """The id of the project a row belongs to, through its scoped manager's path (a run's records

@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from core.models import AuditEvent, Project
 from core.project_access import grant_role
-from core.projects import project_scope
+from core.projects import project_of, project_scope
 from core.roles import ROLE_PERMISSIONS
 from core.tokens import token_create
 from review.models import Annotation, RootCauseCategory, Score, ScoreConfig
@@ -239,3 +239,14 @@ def test_a_person_without_a_project_sees_nothing_and_may_do_nothing(zebra, peopl
     assert api.get("/api/runs/").status_code == 403
     assert api.get("/runs/").status_code == 403
     assert "No project" in api.get("/account/tokens/").content.decode()
+
+
+def test_rows_made_in_bulk_land_in_the_project_in_scope_and_records_know_theirs(zebra, operator):
+    # bulk_create sends no pre_save: the scoped manager fills the project itself, as save() would.
+    made = Run.objects.bulk_create([Run(goal=f"bulk {i}", owner=operator, planner="scripted", completion=FOUND,
+                                        budgets={}, trace_id=f"{i:032x}") for i in range(2)])
+    assert {r.project_id for r in made} == {Project.objects.get(slug="default").pk}
+    # A run's record belongs to its run's project (core.projects.project_of: the audit trail uses it).
+    with project_scope(None):
+        approval = Approval.objects.filter(run__project=zebra.project).first()
+    assert project_of(approval) == zebra.project.pk and project_of(made[0]) == made[0].project_id
