@@ -15,6 +15,7 @@ migrates that database and writes rows named bench_*).
 from __future__ import annotations
 
 import argparse
+import contextvars
 import os
 import statistics
 import sys
@@ -74,7 +75,8 @@ def main() -> None:
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=contend) for _ in range(args.threads)]
+    # Each thread acts in the project in scope, as a worker's pass does (a new thread starts with none).
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(contend,)) for _ in range(args.threads)]
     started = time.perf_counter()
     for t in threads:
         t.start()
