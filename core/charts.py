@@ -5,6 +5,9 @@ after that, so run data can never inject markup into a chart.
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -28,7 +31,8 @@ def _nice_max(value: float) -> float:
     """The smallest 4 x (1, 2, 2.5 or 5 x 10^k) at or above value, so the 4 gridlines read well."""
     if value <= 0:
         return 4
-    magnitude = 10 ** max(0, len(str(int(value / 4))) - 1)
+    # Counts keep whole gridlines (4 at least); a share or a mean under 1 gets tenths or finer.
+    magnitude = 10 ** math.floor(math.log10(value / 4)) if value < 1 else 10 ** max(0, len(str(int(value / 4))) - 1)
     while True:
         for step in (1, 2, 2.5, 5):
             if step * magnitude * 4 >= value:
@@ -99,6 +103,20 @@ def bars(*, title: str, items: list[tuple[str, float]], x_label: str, width: int
                  f"{escape(x_label)}</text>")
     parts.append("</svg>")
     return mark_safe("".join(parts))
+
+
+SPARK_HEIGHT = 16
+
+
+def spark_bars(values: Sequence[float | None], *, step: int = 5) -> tuple:
+    """A sparkline's bars: (x, y, height, value) each, the largest value SPARK_HEIGHT high and any other
+    non-zero value at least 1 high (None and 0 draw nothing), `step` pixels apart."""
+    top = max((v for v in values if v), default=0) or 1
+    bars = []
+    for n, value in enumerate(values):
+        height = max(1, round(SPARK_HEIGHT * value / top)) if value else 0
+        bars.append((n * step, SPARK_HEIGHT - height, height, value))
+    return tuple(bars)
 
 
 def _open(title: str, width: int, height: int, summary: str, css_class: str = "", linked: bool = False) -> str:

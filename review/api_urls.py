@@ -1,6 +1,6 @@
 from django.urls import path
 
-from review import api
+from review import api, api_insights
 
 urlpatterns = [
     path("score-configs/", api.ScoreConfigListApi.as_view(), name="api-review-score-config-list"),
@@ -11,5 +11,6 @@ urlpatterns = [
     path("scores/<int:score_id>/", api.ScoreDetailApi.as_view(), name="api-review-score-detail"),
     path("runs/<int:run_id>/annotations/", api.RunAnnotationListApi.as_view(), name="api-review-run-annotations"),
     path("annotations/<int:annotation_id>/", api.AnnotationDetailApi.as_view(), name="api-review-annotation-detail"),
+    path("score-insights/", api_insights.ScoreInsightsApi.as_view(), name="api-review-score-insights"),
     path("runs/<int:run_id>/incident/", api.RunIncidentApi.as_view(), name="api-review-run-incident"),
 ]

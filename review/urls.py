@@ -1,10 +1,11 @@
 from django.urls import path
 
-from review import views
+from review import views, views_insights
 
 app_name = "review"
 urlpatterns = [
     path("settings/", views.settings_page, name="settings"),
+    path("scores/", views_insights.insights_page, name="insights"),
     path("runs/<int:run_id>/", views.run_panel, name="panel"),
     path("runs/<int:run_id>/scores/", views.score_post, name="score"),
     path("runs/<int:run_id>/comments/", views.comment_post, name="comment"),

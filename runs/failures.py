@@ -21,6 +21,7 @@ from django.db import connection
 from django.db.models import Count, F, Max, Min, QuerySet
 from django.utils import timezone
 
+from core.charts import spark_bars
 from core.choices import LIVE_STATUSES
 from runs.expressions import EpochDay
 from runs.models import Attempt, Run
@@ -152,7 +153,7 @@ class GroupRow:
     runs: int
     trend: list[int]           # attempts per day, oldest first, TREND_DAYS days ending today
     live_attempts: int = 0     # of `attempts`, in runs still live (not folded yet)
-    bars: tuple = ()           # the trend as SVG bars: (x, y, height, count), TREND_HEIGHT high
+    bars: tuple = ()           # the trend as SVG bars (core.charts.spark_bars)
 
     @property
     def calls(self) -> str:
@@ -235,21 +236,7 @@ def _fill(rows: list[GroupRow], now: datetime) -> None:
     for r in rows:
         r.message = normalize_message(samples.get(int(r.message), ""))
         r.trend = [days.get(r.fingerprint, {}).get(d, 0) for d in range(first_day, today + 1)]
-        r.bars = trend_bars(r.trend)
-
-
-TREND_HEIGHT = 16
-
-
-def trend_bars(counts: list[int]) -> tuple:
-    """A sparkline's bars: (x, y, height, count) each, the largest day TREND_HEIGHT high, a day
-    with failures at least 1 high."""
-    top = max(counts, default=0) or 1
-    bars = []
-    for n, count in enumerate(counts):
-        height = max(1, round(TREND_HEIGHT * count / top)) if count else 0
-        bars.append((n * 5, TREND_HEIGHT - height, height, count))
-    return tuple(bars)
+        r.bars = spark_bars(r.trend)
 
 
 def day_start(day: int) -> datetime:

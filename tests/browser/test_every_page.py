@@ -139,7 +139,10 @@ def _bulk(admin):
 BUILD = {"decide": _decide, "bulk": _bulk, "agent": _agent, "rule": _rule, "channel": _channel,
          "stalled": _stalled, "found": _found, "waiting": _waiting, "unknown": _unknown, "forked": _forked,
          "evaluation": _evaluation,
-         "server": _server, "spent": _spent, "attempt": lambda admin: (lambda a: f"{a.run_id}/attempts/{a.uid}")(
+         "server": _server, "spent": _spent,
+         # Finished runs score themselves (review.autoscores): their cost, split by a label's values.
+         "scored": lambda admin: (_spent(admin), "?config=cost&group=label&label_key=team&window=24h")[1],
+         "attempt": lambda admin: (lambda a: f"{a.run_id}/attempts/{a.uid}")(
              _stalled(admin).attempts.order_by("id").first())}
 
 PAGES = [
@@ -157,6 +160,7 @@ PAGES = [
     "/usage/", "/usage/{spent}", "/usage/?window=3y",
     "/runs/bulk/?query=status%3Dfinished&action=fork&add=&remove=&comment=", "/runs/bulk/{bulk}/",
     "/runs/calls/", "/runs/calls/?q=travel&status=retryable", "/runs/failures/", "/review/settings/",
+    "/review/scores/", "/review/scores/{scored}",
 ]
 
 

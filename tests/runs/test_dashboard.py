@@ -139,6 +139,12 @@ class TestDashboardView:
         svg = stacked_bars(title="t", labels=["<i>"], series={"<s>": [1]}, y_label="y", x_label="x")
         assert "<i>" not in svg and "<s>" not in svg
 
+    @pytest.mark.parametrize("top, axis", [(0, 4), (1, 4), (3, 4), (7, 8), (100, 100), (0.5, 0.8), (0.05, 0.08)])
+    def test_the_y_axis_ends_on_a_round_figure_whole_for_counts_finer_for_shares(self, top, axis):
+        from core.charts import _nice_max
+
+        assert _nice_max(top) == pytest.approx(axis)
+
     @pytest.mark.parametrize("scale", [1, 40])
     def test_it_issues_a_bounded_number_of_queries(self, client_for, viewer, make_run, make_revision, make_step,
                                                    make_attempt, scale, django_assert_max_num_queries):
