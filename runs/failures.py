@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import Count, F, Max, Min, QuerySet
 from django.utils import timezone
 
@@ -26,6 +24,7 @@ from core.choices import LIVE_STATUSES
 from runs.expressions import EpochDay
 from runs.models import Attempt, Run
 from runs.models_failures import FailureGroup, FailureGroupDay
+from runs.upsert import upsert
 
 DAY_S = 86_400
 TREND_DAYS = 14
@@ -74,39 +73,12 @@ def _by_day(attempts: QuerySet[Attempt]) -> QuerySet:
             .values("project_id", "fingerprint", "day").order_by().annotate(attempts=Count("id")))
 
 
-def _upsert(grouped: QuerySet, model, *, keys: Sequence[str], sums: Sequence[str], low: Sequence[str] = (),
-            high: Sequence[str] = (), keep: Sequence[str] = ()) -> None:
-    """grouped rows into a table, adding to the rows already there: one INSERT ... SELECT ... ON CONFLICT."""
-    columns = [*keys, *keep, *sums, *low, *high]
-    sql, params = grouped.values_list(*columns).query.sql_with_params()
-    quote = connection.ops.quote_name
-    table = quote(model._meta.db_table)
-    least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
-    updates = ", ".join([f"{c} = {table}.{c} + EXCLUDED.{c}" for c in sums]
-                        + [f"{c} = {least}({table}.{c}, EXCLUDED.{c})" for c in low]
-                        + [f"{c} = {greatest}({table}.{c}, EXCLUDED.{c})" for c in high])
-    cols = ", ".join(quote(c) for c in columns)
-    key = ", ".join(quote(c) for c in keys)
-    extra = ""
-    if "created_at" not in columns and any(f.name == "created_at" for f in model._meta.fields):
-        extra_col, extra = f", {quote('created_at')}", ", %s"
-        params = (timezone.now(), *params)   # its placeholder comes before the subquery's
-    else:
-        extra_col = ""
-    # "WHERE true" lets SQLite parse ON CONFLICT after INSERT ... SELECT; ORDER BY the key makes
-    # concurrent finishes lock shared rows in one order (they queue instead of deadlocking).
-    select_cols = ", ".join(f"grouped.{quote(c)}" for c in columns)
-    with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {table} ({cols}{extra_col}) SELECT {select_cols}{extra} FROM ({sql}) AS grouped "
-                       f"WHERE true ORDER BY {key} ON CONFLICT ({key}) DO UPDATE SET {updates}", params)
-
-
 def _fold(attempts: QuerySet[Attempt]) -> None:
-    _upsert(_grouped(attempts), FailureGroup, keys=["project_id", "fingerprint"],
-            keep=["capability_name", "error_code", "error_category", "http_status", "sample_attempt_id",
-                  "first_run_id"],
-            sums=["attempts", "runs"], low=["first_seen"], high=["last_seen"])
-    _upsert(_by_day(attempts), FailureGroupDay, keys=["project_id", "fingerprint", "day"], sums=["attempts"])
+    upsert(_grouped(attempts), FailureGroup, keys=["project_id", "fingerprint"],
+           keep=["capability_name", "error_code", "error_category", "http_status", "sample_attempt_id",
+                 "first_run_id"],
+           sums=["attempts", "runs"], low=["first_seen"], high=["last_seen"], stamp=timezone.now())
+    upsert(_by_day(attempts), FailureGroupDay, keys=["project_id", "fingerprint", "day"], sums=["attempts"])
 
 
 def record_run_finished(*, run_id: int) -> None:

@@ -23,6 +23,7 @@ from core.projects import project_scope
 from runs.expressions import HOUR_S, EpochHour, SecondsBetween
 from runs.models import Approval, Attempt, Run
 from runs.models_rollup import ApprovalRollup, AttemptRollup, RunRollup, StopRollup
+from runs.upsert import upsert, upsert_sql
 
 # Latency bins per factor e: 10 makes each bin ~10 % wide (percentiles interpolate within it).
 BINS_PER_E = 10
@@ -71,28 +72,12 @@ def decision_bins(approvals: QuerySet, *, hour: bool) -> QuerySet:
 
 
 def _fold(grouped: QuerySet, model, *, keys: list[str], sums: list[str], low: str = "", high: str = "") -> None:
-    """Add grouped rows to a rollup table: one INSERT ... SELECT ... ON CONFLICT DO UPDATE."""
-    sql, params = _fold_sql(grouped, model, keys=keys, sums=sums, low=low, high=high)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    """Add grouped rows to a rollup table (runs.upsert)."""
+    upsert(grouped, model, **_fold_options(keys=keys, sums=sums, low=low, high=high))
 
 
-def _fold_sql(grouped: QuerySet, model, *, keys: list[str], sums: list[str], low: str = "",
-              high: str = "") -> tuple[str, tuple]:
-    columns = [*keys, *sums, *filter(None, (low, high))]
-    sql, params = (grouped if grouped.query.combinator else grouped.values_list(*columns)).query.sql_with_params()
-    quote = connection.ops.quote_name
-    table = quote(model._meta.db_table)
-    cols = ", ".join(quote(c) for c in columns)
-    least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
-    updates = ", ".join([f"{c} = {table}.{c} + EXCLUDED.{c}" for c in sums]
-                        + ([f"{low} = {least}({table}.{low}, EXCLUDED.{low})"] if low else [])
-                        + ([f"{high} = {greatest}({table}.{high}, EXCLUDED.{high})"] if high else []))
-    key = ", ".join(keys)
-    # "WHERE true": SQLite needs it to parse ON CONFLICT after INSERT ... SELECT. ORDER BY the key:
-    # transactions folding at once then lock shared rows in one order, and queue instead of deadlocking.
-    return (f"INSERT INTO {table} ({cols}) SELECT {cols} FROM ({sql}) AS grouped WHERE true "
-            f"ORDER BY {key} ON CONFLICT ({key}) DO UPDATE SET {updates}", params)
+def _fold_options(*, keys: list[str], sums: list[str], low: str = "", high: str = "") -> dict:
+    return dict(keys=keys, sums=sums, low=[low] if low else [], high=[high] if high else [])
 
 
 def _fold_attempts(attempts: QuerySet[Attempt]) -> None:
@@ -176,9 +161,9 @@ def _run_finished_statements() -> list[tuple[str, tuple, frozenset[int]]]:
 def _compile_finished_statements() -> list[tuple[str, tuple, frozenset[int]]]:
     (grouped, model), options = _attempt_fold(Attempt.objects.filter(run_id=_NO_RUN, run__evaluation__isnull=True))
     statements = [
-        _fold_sql(_run_counts(Run.objects.filter(pk=_NO_RUN)), RunRollup, keys=RUN_KEYS, sums=["runs"]),
-        _fold_sql(_stop_counts(Run.objects.filter(pk=_NO_RUN)), StopRollup, keys=STOP_KEYS, sums=["runs"]),
-        _fold_sql(grouped, model, **options)]
+        upsert_sql(_run_counts(Run.objects.filter(pk=_NO_RUN)), RunRollup, keys=RUN_KEYS, sums=["runs"]),
+        upsert_sql(_stop_counts(Run.objects.filter(pk=_NO_RUN)), StopRollup, keys=STOP_KEYS, sums=["runs"]),
+        upsert_sql(grouped, model, **_fold_options(**options))]
     return [(sql, tuple(params), frozenset(n for n, p in enumerate(params) if p == _NO_RUN)) for sql, params in statements]
 
 

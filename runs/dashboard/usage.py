@@ -52,6 +52,7 @@ from runs.dashboard import periods, rollup
 from runs.expressions import HOUR_S, EpochHour
 from runs.labels import KEY_PATTERN, KEY_RULE
 from runs.models import Attempt, Run, RunLabel, UsageCapabilityRollup, UsageLabelRollup, UsageRollup
+from runs.upsert import upsert_sql
 
 # The usage page's windows (the dashboard's, less the last hour: usage is read by whole hours).
 WINDOWS = {key: periods.WINDOWS[key] for key in ("24h", "7d", "30d")}
@@ -124,52 +125,22 @@ def capability_groups(runs: QuerySet[Run], *, hour: bool) -> tuple[QuerySet, Que
 
 # -- writing the rollup ------------------------------------------------------------------------
 
-def _upsert_sql(grouped: QuerySet, model, *, keys: list[str], sources: list[str], sums: list[str]) -> tuple[str, tuple]:
-    """INSERT the grouped rows into the rollup `model`, adding to rows already there.
-
-    keys and sums name the rollup's columns; sources the grouped columns that fill them, in order."""
-    sql, params = grouped.values_list(*sources).query.sql_with_params()
-    quote = connection.ops.quote_name
-    table = quote(model._meta.db_table)
-    targets = ", ".join(quote(c) for c in [*keys, *sums])
-    selected = ", ".join(quote(c) for c in sources)
-    key = ", ".join(quote(k) for k in keys)
-    updates = ", ".join(f"{quote(c)} = {table}.{quote(c)} + EXCLUDED.{quote(c)}" for c in sums)
-    # As runs.dashboard.rollup: "WHERE true" for SQLite's parser, ORDER BY the key against deadlocks.
-    order = ", ".join(quote(c) for c in sources[:len(keys)])
-    return (f"INSERT INTO {table} ({targets}) SELECT {selected} FROM ({sql}) AS grouped WHERE true "
-            f"ORDER BY {order} ON CONFLICT ({key}) DO UPDATE SET {updates}", params)
-
-
 def _statements(runs: QuerySet[Run]) -> list[tuple[str, tuple]]:
     """The three statements that count `runs` (finished live operations) into the usage rollup."""
     called, uncalled = capability_groups(runs, hour=True)
     measures = ["runs", "tokens", "cost", "tool_calls"]
     return [
-        _upsert_sql(usage_groups(runs, hour=True), UsageRollup,
-                    keys=["project_id", "hour", "model", "owner_id", "agent_id"],
-                    sources=["project_id", "hour", "model", "owner_id", "agent", "u_runs", "u_tokens", "u_cost",
-                             "u_calls"], sums=measures),
-        _upsert_sql(label_groups(runs, hour=True), UsageLabelRollup, keys=["project_id", "hour", "key", "value"],
-                    sources=["project_id", "hour", "key", "value", "u_runs", "u_tokens", "u_cost", "u_calls"],
-                    sums=measures),
-        _capability_statement(called, uncalled),
+        upsert_sql(usage_groups(runs, hour=True), UsageRollup,
+                   keys=["project_id", "hour", "model", "owner_id", "agent_id"],
+                   sources=["project_id", "hour", "model", "owner_id", "agent", "u_runs", "u_tokens", "u_cost",
+                            "u_calls"], sums=measures),
+        upsert_sql(label_groups(runs, hour=True), UsageLabelRollup, keys=["project_id", "hour", "key", "value"],
+                   sources=["project_id", "hour", "key", "value", "u_runs", "u_tokens", "u_cost", "u_calls"],
+                   sums=measures),
+        upsert_sql([called, uncalled], UsageCapabilityRollup, keys=["project_id", "hour", "capability_name"],
+                   sources=["project_id", "hour", "capability_name", "u_calls", "u_runs", "u_tokens", "u_cost"],
+                   sums=["calls", "runs", "tokens", "cost"]),
     ]
-
-
-def _capability_statement(called: QuerySet, uncalled: QuerySet) -> tuple[str, tuple]:
-    columns = ["project_id", "hour", "capability_name", "u_calls", "u_runs", "u_tokens", "u_cost"]
-    quote = connection.ops.quote_name
-    selected = ", ".join(quote(c) for c in columns)
-    parts = [part.values_list(*columns).query.sql_with_params() for part in (called, uncalled)]
-    union = " UNION ALL ".join(f"SELECT {selected} FROM ({sql}) AS part{n}" for n, (sql, _) in enumerate(parts))
-    table = quote(UsageCapabilityRollup._meta.db_table)
-    sums = ["calls", "runs", "tokens", "cost"]
-    updates = ", ".join(f"{quote(c)} = {table}.{quote(c)} + EXCLUDED.{quote(c)}" for c in sums)
-    return (f"INSERT INTO {table} (project_id, hour, capability_name, calls, runs, tokens, cost) "
-            f"SELECT {selected} FROM ({union}) AS grouped WHERE true ORDER BY project_id, hour, capability_name "
-            f"ON CONFLICT (project_id, hour, capability_name) DO UPDATE SET {updates}",
-            tuple(p for _, ps in parts for p in ps))
 
 
 _NO_RUN = -7_358_201_948
