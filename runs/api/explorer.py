@@ -10,7 +10,7 @@ from core.choices import ErrorCategory, ErrorCode, ObservationStatus, SideEffect
 from core.errors import InvalidInput
 from core.permissions import require_perm
 from runs import explorer, failures
-from runs.labels import label_filters_parse
+from runs.api.fields import LabelFiltersField, SearchQueryField
 from runs.pagination import InvalidCursor, keyset_page
 
 
@@ -52,8 +52,8 @@ class CallListApi(ApiView):
     permission_classes = [require_perm("runs.view_run")]
 
     class CallFilterInput(serializers.Serializer):
-        q = serializers.CharField(required=False, max_length=explorer.MAX_QUERY_CHARS,
-                                  help_text='arguments, outputs and errors: words and "quoted phrases", all must match')
+        q = SearchQueryField(required=False,
+                             help_text='arguments, outputs and errors: words and "quoted phrases", all must match')
         capability = serializers.CharField(required=False, max_length=80)
         status = serializers.ChoiceField(choices=ObservationStatus.choices, required=False)
         error_code = serializers.ChoiceField(choices=ErrorCode.choices, required=False)
@@ -62,8 +62,8 @@ class CallListApi(ApiView):
         latency_min_s = serializers.FloatField(required=False, min_value=0)
         latency_max_s = serializers.FloatField(required=False, min_value=0)
         side_effect_status = serializers.ChoiceField(choices=SideEffectStatus.choices, required=False)
-        label = serializers.ListField(child=serializers.CharField(max_length=300), required=False,  # type: ignore[assignment]
-                                      help_text="run label key=value (or key); repeat for several, all must match")
+        label = LabelFiltersField(required=False,  # type: ignore[assignment]
+                                  help_text="run label key=value (or key); repeat for several, all must match")
         owner = serializers.CharField(required=False, max_length=150, help_text="the run owner's username")
         agent = serializers.CharField(required=False, max_length=100, help_text="the gateway agent's name")
         started_from = serializers.DateTimeField(required=False)
@@ -75,19 +75,6 @@ class CallListApi(ApiView):
         page_size = serializers.IntegerField(required=False, min_value=1, max_value=500, default=50)
         after = serializers.CharField(required=False, max_length=200)
         before = serializers.CharField(required=False, max_length=200)
-
-        def validate_q(self, value):
-            try:
-                explorer.search_terms(value)
-            except InvalidInput as exc:
-                raise serializers.ValidationError(exc.message) from None
-            return value
-
-        def validate_label(self, value):
-            wanted, problems = label_filters_parse(value)
-            if problems:
-                raise serializers.ValidationError(problems)
-            return wanted
 
     query_input = CallFilterInput
 

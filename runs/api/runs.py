@@ -10,10 +10,9 @@ from rest_framework.response import Response
 from capabilities.models import StoredOutput
 from core.api import PAGE_PARAMETERS, ApiView, Pagination, paginated, validated
 from core.choices import DecisionChannel, ErrorCategory, ErrorCode, RunStatus, SideEffectStatus, StopReason
-from core.errors import InvalidInput
 from core.permissions import require_perm
-from runs import explorer, forks, search, selectors, services
-from runs.labels import label_filters_parse
+from runs import forks, search, selectors, services
+from runs.api.fields import LabelFiltersField, SearchQueryField
 from runs.models import Approval, Attempt, Decision, Planner, PlanRevision, Run
 from runs.selectors import RunFilters
 from runs.trace import reconciliation
@@ -138,14 +137,14 @@ class RunListApi(ApiView):
         stop_reason = serializers.CharField(required=False)
         planner = serializers.ChoiceField(choices=Planner.choices, required=False)
         owner = serializers.CharField(required=False)
-        label = serializers.ListField(child=serializers.CharField(max_length=300), required=False,
-                                      help_text="key=value (or key: any value); repeat for several, all must match")
+        label = LabelFiltersField(required=False,
+                                  help_text="key=value (or key: any value); repeat for several, all must match")
         capability = serializers.CharField(required=False, max_length=80, help_text="runs that called it")
         goal = serializers.CharField(required=False, max_length=200, help_text="text the goal contains")
         stall_kind = serializers.CharField(required=False, max_length=40)
-        q = serializers.CharField(required=False, max_length=explorer.MAX_QUERY_CHARS,
-                                  help_text='goals, stop details and the text of tool calls (arguments, outputs, '
-                                            'errors): words and "quoted phrases", all must match')
+        q = SearchQueryField(required=False,
+                             help_text='goals, stop details and the text of tool calls (arguments, outputs, '
+                                       'errors): words and "quoted phrases", all must match')
         created_from = serializers.DateTimeField(required=False)
         created_to = serializers.DateTimeField(required=False)
 
@@ -155,19 +154,6 @@ class RunListApi(ApiView):
             if allowed and value not in allowed:
                 raise serializers.ValidationError(f"one of {', '.join(allowed)}")
             return value
-
-        def validate_q(self, value):
-            try:
-                explorer.search_terms(value)
-            except InvalidInput as exc:
-                raise serializers.ValidationError(exc.message) from None
-            return value
-
-        def validate_label(self, value):
-            wanted, problems = label_filters_parse(value)
-            if problems:
-                raise serializers.ValidationError(problems)
-            return wanted
 
     query_input = RunFilterInput
 
