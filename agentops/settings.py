@@ -6,7 +6,9 @@ DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL (Redis or RabbitMQ).
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -51,21 +53,25 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-def env_secret_bindings(name: str) -> dict[str, dict[str, list[str]]]:
-    """JSON: {"AGENTOPS_NOTIFY_SMTP_PASSWORD": {"hosts": ["smtp.example.com"], "channels": ["ops mail"]}}.
-
-    A notification secret is filled in only for the hosts (required) and channels (optional) named."""
-    import json
-
+def env_json_object(name: str, what: str) -> dict:
+    """A JSON object from the environment ({} when unset); `what` names its keys in the error."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return {}
     try:
         data = json.loads(raw)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a JSON object of variable names: {exc}") from None
+        raise ImproperlyConfigured(f"{name} must be a JSON object of {what}: {exc}") from None
     if not isinstance(data, dict):
-        raise ImproperlyConfigured(f"{name} must be a JSON object of variable names")
+        raise ImproperlyConfigured(f"{name} must be a JSON object of {what}")
+    return data
+
+
+def env_secret_bindings(name: str) -> dict[str, dict[str, list[str]]]:
+    """JSON: {"AGENTOPS_NOTIFY_SMTP_PASSWORD": {"hosts": ["smtp.example.com"], "channels": ["ops mail"]}}.
+
+    A notification secret is filled in only for the hosts (required) and channels (optional) named."""
+    data = env_json_object(name, "variable names")
     bindings = {}
     for var, binding in data.items():
         if not isinstance(binding, dict) or set(binding) - {"hosts", "channels"}:
@@ -84,18 +90,7 @@ LLM_ENDPOINT_KEYS = {"base_url", "api_key_env", "azure_api_version", "headers", 
 
 def env_llm_endpoints(name: str) -> dict[str, dict]:
     """JSON: {"openai": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"}, ...}."""
-    import json
-    import re
-
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a JSON object of named endpoints: {exc}") from None
-    if not isinstance(data, dict):
-        raise ImproperlyConfigured(f"{name} must be a JSON object of named endpoints")
+    data = env_json_object(name, "named endpoints")
     for key, endpoint in data.items():
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,60}", key) or not isinstance(endpoint, dict):
             raise ImproperlyConfigured(f"{name}: {key!r} must be a name mapping to an object")
@@ -129,17 +124,7 @@ def env_oidc_role_map(name: str) -> dict[str, list[str]]:
 
     A group's value is a list of roles (core.roles), each held in the default project, or in the
     project a "slug:" prefix names ("payments:operator")."""
-    import json
-
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a JSON object of group names: {exc}") from None
-    if not isinstance(data, dict):
-        raise ImproperlyConfigured(f"{name} must be a JSON object of group names")
+    data = env_json_object(name, "group names")
     for group, roles in data.items():
         if isinstance(roles, str):
             roles = data[group] = [roles]
