@@ -327,16 +327,18 @@ async def _vouch_for_sessions() -> None:
 
 
 async def _announce_list_changes() -> None:
-    """notifications/tools/list_changed on every open session when the registry or an agent changes."""
-    stamp = None
+    """notifications/tools/list_changed on the open sessions of a project whose registry or agents changed."""
+    stamps: dict[int, tuple] | None = None
     while True:
         try:
-            latest = await db(selectors.registry_stamp)()
-            if stamp is not None and latest != stamp:
-                for conn in list(OPEN_CONNECTIONS.values()):
+            latest = await db(selectors.registry_stamps)()
+            changed = set() if stamps is None else {p for p in latest.keys() | stamps.keys()
+                                                    if latest.get(p) != stamps.get(p)}
+            for conn in list(OPEN_CONNECTIONS.values()):
+                if conn.state.get("project_id") in changed:
                     with contextlib.suppress(Exception):   # a session without a GET stream cannot be told
                         await conn.send_tool_list_changed()
-            stamp = latest
+            stamps = latest
         except Exception:  # noqa: BLE001 - a database blip must not end the announcements
             log.exception("could not read the registry's version")
         await asyncio.sleep(LIST_CHANGED_POLL_S)

@@ -15,9 +15,13 @@ from runs.worker.adapters import DjangoRegistry, OwnerAuthorizer
 from runtime.capability import CapabilitySpec
 
 
-def registry_stamp() -> tuple:
-    """Changes whenever a capability or an agent does: when to tell sessions their tool list changed."""
-    return (Capability.objects.aggregate(m=Max("updated_at"))["m"], Agent.objects.aggregate(m=Max("updated_at"))["m"])
+def registry_stamps() -> dict[int, tuple]:
+    """Per project, what changes whenever one of its capabilities or agents does: when to tell that
+    project's sessions (and no other's) that their tool list changed. Read across every project."""
+    latest = {model: dict(model._base_manager.values("project_id").order_by().annotate(m=Max("updated_at"))
+                          .values_list("project_id", "m")) for model in (Capability, Agent)}
+    projects = latest[Capability].keys() | latest[Agent].keys()
+    return {p: (latest[Capability].get(p), latest[Agent].get(p)) for p in projects}
 
 
 def agents_list():

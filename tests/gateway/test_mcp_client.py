@@ -201,7 +201,9 @@ def test_a_registry_change_is_announced_to_a_connected_client_and_tools_list_ref
         gateway_stack, agent_token, registry_admin, operator, wait_until):
     from capabilities import policy
     from capabilities.models import Capability
+    from core.models import Project
     from gateway import services
+    from gateway.mcp_server import LIST_CHANGED_POLL_S
 
     agent, token = agent_token()
     announced: list = []
@@ -222,9 +224,16 @@ def test_a_registry_change_is_announced_to_a_connected_client_and_tools_list_ref
                 user=registry_admin, name=agent.name, owner=operator,
                 capabilities=["gw_echo", "gw_flaky", "gw_approved", "gw_slow"]))
             listed.append(sorted(t.name for t in (await c.list_tools()).tools))
+            # Another project's registry changes (a new project gets the code's capabilities): this
+            # session's project did not, so it hears nothing (three polls pass).
+            await anyio.sleep(2 * LIST_CHANGED_POLL_S)   # whatever the first change announced has arrived
+            heard = len(announced)
+            await anyio.to_thread.run_sync(lambda: Project.objects.create(slug="elsewhere", name="Elsewhere"))
+            await anyio.sleep(3 * LIST_CHANGED_POLL_S)
+            assert len(announced) == heard
             # A capability disabled in the registry.
             flaky = await anyio.to_thread.run_sync(lambda: Capability.objects.get(name="gw_flaky"))
-            await anyio.to_thread.run_sync(changed_to, 2, lambda: policy.capability_set_enabled(
+            await anyio.to_thread.run_sync(changed_to, heard + 1, lambda: policy.capability_set_enabled(
                 user=registry_admin, capability_id=flaky.pk, enabled=False))
             listed.append(sorted(t.name for t in (await c.list_tools()).tools))
             return listed
