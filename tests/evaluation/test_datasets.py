@@ -1,0 +1,298 @@
+"""Datasets from runs: a finished run becomes an evaluation task, suites are versioned, an evaluation
+shows per task what changed since the last version (the regression view), and scores feed it."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+
+from core.models import AuditEvent
+from core.projects import project_scope
+from evaluation.models import Evaluation, EvaluationSuite, SuiteVersion
+from evaluation.selectors import regression
+from evaluation.services import evaluation_run_now, suite_tasks_change
+from evaluation.suites import MAX_TASKS
+from review import datasets
+from review.models import Score, ScoreConfig, ScoreSource
+from runs import services
+from runs.models import Run
+from runs.worker import engine
+
+READ_POLICY = {"capability": "get_document", "path": "id", "equals": "POL-7"}
+ADD = "/api/evaluation-suites/add-runs/"
+
+
+@pytest.fixture
+def registry(db):
+    from capabilities.kinds.python.sync import python_capabilities_sync
+
+    python_capabilities_sync()
+
+
+def finished_run(owner, plans, completion=READ_POLICY, goal="Find the travel policy"):
+    run = services.run_start(owner=owner, goal=goal, planner="scripted", planner_config={"plans": plans},
+                             completion=completion, budgets={"deadline_s": 120})
+    engine.run_advance(run_id=run.pk, worker="test")
+    run.refresh_from_db()
+    assert run.is_finished, run.status
+    return run
+
+
+@pytest.fixture
+def good_run(registry, operator, manual_advance):
+    return finished_run(operator, [[{"capability": "get_document", "arguments": {"id": "POL-7"}}]])
+
+
+@pytest.fixture
+def bad_run(registry, operator, manual_advance):
+    return finished_run(operator, [[{"capability": "get_document", "arguments": {"id": "NOPE"}}]])
+
+
+@pytest.fixture
+def replanned_run(registry, operator, manual_advance):
+    return finished_run(operator, [[{"capability": "search_documents", "arguments": {"q": "zzqx nothing"}}],
+                                   [{"capability": "get_document", "arguments": {"id": "POL-7"}}]])
+
+
+def add(user, suite, runs, **kw):
+    expectation = datasets.expectation_clean(**{k: kw.pop(k) for k in list(kw) if k in (
+        "verdict_expected", "completion_expected", "note", "expected_from_score")})
+    return datasets.suite_add_runs(user=user, suite=suite, run_ids=runs, expectation=expectation, **kw)
+
+
+@pytest.mark.django_db(transaction=True)
+class TestAddRuns:
+    def test_a_run_becomes_a_task_of_a_new_suite_at_version_1(self, good_run, replanned_run, operator):
+        result = add(operator, "regressions", [good_run.pk, replanned_run.pk], create=True,
+                     completion_expected=True, note="keep working")
+        suite = EvaluationSuite.objects.get(name="regressions")
+        assert result.created and result.added == [good_run.pk, replanned_run.pk]
+        assert suite.version == 1 and not suite.bundled
+        task = suite.tasks[1]
+        # The converter is export-as-scenario: recorded responses, recorded plans, the run's goal and completion.
+        assert task["name"] == f"run-{replanned_run.pk}" and task["goal"] == replanned_run.goal
+        assert task["completion"] == READ_POLICY and len(task["planner"]["plans"]) == 2
+        assert {c["name"] for c in task["capabilities"]} == {"get_document", "search_documents"}
+        # The direct baseline: the first planned call of the capability the completion criteria name.
+        assert task["direct"] == {"capability": "get_document", "arguments": {"id": "POL-7"}}
+        assert task["completion_expected"] is True and task["source"]["run"] == replanned_run.pk
+        assert task["source"]["note"] == "keep working" and task["source"]["added_by"] == operator.username
+        version = SuiteVersion.objects.get(suite=suite)
+        assert version.number == 1 and version.created_by == operator and version.tasks == suite.tasks
+        assert AuditEvent.objects.filter(action="suite.changed").count() == 1
+
+    def test_adding_makes_a_new_version_and_a_duplicate_adds_nothing(self, good_run, bad_run, operator):
+        add(operator, "regressions", [good_run.pk], create=True)
+        again = add(operator, "regressions", [good_run.pk])
+        assert again.version is None and again.already_present == [good_run.pk] and again.added == []
+        more = add(operator, "regressions", [good_run.pk, bad_run.pk], completion_expected=True)
+        assert more.version.number == 2 and more.added == [bad_run.pk] and more.already_present == [good_run.pk]
+        suite = EvaluationSuite.objects.get(name="regressions")
+        assert suite.version == 2 and len(suite.tasks) == 2
+        assert list(SuiteVersion.objects.filter(suite=suite).values_list("number", flat=True)) == [2, 1]
+        # Version 1 is immutable: it still holds one task.
+        v1 = SuiteVersion.objects.get(suite=suite, number=1)
+        assert len(v1.tasks) == 1
+        with pytest.raises(ValueError):
+            v1.save()
+
+    def test_bad_input(self, good_run, operator, registry_admin, standard_suite):
+        from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
+
+        add(operator, "regressions", [good_run.pk], create=True)
+        with pytest.raises(NotFound):
+            add(operator, "nope", [good_run.pk])
+        with pytest.raises(NotFound):
+            add(operator, "regressions", [good_run.pk + 1000])
+        with pytest.raises(Conflict, match="bundled"):
+            add(operator, "standard", [good_run.pk])
+        with pytest.raises(InvalidInput):
+            add(operator, "regressions", ["1"])
+        with pytest.raises(InvalidInput):
+            add(operator, "regressions", [good_run.pk], verdict_expected="great")
+        with pytest.raises(InvalidInput):
+            add(operator, "regressions", [good_run.pk], completion_expected="yes")
+        with pytest.raises(InvalidInput, match="boolean"):
+            add(operator, "regressions", [good_run.pk], expected_from_score="cost")
+        with pytest.raises(NotAllowed):
+            add(registry_admin, "regressions", [good_run.pk])
+
+    def test_a_live_run_is_refused(self, registry, operator, manual_advance):
+        from core.errors import Conflict
+
+        live = services.run_start(owner=operator, goal="x", planner="scripted",
+                                  planner_config={"plans": [[{"capability": "get_document",
+                                                              "arguments": {"id": "POL-7"}}]]},
+                                  completion=READ_POLICY, budgets={"deadline_s": 120})
+        with pytest.raises(Conflict, match="still live"):
+            add(operator, "regressions", [live.pk], create=True)
+        assert not EvaluationSuite.objects.filter(name="regressions").exists()
+        # Not strict (a bulk action, a queue): listed with its reason.
+        with pytest.raises(Conflict, match="no suite was made"):
+            add(operator, "regressions", [live.pk], create=True, strict=False)
+
+    def test_an_oversized_suite_is_refused(self, good_run, bad_run, operator, monkeypatch):
+        from core.errors import InvalidInput
+        from evaluation import services as evaluation_services
+
+        add(operator, "regressions", [good_run.pk], create=True)
+        monkeypatch.setattr(evaluation_services, "MAX_TASKS", 1)
+        with pytest.raises(InvalidInput, match="at most 1 tasks"):
+            add(operator, "regressions", [bad_run.pk])
+        assert EvaluationSuite.objects.get(name="regressions").version == 1
+
+    def test_the_expected_outcome_from_a_score(self, good_run, bad_run, operator):
+        right = ScoreConfig.objects.create(name="outcome right", kind="boolean")
+        Score.objects.create(config=right, run=good_run, source=ScoreSource.PERSON, author=operator,
+                             author_key=f"user:{operator.pk}", number=1.0)
+        Score.objects.create(config=right, run=bad_run, source=ScoreSource.PERSON, author=operator,
+                             author_key=f"user:{operator.pk}", number=0.0, comment="should have found it")
+        add(operator, "regressions", [good_run.pk, bad_run.pk], create=True, expected_from_score="outcome right")
+        tasks = {t["source"]["run"]: t for t in EvaluationSuite.objects.get(name="regressions").tasks}
+        # Right and completed: expected to complete. Wrong and failed: expected to complete (the opposite).
+        assert tasks[good_run.pk]["completion_expected"] is True
+        assert tasks[bad_run.pk]["completion_expected"] is True
+        assert tasks[bad_run.pk]["source"]["expected_from"] == "outcome right"
+        scores = {s["config"]: s["value"] for s in tasks[bad_run.pk]["source"]["scores"]}
+        assert scores["outcome right"] is False and scores["completion_verified"] is False
+
+    def test_concurrent_adds_make_consecutive_versions_and_lose_nothing(self, registry, operator, manual_advance):
+        runs = [finished_run(operator, [[{"capability": "get_document", "arguments": {"id": "POL-7"}}]],
+                             goal=f"Find the travel policy {i}") for i in range(6)]
+        add(operator, "regressions", [runs[0].pk], create=True)
+        suite = EvaluationSuite.objects.get(name="regressions")
+        errors = []
+        barrier = threading.Barrier(5)
+
+        def one(run_id):
+            try:
+                with project_scope(suite.project_id):
+                    barrier.wait(timeout=10)
+                    add(operator, suite.pk, [run_id])
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=one, args=(r.pk,)) for r in runs[1:]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        suite.refresh_from_db()
+        assert suite.version == 6
+        assert sorted(t["source"]["run"] for t in suite.tasks) == sorted(r.pk for r in runs)
+        numbers = list(SuiteVersion.objects.filter(suite=suite).order_by("number").values_list("number", flat=True))
+        assert numbers == [1, 2, 3, 4, 5, 6]
+        for version in SuiteVersion.objects.filter(suite=suite):
+            assert len(version.tasks) == version.number   # each version is the one before plus one task
+
+
+@pytest.mark.django_db(transaction=True)
+class TestRegressionView:
+    def test_an_evaluation_runs_its_version_and_marks_each_task(self, good_run, bad_run, replanned_run, operator):
+        add(operator, "regressions", [good_run.pk, bad_run.pk], create=True, completion_expected=True)
+        suite = EvaluationSuite.objects.get(name="regressions")
+        first = evaluation_run_now(user=operator, suite_id=suite.pk)
+        assert first.status == Evaluation.Status.COMPLETED, first.error
+        assert first.suite_version.number == 1
+        view = regression(first)
+        assert view.baselines == {"previous_version": None, "same_version": None}
+        rows = {r.task: r for r in view.rows}
+        assert rows[f"run-{good_run.pk}"].passed is True
+        # The bad run replays to the same failure in planning mode: the expectation (complete) is not met.
+        assert rows[f"run-{bad_run.pk}"].passed is False
+
+        add(operator, suite.pk, [replanned_run.pk], completion_expected=True)
+        second = evaluation_run_now(user=operator, suite_id=suite.pk)
+        assert second.suite_version.number == 2 and second.tasks_total == 3
+        view = regression(second)
+        assert view.baselines["previous_version"] == first and view.baselines["same_version"] is None
+        marks = {r.task: r.against["previous_version"]["change"] for r in view.rows}
+        assert marks == {f"run-{good_run.pk}": "unchanged", f"run-{bad_run.pk}": "unchanged",
+                         f"run-{replanned_run.pk}": "new"}
+        assert view.counts["previous_version"]["new"] == 1
+
+        # Remove the failing task: version 3, and the regression view lists it as removed.
+        suite_tasks_change(user=operator, suite_id=suite.pk, remove=[f"run-{bad_run.pk}"])
+        third = evaluation_run_now(user=operator, suite_id=suite.pk)
+        fourth = evaluation_run_now(user=operator, suite_id=suite.pk)
+        view = regression(fourth)
+        assert view.baselines == {"previous_version": second, "same_version": third}
+        assert view.removed["previous_version"] == [f"run-{bad_run.pk}"]
+        assert {r.against["same_version"]["change"] for r in view.rows} == {"unchanged"}
+
+    def test_fixed_and_regressed(self):
+        from evaluation.verdicts import task_change, task_passed
+
+        assert task_passed("both_failed", False) is False
+        assert task_passed("direct_as_good", True) is True
+        assert task_passed("direct_as_good", True, completion_expected=False) is False
+        assert task_passed("planning_earned", True, verdict_expected="planning_earned", completion_expected=True)
+        assert task_change(False, True) == "fixed" and task_change(True, False) == "regressed"
+        assert task_change(None, True) == "new" and task_change(True, True) == "unchanged"
+
+
+@pytest.mark.django_db(transaction=True)
+class TestApi:
+    def test_add_runs_then_read_versions_and_the_regression(self, api_for, good_run, bad_run, operator):
+        api = api_for(operator)
+        response = api.post(ADD, {"suite": "regressions", "create": True, "runs": [good_run.pk],
+                                  "completion_expected": True, "note": "a good one"}, format="json")
+        assert response.status_code == 201, response.json()
+        body = response.json()
+        assert body["created"] and body["version"] == 1 and body["added"] == [good_run.pk]
+        suite_id = body["suite"]["id"]
+        again = api.post(ADD, {"suite": str(suite_id), "runs": [good_run.pk]}, format="json")
+        assert again.status_code == 200 and again.json()["version"] is None
+        assert again.json()["already_present"] == [good_run.pk]
+        more = api.post(ADD, {"suite": "regressions", "runs": [bad_run.pk], "verdict_expected": "both_failed"},
+                        format="json")
+        assert more.status_code == 201 and more.json()["version"] == 2
+        versions = api.get(f"/api/evaluation-suites/{suite_id}/versions/").json()
+        assert [v["number"] for v in versions["results"]] == [2, 1]
+        assert versions["results"][0]["changes"]["added"] == [f"run-{bad_run.pk}"]
+        assert versions["results"][0]["created_by"] == operator.username
+        suites = {s["name"]: s for s in api.get("/api/evaluation-suites/").json()}
+        assert suites["regressions"]["version"] == 2
+
+        evaluation = evaluation_run_now(user=operator, suite_id=suite_id)
+        detail = api.get(f"/api/evaluations/{evaluation.pk}/").json()
+        assert detail["suite_version"] == 2
+        tasks = {t["task"]: t for t in detail["regression"]["tasks"]}
+        assert tasks[f"run-{bad_run.pk}"]["passed"] is True   # both failed, as the reviewer expected
+        assert tasks[f"run-{good_run.pk}"]["source"]["note"] == "a good one"
+
+    @pytest.mark.parametrize("body, status", [
+        ({"suite": "regressions", "runs": []}, 400),
+        ({"suite": "regressions", "runs": "1"}, 400),
+        ({"suite": "regressions", "runs": [1], "completion_expected": "maybe"}, 400),
+        ({"suite": "regressions", "runs": [1], "verdict_expected": "great"}, 400),
+        ({"suite": "regressions", "runs": [1], "colour": "red"}, 400),
+        ({"suite": "regressions", "runs": list(range(1, MAX_TASKS + 2))}, 400),
+        ({"suite": "nope", "runs": [1]}, 404),
+        ({"suite": "standard", "runs": [1]}, 409),
+    ])
+    def test_bad_input_is_a_clear_4xx(self, api_for, operator, standard_suite, body, status):
+        response = api_for(operator).post(ADD, body, format="json")
+        assert response.status_code == status, response.content
+
+    def test_a_run_of_another_project_is_not_found(self, api_for, good_run, operator):
+        from core.models import Project
+
+        other = Project.objects.create(slug="other", name="Other")
+        Run.objects.filter(pk=good_run.pk).update(project=other)
+        response = api_for(operator).post(ADD, {"suite": "regressions", "create": True, "runs": [good_run.pk]},
+                                          format="json")
+        assert response.status_code == 404
+
+    def test_permissions(self, api_for, good_run, viewer, reviewer, registry_admin):
+        body = {"suite": "regressions", "create": True, "runs": [good_run.pk], "completion_expected": False}
+        assert api_for(viewer).post(ADD, body, format="json").status_code == 403
+        assert api_for(registry_admin).post(ADD, body, format="json").status_code == 403
+        # A reviewer adds with their expected outcome (and cannot start the evaluation).
+        assert api_for(reviewer).post(ADD, body, format="json").status_code == 201
+        suite = EvaluationSuite.objects.get(name="regressions")
+        assert api_for(reviewer).post("/api/evaluations/", {"suite": suite.pk}, format="json").status_code == 403
