@@ -90,6 +90,10 @@ VERDICT_GLOSSARY = [
      "Neither mode verified success; the stop reasons say why."),
 ]
 
+# The regression view's two baselines, in words.
+BASELINE_WORDS = {"previous_version": "the last evaluation of an earlier version",
+                  "same_version": "the evaluation before this one of the same version"}
+
 DELTA_KINDS = {"tool_calls": "int", "repeated_actions": "int", "tokens": "int", "cost": "cost",
                "simulated_latency_s": "latency"}
 AGGREGATE_KINDS = {"success_rate": "rate", "mean_tool_calls": "float", "repeated_action_rate": "rate",
@@ -171,12 +175,25 @@ def _detail_context(request, evaluation: Evaluation) -> dict:
                       for c in VerdictCode]
     return {
         "evaluation": evaluation, "rows": rows, "live": evaluation.status in LIVE, "finished": finished,
+        "regression": _regression_context(evaluation, rows) if finished else None,
         "candidates": candidates, "baseline": baseline, "comparison": comparison,
         "charts": evaluation_charts(summary, baseline.summary if comparison else None) if finished else {},
         "summary": summary, "agg": agg, "aggregate_delta": aggregate_delta, "aggregates": aggregates,
         "verdict_counts": verdict_counts,
         "verdict_glossary": VERDICT_GLOSSARY,
         "progress_pct": int(100 * evaluation.tasks_done / evaluation.tasks_total) if evaluation.tasks_total else 0,
+    }
+
+
+def _regression_context(evaluation: Evaluation, rows) -> dict:
+    """The regression view in the shape the template reads (one list per baseline, marks in that order)."""
+    view = selectors.regression(evaluation, rows)
+    kinds = list(BASELINE_WORDS)
+    return {
+        "baselines": [{"kind": kind, "words": BASELINE_WORDS[kind], "evaluation": view.baselines[kind],
+                       "counts": [(c, n) for c, n in view.counts[kind].items() if n],
+                       "removed": view.removed.get(kind, [])} for kind in kinds],
+        "rows": [{"row": r, "marks": [r.against.get(kind) for kind in kinds]} for r in view.rows],
     }
 
 

@@ -36,9 +36,11 @@ from evaluation.suites import MAX_TASKS, task_problems
 from evaluation.verdicts import VerdictCode
 from review.models import Score, ScoreConfig, ScoreKind, ScoreSource
 from review.scoring import score_value
+from runs import bulk
 from runs.models import Run
-from runtime.stop import RunStatus
+from runs.models_bulk import BulkActionKind
 from runs.trace.scenario_export import run_scenario_export
+from runtime.stop import RunStatus
 
 MAX_NOTE = 2000
 MAX_SCORES = 50
@@ -247,3 +249,50 @@ def suite_add_runs(*, user, suite: Any, run_ids: list[int], expectation: Expecta
     return AddResult(suite=change.suite, version=change.version, added=[by_name[n] for n in change.added],
                      already_present=already + [by_name[n] for n in change.already_present if n in by_name],
                      refused=result_refused)
+
+
+# -- "add to a suite" over the runs a filter selects (runs.bulk's extension) ----------------------
+
+BULK_PARAMETERS = frozenset({"suite", "create", "verdict_expected", "completion_expected", "note",
+                             "expected_from_score"})
+
+
+def bulk_parameters_clean(parameters: dict) -> dict:
+    suite = parameters.get("suite")
+    if not isinstance(suite, (str, int)) or isinstance(suite, bool) or not str(suite).strip() \
+            or len(str(suite)) > 120:
+        raise InvalidInput("Name the suite (its id or name; with create, a new name makes one).",
+                           fields={"parameters.suite": "a suite's id or name, at most 120 characters"})
+    create = parameters.get("create", False)
+    if not isinstance(create, bool):
+        raise InvalidInput("create must be true or false.", fields={"parameters.create": "true or false"})
+    expectation = expectation_clean(
+        verdict_expected=parameters.get("verdict_expected"), completion_expected=parameters.get("completion_expected"),
+        note=parameters.get("note", ""), expected_from_score=parameters.get("expected_from_score", ""))
+    found = evaluation_selectors.suite_get(suite)
+    if found is None and not create:
+        raise NotFound(f"No evaluation suite {str(suite)[:120]!r}.", fields={"parameters.suite": "no such suite"})
+    if found is not None and found.bundled:
+        raise Conflict(f"Suite {found.name!r} is bundled with AgentOps and follows its file: add runs to a "
+                       "suite of your own (a new name makes one).")
+    return {"suite": str(suite).strip(), "create": create, "verdict_expected": expectation.verdict_expected,
+            "completion_expected": expectation.completion_expected, "note": expectation.note,
+            "expected_from_score": expectation.expected_from_score}
+
+
+def bulk_add(user, run_ids: list[int], parameters: dict) -> dict[int, str]:
+    """The bulk job's act: every run at once, one new version; run id -> why it was skipped."""
+    expectation = Expectation(parameters.get("verdict_expected"), parameters.get("completion_expected"),
+                              parameters.get("note", ""), parameters.get("expected_from_score", ""))
+    result = suite_add_runs(user=user, suite=parameters["suite"], run_ids=run_ids, expectation=expectation,
+                            create=bool(parameters.get("create")), strict=False)
+    outcomes = {run_id: f"already a task of {result.suite.name}" for run_id in result.already_present}
+    outcomes.update(result.refused)
+    return outcomes
+
+
+def register_bulk_action() -> None:
+    """review's ready(): the runs list's bulk actions offer "add to an evaluation suite"."""
+    bulk.register(BulkActionKind.SUITE, bulk.BulkExtension(
+        perm=EDIT_SUITES, what="add runs to evaluation suites", parameters=BULK_PARAMETERS,
+        clean=bulk_parameters_clean, refusal=run_refusal, act_all=bulk_add, max_runs=MAX_TASKS))

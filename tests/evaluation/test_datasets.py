@@ -296,3 +296,55 @@ class TestApi:
         assert api_for(reviewer).post(ADD, body, format="json").status_code == 201
         suite = EvaluationSuite.objects.get(name="regressions")
         assert api_for(reviewer).post("/api/evaluations/", {"suite": suite.pk}, format="json").status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+class TestFromAFilter:
+    """The runs list's bulk action: the runs a filter selects become tasks, in one new version."""
+
+    def test_a_filter_adds_its_finished_runs_in_one_version(self, good_run, bad_run, operator, registry):
+        from runs import bulk
+
+        live = services.run_start(owner=operator, goal="Find the travel policy later", planner="scripted",
+                                  planner_config={"plans": [[{"capability": "get_document",
+                                                              "arguments": {"id": "POL-7"}}]]},
+                                  completion=READ_POLICY, budgets={"deadline_s": 120})
+        preview = bulk.bulk_preview(user=operator, action="suite", query="q=travel")
+        assert preview.selected == 3 and preview.eligible == 2
+        assert preview.refused == (("still live (only a finished run becomes a task)", 1),)
+        job = bulk.bulk_start(user=operator, action="suite", query="q=travel",
+                              parameters={"suite": "from-a-filter", "create": True, "completion_expected": True})
+        assert bulk.bulk_process(job.pk)
+        job.refresh_from_db()
+        assert (job.status, job.done, job.skipped, job.cursor) == ("done", 2, 1, live.pk)
+        assert job.problems[0]["run"] == live.pk
+        suite = EvaluationSuite.objects.get(name="from-a-filter")
+        assert suite.version == 1 and {t["source"]["run"] for t in suite.tasks} == {good_run.pk, bad_run.pk}
+        # Processing the job again (a repeated delivery) changes nothing; a second job adds nothing new.
+        assert bulk.bulk_process(job.pk)
+        again = bulk.bulk_start(user=operator, action="suite", query="q=travel", parameters={"suite": "from-a-filter"})
+        bulk.bulk_process(again.pk)
+        again.refresh_from_db()
+        assert (again.done, again.skipped) == (0, 3)
+        assert EvaluationSuite.objects.get(name="from-a-filter").version == 1
+
+    def test_bad_parameters_and_permissions(self, good_run, operator, viewer, standard_suite, api_for):
+        from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
+        from runs import bulk
+
+        with pytest.raises(InvalidInput):
+            bulk.bulk_start(user=operator, action="suite", query="", parameters={})
+        with pytest.raises(InvalidInput):
+            bulk.bulk_start(user=operator, action="suite", query="", parameters={"suite": "x", "colour": 1})
+        with pytest.raises(NotFound):
+            bulk.bulk_start(user=operator, action="suite", query="", parameters={"suite": "nope"})
+        with pytest.raises(Conflict):
+            bulk.bulk_start(user=operator, action="suite", query="", parameters={"suite": "standard"})
+        with pytest.raises(NotAllowed):
+            bulk.bulk_start(user=viewer, action="suite", query="", parameters={"suite": "x", "create": True})
+        api = api_for(operator)
+        response = api.post("/api/runs/bulk/", {"action": "suite", "query": "",
+                                                "parameters": {"suite": "api-suite", "create": True}}, format="json")
+        assert response.status_code == 201, response.content
+        assert api.post("/api/runs/bulk/", {"action": "suite", "query": "", "parameters": {
+            "suite": "api-suite", "completion_expected": "yes"}}, format="json").status_code == 400
