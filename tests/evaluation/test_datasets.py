@@ -348,3 +348,35 @@ class TestFromAFilter:
         assert response.status_code == 201, response.content
         assert api.post("/api/runs/bulk/", {"action": "suite", "query": "", "parameters": {
             "suite": "api-suite", "completion_expected": "yes"}}, format="json").status_code == 400
+
+
+@pytest.mark.django_db
+def test_an_evaluation_runs_the_version_it_recorded_not_a_later_one(operator, small_suite):
+    from evaluation.runner import evaluation_run
+    from evaluation.services import evaluation_create
+
+    evaluation = evaluation_create(user=operator, suite_id=small_suite.pk)
+    assert evaluation.suite_version.number == 1
+    # A later version (here: a task removed) does not change what the queued evaluation runs.
+    suite_tasks_change(user=operator, suite_id=small_suite.pk, remove=["lookup-policy-by-id"])
+    evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    assert evaluation.status == "completed" and evaluation.tasks_total == 2
+    assert {r.task for r in evaluation.results.all()} == {"lookup-policy-by-id", "empty-result-needs-broader-query"}
+
+
+@pytest.mark.django_db
+def test_bundled_suites_get_a_version_when_their_file_changes(operator):
+    from evaluation.services import evaluation_suites_sync
+    from evaluation.suites import bundled_suites
+
+    standard = next(s for s in evaluation_suites_sync() if s.name == "standard")
+    assert standard.version == 1 and standard.versions.count() == 1
+    evaluation_suites_sync()   # unchanged: no new version
+    assert standard.versions.count() == 1
+    definition = next(s for s in bundled_suites() if s.name == "standard")
+    shorter = definition.__class__(name="standard", description=definition.description, tasks=definition.tasks[:3],
+                                   planning_mode=definition.planning_mode, source="standard.json")
+    evaluation_suites_sync(suites=[shorter])
+    standard.refresh_from_db()
+    assert standard.version == 2 and len(standard.tasks) == 3
+    assert len(standard.versions.get(number=2).changes["removed"]) == len(definition.tasks) - 3
