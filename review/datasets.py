@@ -35,7 +35,7 @@ from evaluation.models import EvaluationSuite, SuiteVersion
 from evaluation.suites import MAX_TASKS, task_problems
 from evaluation.verdicts import VerdictCode
 from review.models import Score, ScoreConfig, ScoreKind, ScoreSource
-from review.scoring import score_value
+from review.scoring import score_value, shown_value
 from runs import bulk
 from runs.models import Run
 from runs.models_bulk import BulkActionKind
@@ -112,7 +112,7 @@ def _direct_step(run: Run, scenario: dict[str, Any]) -> dict[str, Any] | None:
 def _scores(run: Run) -> list[dict[str, Any]]:
     rows = (Score.objects.filter(run=run, attempt__isnull=True).select_related("config", "author")
             .order_by("config__name", "created_at", "id")[:MAX_SCORES])
-    return [{"config": s.config.name, "value": score_value(s), "source": s.source,
+    return [{"config": s.config.name, "value": score_value(s), "shown": shown_value(s), "source": s.source,
              "author": s.author.get_username() if s.author else (s.source_name or s.source),
              "comment": s.comment[:300]} for s in rows]
 

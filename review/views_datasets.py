@@ -41,7 +41,7 @@ class AddToSuiteForm(forms.Form):
         own = EvaluationSuite.objects.filter(bundled=False).order_by("name").values_list("pk", "name")[:200]
         self.fields["suite"].choices = [(str(pk), f"{name}") for pk, name in own] + [(NEW, "a new suite…")]
         booleans = ScoreConfig.objects.filter(kind=ScoreKind.BOOLEAN, enabled=True).values_list("name", flat=True)
-        self.fields["expected_from_score"].choices = [("", "no")] + [(n, n) for n in booleans]
+        self.fields["expected_from_score"].choices = [("", "(none)")] + [(n, n) for n in booleans]
 
     def clean(self):
         data = super().clean()
