@@ -136,7 +136,19 @@ def _bulk(admin):
     return job
 
 
-BUILD = {"decide": _decide, "bulk": _bulk, "agent": _agent, "rule": _rule, "channel": _channel,
+def _regression(admin):
+    """A suite made from runs, evaluated, grown by a run, evaluated again: the regression view shows."""
+    from evaluation.services import evaluation_run_now
+    from review import datasets
+
+    add = datasets.suite_add_runs(user=admin, suite="from runs", run_ids=[_found(admin).pk], create=True,
+                                  expectation=datasets.Expectation(completion_expected=True, note="keep it"))
+    evaluation_run_now(user=admin, suite_id=add.suite.pk)
+    datasets.suite_add_runs(user=admin, suite=add.suite.pk, run_ids=[_stalled(admin).pk])
+    return evaluation_run_now(user=admin, suite_id=add.suite.pk)
+
+
+BUILD = {"decide": _decide, "regression": _regression, "bulk": _bulk, "agent": _agent, "rule": _rule, "channel": _channel,
          "stalled": _stalled, "found": _found, "waiting": _waiting, "unknown": _unknown, "forked": _forked,
          "evaluation": _evaluation,
          "server": _server, "spent": _spent,
@@ -161,6 +173,8 @@ PAGES = [
     "/runs/bulk/?query=status%3Dfinished&action=fork&add=&remove=&comment=", "/runs/bulk/{bulk}/",
     "/runs/calls/", "/runs/calls/?q=travel&status=retryable", "/runs/failures/", "/review/settings/",
     "/review/scores/", "/review/scores/{scored}",
+    "/evaluations/{regression}/", "/review/runs/{found}/add-to-suite/",
+    "/runs/bulk/?query=goal%3Dpolicy&action=suite&suite=from+runs&completion_expected=yes&note=",
 ]
 
 
