@@ -56,8 +56,8 @@ class EvaluationOutput(serializers.ModelSerializer):
 
     class Meta:
         model = Evaluation
-        fields = ["id", "suite", "suite_id", "suite_version", "label", "planning_mode", "status", "started_by", "progress", "summary",
-                  "error", "created_at", "started_at", "finished_at"]
+        fields = ["id", "suite", "suite_id", "suite_version", "label", "planning_mode", "status", "started_by",
+                  "progress", "summary", "error", "created_at", "started_at", "finished_at"]
 
     def get_progress(self, evaluation) -> dict:
         return {"tasks_done": evaluation.tasks_done, "tasks_total": evaluation.tasks_total}

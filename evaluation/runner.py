@@ -131,7 +131,8 @@ def evaluation_run(*, evaluation_id: int) -> Evaluation | None:
 
 def evaluation_tasks(evaluation: Evaluation) -> list[dict[str, Any]]:
     """The tasks of the version the evaluation recorded (the suite's own, for one from before versions)."""
-    return list(evaluation.suite_version.tasks if evaluation.suite_version_id else evaluation.suite.tasks)
+    version = evaluation.suite_version
+    return list(version.tasks if version is not None else evaluation.suite.tasks)
 
 
 def _run_all(evaluation: Evaluation) -> None:

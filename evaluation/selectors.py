@@ -167,7 +167,7 @@ def baselines_of(evaluation: Evaluation) -> dict[str, Evaluation | None]:
         return {"previous_version": None, "same_version": None}
     done = Evaluation.objects.select_related("suite_version").filter(
         suite_id=evaluation.suite_id, status=Evaluation.Status.COMPLETED)
-    number = evaluation.suite_version.number
+    number = evaluation.suite_version.number if evaluation.suite_version else 0
     return {
         "previous_version": done.filter(suite_version__number__lt=number)
         .order_by("-suite_version__number", "-created_at", "-id").first(),

@@ -62,8 +62,8 @@ def evaluation_suites_sync(*, suites: list[SuiteDefinition] | None = None) -> li
 # -- versions ---------------------------------------------------------------------------------
 
 def _changes(before: list[dict], after: list[dict]) -> dict[str, list[str]]:
-    old = {t.get("name"): t for t in before if isinstance(t, dict)}
-    new = {t.get("name"): t for t in after if isinstance(t, dict)}
+    old = {str(t.get("name")): t for t in before if isinstance(t, dict)}
+    new = {str(t.get("name")): t for t in after if isinstance(t, dict)}
     return {"added": [n for n in new if n not in old], "removed": [n for n in old if n not in new],
             "changed": [n for n in new if n in old and new[n] != old[n]]}
 
@@ -147,7 +147,7 @@ def _change(user, suite_id: int, add: list[dict], remove: list[str], summary: st
     for task in add:
         run = task_source_run(task)
         if task.get("name") in names or (run is not None and run in runs):
-            change.already_present.append(task.get("name"))
+            change.already_present.append(str(task.get("name")))
             continue
         tasks.append(task)
         names.add(task.get("name"))

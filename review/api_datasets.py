@@ -16,7 +16,8 @@ from review import datasets
 
 class AddRunsInput(serializers.Serializer):
     suite = serializers.CharField(max_length=120, help_text="The suite's id or name.")
-    create = serializers.BooleanField(default=False, help_text="Make a new suite when no suite has that name.")
+    create = serializers.BooleanField(  # type: ignore[assignment]
+        default=False, help_text="Make a new suite when no suite has that name.")
     runs = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=MAX_TASKS,
                                  help_text="Finished runs of this project.")
     verdict_expected = serializers.ChoiceField(choices=[v.value for v in VerdictCode], required=False,

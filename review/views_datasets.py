@@ -39,12 +39,14 @@ class AddToSuiteForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         own = EvaluationSuite.objects.filter(bundled=False).order_by("name").values_list("pk", "name")[:200]
-        self.fields["suite"].choices = [(str(pk), f"{name}") for pk, name in own] + [(NEW, "a new suite…")]
+        suite_field, score_field = self.fields["suite"], self.fields["expected_from_score"]
+        assert isinstance(suite_field, forms.ChoiceField) and isinstance(score_field, forms.ChoiceField)
+        suite_field.choices = [(str(pk), f"{name}") for pk, name in own] + [(NEW, "a new suite…")]
         booleans = ScoreConfig.objects.filter(kind=ScoreKind.BOOLEAN, enabled=True).values_list("name", flat=True)
-        self.fields["expected_from_score"].choices = [("", "(none)")] + [(n, n) for n in booleans]
+        score_field.choices = [("", "(none)")] + [(n, n) for n in booleans]
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         if data.get("suite") == NEW and not (data.get("new_suite") or "").strip():
             self.add_error("new_suite", "Name the new suite.")
         return data

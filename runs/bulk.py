@@ -28,8 +28,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction

@@ -144,10 +144,9 @@ class TestRunning:
         assert EvaluationResult.objects.filter(evaluation=evaluation).count() == 4
 
     def test_an_invalid_suite_fails_the_evaluation_with_its_problems(self, operator, small_suite):
+        from evaluation.models import SuiteVersion
         from evaluation.runner import evaluation_run
         from evaluation.services import evaluation_create
-
-        from evaluation.models import SuiteVersion
 
         evaluation = evaluation_create(user=operator, suite_id=small_suite.pk)
         # The evaluation runs the version it recorded: that row damaged after the start (versions are
