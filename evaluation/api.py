@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from core.api import PAGE_PARAMETERS, ApiView, page_response, paginated, validated
 from core.errors import InvalidInput
 from core.permissions import MethodPermission, require_perm
+from core.roles import EDIT_SUITES
 from evaluation import selectors, services
 from evaluation.models import Evaluation, EvaluationResult, EvaluationSuite, SuiteVersion
 
@@ -178,3 +179,19 @@ class EvaluationSuiteVersionListApi(ApiView):
             raise Http404
         rows = SuiteVersion.objects.filter(suite=suite).select_related("created_by").order_by("-number")
         return page_response(self, request, rows, SuiteVersionOutput)
+
+
+class EvaluationSuiteRemoveTasksApi(ApiView):
+    """POST: remove tasks from a suite by name: one new version (a bundled suite follows its file: 409)."""
+
+    permission_classes = [require_perm(EDIT_SUITES)]
+
+    class Input(serializers.Serializer):
+        tasks = serializers.ListField(child=serializers.CharField(max_length=200), min_length=1, max_length=500,
+                                      help_text="The names of the tasks to remove.")
+
+    @extend_schema(request=Input, responses={201: SuiteVersionOutput})
+    def post(self, request, suite_id: int):
+        data = validated(self.Input, request.data)
+        change = services.suite_tasks_change(user=request.user, suite_id=suite_id, remove=data["tasks"])
+        return Response(SuiteVersionOutput(change.version).data, status=201)

@@ -9,4 +9,6 @@ urlpatterns = [
     path("evaluation-suites/", api_evaluation.EvaluationSuiteListApi.as_view(), name="api-evaluation-suite-list"),
     path("evaluation-suites/<int:suite_id>/versions/", api_evaluation.EvaluationSuiteVersionListApi.as_view(),
          name="api-evaluation-suite-versions"),
+    path("evaluation-suites/<int:suite_id>/remove-tasks/", api_evaluation.EvaluationSuiteRemoveTasksApi.as_view(),
+         name="api-evaluation-suite-remove-tasks"),
 ]

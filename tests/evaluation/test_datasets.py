@@ -380,3 +380,37 @@ def test_bundled_suites_get_a_version_when_their_file_changes(operator):
     standard.refresh_from_db()
     assert standard.version == 2 and len(standard.tasks) == 3
     assert len(standard.versions.get(number=2).changes["removed"]) == len(definition.tasks) - 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_removing_tasks_over_the_api(api_for, good_run, bad_run, operator, viewer, standard_suite):
+    suite = add(operator, "regressions", [good_run.pk, bad_run.pk], create=True).suite
+    url = f"/api/evaluation-suites/{suite.pk}/remove-tasks/"
+    response = api_for(operator).post(url, {"tasks": [f"run-{bad_run.pk}"]}, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["number"] == 2 and response.json()["changes"]["removed"] == [f"run-{bad_run.pk}"]
+    assert api_for(operator).post(url, {"tasks": ["no-such-task"]}, format="json").status_code == 400
+    assert api_for(operator).post(url, {"tasks": "x"}, format="json").status_code == 400
+    # The last task stays: a suite keeps at least one.
+    assert api_for(operator).post(url, {"tasks": [f"run-{good_run.pk}"]}, format="json").status_code == 409
+    assert api_for(viewer).post(url, {"tasks": [f"run-{good_run.pk}"]}, format="json").status_code == 403
+    assert api_for(operator).post(f"/api/evaluation-suites/{standard_suite.pk}/remove-tasks/",
+                                  {"tasks": ["lookup-policy-by-id"]}, format="json").status_code == 409
+    assert api_for(operator).post("/api/evaluation-suites/999999/remove-tasks/", {"tasks": ["x"]},
+                                  format="json").status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_migration_makes_existing_suites_version_1(operator, small_suite):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("evaluation.migrations.0004_datasets31_suite_versions")
+    evaluation = Evaluation.objects.create(suite=small_suite, started_by=operator)
+    assert not SuiteVersion.objects.filter(suite=small_suite).exists()
+    migration.first_versions(apps, None)
+    version = SuiteVersion.objects.get(suite=small_suite)
+    assert version.number == 1 and version.tasks == small_suite.tasks
+    evaluation.refresh_from_db()
+    assert evaluation.suite_version == version
