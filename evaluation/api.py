@@ -186,12 +186,12 @@ class EvaluationSuiteRemoveTasksApi(ApiView):
 
     permission_classes = [require_perm(EDIT_SUITES)]
 
-    class Input(serializers.Serializer):
+    class RemoveTasksInput(serializers.Serializer):
         tasks = serializers.ListField(child=serializers.CharField(max_length=200), min_length=1, max_length=500,
                                       help_text="The names of the tasks to remove.")
 
-    @extend_schema(request=Input, responses={201: SuiteVersionOutput})
+    @extend_schema(request=RemoveTasksInput, responses={201: SuiteVersionOutput})
     def post(self, request, suite_id: int):
-        data = validated(self.Input, request.data)
+        data = validated(self.RemoveTasksInput, request.data)
         change = services.suite_tasks_change(user=request.user, suite_id=suite_id, remove=data["tasks"])
         return Response(SuiteVersionOutput(change.version).data, status=201)
