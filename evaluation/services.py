@@ -87,15 +87,23 @@ def suite_create(*, user, name: str, description: str = "", tasks: list[dict]) -
     problems = task_problems(tasks)
     if problems:
         raise InvalidInput("The tasks are invalid: " + "; ".join(problems[:20]), fields={"tasks": problems[:50]})
+    if EvaluationSuite.objects.filter(name=name).exists():
+        raise SuiteExists(f"A suite named {name!r} exists already.")
     with transaction.atomic():
-        if EvaluationSuite.objects.filter(name=name).exists():
-            raise Conflict(f"A suite named {name!r} exists already.")
-        suite = EvaluationSuite.objects.create(name=name, description=description, tasks=tasks)
+        try:
+            with transaction.atomic():
+                suite = EvaluationSuite.objects.create(name=name, description=description, tasks=tasks)
+        except IntegrityError:   # made by someone else at the same moment
+            raise SuiteExists(f"A suite named {name!r} exists already.") from None
         version = SuiteVersion.objects.create(suite=suite, number=1, tasks=tasks, created_by=user,
                                               summary=f"created with {len(tasks)} task{'s' if len(tasks) != 1 else ''}",
                                               changes={"added": [t["name"] for t in tasks]})
         _audit_change(user, suite, version)
     return suite
+
+
+class SuiteExists(Conflict):
+    """suite_create: the name is taken (perhaps a moment ago, by a concurrent request)."""
 
 
 @dataclass

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from core.errors import Conflict, InvalidInput, NotFound
@@ -237,12 +236,16 @@ def suite_add_runs(*, user, suite: Any, run_ids: list[int], expectation: Expecta
         if not tasks:
             raise Conflict("None of these runs can become a task, so no suite was made: "
                            + "; ".join(f"run {i}: {why}" for i, why in list(result_refused.items())[:5]))
-        with transaction.atomic():
+        try:
             made = evaluation_services.suite_create(
                 user=user, name=str(suite), description="Tasks made from runs (Add to suite).", tasks=tasks)
-        return AddResult(suite=made, version=evaluation_selectors.suite_versions(made, limit=1)[0],
-                         added=[t["source"]["run"] for t in tasks], already_present=already,
-                         refused=result_refused, created=True)
+        except evaluation_services.SuiteExists:
+            # Made by a concurrent request since we looked: add to it instead (the change sorts out duplicates).
+            row, _ = _suite(suite, False, user)
+        else:
+            return AddResult(suite=made, version=evaluation_selectors.suite_versions(made, limit=1)[0],
+                             added=[t["source"]["run"] for t in tasks], already_present=already,
+                             refused=result_refused, created=True)
     assert row is not None
     change = evaluation_services.suite_tasks_change(user=user, suite_id=row.pk, add=tasks)
     by_name = {t["name"]: t["source"]["run"] for t in tasks}

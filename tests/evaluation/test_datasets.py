@@ -189,6 +189,33 @@ class TestAddRuns:
         for version in SuiteVersion.objects.filter(suite=suite):
             assert len(version.tasks) == version.number   # each version is the one before plus one task
 
+    def test_two_adds_that_both_create_one_new_suite_make_one_suite(self, registry, operator, manual_advance):
+        runs = [finished_run(operator, [[{"capability": "get_document", "arguments": {"id": "POL-7"}}]],
+                             goal=f"Find the travel policy {i}") for i in range(2)]
+        project_id = runs[0].project_id
+        errors, results = [], []
+        barrier = threading.Barrier(2)
+
+        def one(run_id):
+            try:
+                with project_scope(project_id):
+                    barrier.wait(timeout=10)
+                    results.append(add(operator, "born-twice", [run_id], create=True))
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=one, args=(r.pk,)) for r in runs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        suite = EvaluationSuite.objects.get(name="born-twice")
+        assert suite.version == 2 and sorted(t["source"]["run"] for t in suite.tasks) == sorted(r.pk for r in runs)
+        assert sorted(r.created for r in results) == [False, True]
+
 
 @pytest.mark.django_db(transaction=True)
 class TestRegressionView:
