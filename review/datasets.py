@@ -31,7 +31,7 @@ from core.roles import EDIT_SUITES
 from evaluation import selectors as evaluation_selectors
 from evaluation import services as evaluation_services
 from evaluation.models import EvaluationSuite, SuiteVersion
-from evaluation.suites import MAX_TASKS, task_problems
+from evaluation.suites import MAX_TASKS, task_problems, task_source_run
 from evaluation.verdicts import VerdictCode
 from review.models import Score, ScoreConfig, ScoreKind, ScoreSource
 from review.scoring import score_value, shown_value
@@ -217,7 +217,7 @@ def suite_add_runs(*, user, suite: Any, run_ids: list[int], expectation: Expecta
     if missing and strict:
         raise NotFound(f"No run {missing[0]}.", fields={"runs": f"no run {missing[0]}"})
     result_refused.update({i: "the run no longer exists" for i in missing})
-    present = {t.get("source", {}).get("run") for t in (row.tasks if row else []) if isinstance(t, dict)}
+    present = {task_source_run(t) for t in (row.tasks if row else [])}
     tasks, already = [], []
     for run_id in wanted:
         if run_id in missing:

@@ -441,3 +441,39 @@ def test_the_migration_makes_existing_suites_version_1(operator, small_suite):
     assert version.number == 1 and version.tasks == small_suite.tasks
     evaluation.refresh_from_db()
     assert evaluation.suite_version == version
+
+
+@pytest.mark.django_db(transaction=True)
+class TestAddToSuitePage:
+    def test_a_reviewer_adds_a_run_from_its_page(self, client_for, good_run, reviewer):
+        client = client_for(reviewer)
+        page = client.get(f"/runs/{good_run.pk}/")
+        assert b'data-testid="add-to-suite"' in page.content
+        form = client.get(f"/review/runs/{good_run.pk}/add-to-suite/")
+        assert form.status_code == 200 and b"a new suite" in form.content
+        done = client.post(f"/review/runs/{good_run.pk}/add-to-suite/",
+                           {"suite": "__new__", "new_suite": "reviewed", "completion_expected": "no",
+                            "verdict_expected": "both_failed", "note": "<b>bold</b>"})
+        assert done.status_code == 302 and done["Location"] == f"/runs/{good_run.pk}/"
+        task = EvaluationSuite.objects.get(name="reviewed").tasks[0]
+        assert task["completion_expected"] is False and task["verdict_expected"] == "both_failed"
+        suite_id = EvaluationSuite.objects.get(name="reviewed").pk
+        again = client.post(f"/review/runs/{good_run.pk}/add-to-suite/", {"suite": str(suite_id)}, follow=True)
+        assert b"already a task of reviewed" in again.content
+        assert EvaluationSuite.objects.get(name="reviewed").version == 1
+
+    def test_refusals(self, client_for, good_run, registry, operator, viewer, manual_advance):
+        live = services.run_start(owner=operator, goal="x", planner="scripted",
+                                  planner_config={"plans": [[{"capability": "get_document",
+                                                              "arguments": {"id": "POL-7"}}]]},
+                                  completion=READ_POLICY, budgets={"deadline_s": 120})
+        client = client_for(operator)
+        shown = client.get(f"/review/runs/{live.pk}/add-to-suite/")
+        assert shown.status_code == 200 and b"still live" in shown.content
+        assert client.post(f"/review/runs/{live.pk}/add-to-suite/", {"suite": "__new__", "new_suite": "x"}
+                           ).status_code == 409
+        assert client.post(f"/review/runs/{good_run.pk}/add-to-suite/", {"suite": "__new__"}).status_code == 400
+        assert client.get("/review/runs/999999/add-to-suite/").status_code == 404
+        assert client_for(viewer).get(f"/review/runs/{good_run.pk}/add-to-suite/").status_code == 403
+        assert b'data-testid="add-to-suite"' not in client_for(viewer).get(f"/runs/{good_run.pk}/").content
+        assert not EvaluationSuite.objects.filter(name="x").exists()
