@@ -287,9 +287,16 @@ def bulk_add(user, run_ids: list[int], parameters: dict) -> dict[int, str]:
     """The bulk job's act: every run at once, one new version; run id -> why it was skipped."""
     expectation = Expectation(parameters.get("verdict_expected"), parameters.get("completion_expected"),
                               parameters.get("note", ""), parameters.get("expected_from_score", ""))
-    result = suite_add_runs(user=user, suite=parameters["suite"], run_ids=run_ids, expectation=expectation,
+    # The selection may hold more runs than a suite (live ones, say): only those that can be tasks are sent.
+    rows = {r.pk: r for r in Run.objects.filter(pk__in=run_ids).only("pk", "status", "evaluation_id", "completion")}
+    outcomes = {run_id: ("the run no longer exists" if run_id not in rows else run_refusal(rows[run_id]))
+                for run_id in run_ids}
+    candidates = [run_id for run_id, why in outcomes.items() if not why]
+    if not candidates:
+        return outcomes
+    result = suite_add_runs(user=user, suite=parameters["suite"], run_ids=candidates, expectation=expectation,
                             create=bool(parameters.get("create")), strict=False)
-    outcomes = {run_id: f"already a task of {result.suite.name}" for run_id in result.already_present}
+    outcomes.update({run_id: f"already a task of {result.suite.name}" for run_id in result.already_present})
     outcomes.update(result.refused)
     return outcomes
 

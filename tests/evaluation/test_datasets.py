@@ -355,6 +355,24 @@ class TestFromAFilter:
         assert (again.done, again.skipped) == (0, 3)
         assert EvaluationSuite.objects.get(name="from-a-filter").version == 1
 
+    def test_a_selection_larger_than_a_suite_adds_the_runs_that_can_be_tasks(self, good_run, bad_run, operator,
+                                                                             monkeypatch):
+        from runs import bulk
+        from runs.models_bulk import BulkAction
+
+        # One run could be a task, the other has no completion criteria; the suite holds only one task.
+        Run.objects.filter(pk=bad_run.pk).update(completion={})
+        monkeypatch.setattr(datasets, "MAX_TASKS", 1)
+        monkeypatch.setattr("evaluation.services.MAX_TASKS", 1)
+        monkeypatch.setitem(bulk.EXTENSIONS, "suite",
+                            bulk.EXTENSIONS["suite"].__class__(**{**bulk.EXTENSIONS["suite"].__dict__, "max_runs": 1}))
+        job = bulk.bulk_start(user=operator, action="suite", query="q=travel",
+                              parameters={"suite": "small-one", "create": True})
+        bulk.bulk_process(job.pk)
+        job = BulkAction.objects.get(pk=job.pk)
+        assert (job.done, job.skipped, job.failed) == (1, 1, 0)
+        assert [t["source"]["run"] for t in EvaluationSuite.objects.get(name="small-one").tasks] == [good_run.pk]
+
     def test_bad_parameters_and_permissions(self, good_run, operator, viewer, standard_suite, api_for):
         from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
         from runs import bulk
