@@ -495,3 +495,23 @@ class TestAddToSuitePage:
         assert client_for(viewer).get(f"/review/runs/{good_run.pk}/add-to-suite/").status_code == 403
         assert b'data-testid="add-to-suite"' not in client_for(viewer).get(f"/runs/{good_run.pk}/").content
         assert not EvaluationSuite.objects.filter(name="x").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_hostile_corpus_in_a_note_a_suite_name_and_a_score_shows_inert(api_for, client_for, good_run, operator):
+    from tests.review.conftest import XSS_CORPUS, assert_inert
+
+    config = ScoreConfig.objects.create(name="outcome right", kind="boolean")
+    Score.objects.create(config=config, run=good_run, source=ScoreSource.PERSON, author=operator,
+                         author_key=f"user:{operator.pk}", number=1.0, comment=XSS_CORPUS[0])
+    for n, text in enumerate(XSS_CORPUS):
+        name = f"{n} {text}"[:120]
+        body = {"suite": name, "create": True, "runs": [good_run.pk], "note": text, "completion_expected": True}
+        response = api_for(operator).post(ADD, body, format="json")
+        assert response.status_code == 201, response.content
+        evaluation = evaluation_run_now(user=operator, suite_id=response.json()["suite"]["id"])
+        html = client_for(operator).get(f"/evaluations/{evaluation.pk}/", HTTP_HX_REQUEST="true").content.decode()
+        assert 'id="regression-view"' in html
+        section = html[html.index('id="regression-view"'):html.index("</section>", html.index('id="regression-view"'))]
+        assert_inert(section)
+        assert ("<" not in text) or text not in section
