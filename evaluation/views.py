@@ -28,7 +28,9 @@ LIVE = (Evaluation.Status.QUEUED, Evaluation.Status.RUNNING)
 
 
 class StartEvaluationForm(forms.Form):
-    suite = forms.ModelChoiceField(queryset=EvaluationSuite.objects.order_by("name"), empty_label=None)
+    # The queryset is set per form: one built when this module is imported would keep the project in
+    # scope then (none, at a server's start: every project's suites).
+    suite = forms.ModelChoiceField(queryset=EvaluationSuite.objects.none(), empty_label=None)
     label = forms.CharField(max_length=200, required=False,
                             help_text="e.g. “before the retry policy change”, to find it again as a baseline.")
     planning_mode = forms.ChoiceField(
@@ -38,6 +40,12 @@ class StartEvaluationForm(forms.Form):
     planner_config = forms.CharField(
         required=False, label="Planner settings (JSON)", widget=forms.Textarea(attrs={"rows": 2}),
         help_text='For llm: {"endpoint", "model", ...} as for a run.')
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        suite_field = self.fields["suite"]
+        assert isinstance(suite_field, forms.ModelChoiceField)
+        suite_field.queryset = EvaluationSuite.objects.order_by("name")
 
     def clean_planner_config(self):
         raw = self.cleaned_data["planner_config"].strip()

@@ -515,3 +515,18 @@ def test_the_hostile_corpus_in_a_note_a_suite_name_and_a_score_shows_inert(api_f
         section = html[html.index('id="regression-view"'):html.index("</section>", html.index('id="regression-view"'))]
         assert_inert(section)
         assert ("<" not in text) or text not in section
+
+
+@pytest.mark.django_db
+def test_the_start_form_lists_the_suites_of_the_project_in_scope_only(operator, small_suite):
+    from core.models import Project
+    from evaluation.views import StartEvaluationForm
+
+    other = Project.objects.create(slug="other", name="Other")
+    with project_scope(other):
+        EvaluationSuite.objects.create(name="theirs", tasks=small_suite.tasks)
+    # The queryset is the project in scope's when the form is made (not when the module was imported).
+    names = [label for _value, label in StartEvaluationForm().fields["suite"].choices]
+    assert names == ["small"]
+    with project_scope(other):
+        assert [label for _value, label in StartEvaluationForm().fields["suite"].choices] == ["theirs"]
