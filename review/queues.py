@@ -235,14 +235,20 @@ def _claim(item_id: int, queue: ReviewQueue, user, review: QueueReview | None = 
     return True
 
 
+def held_item(user, queue: ReviewQueue) -> QueueItem | None:
+    """The item the reviewer has claimed in the queue and not finished, if any."""
+    held = QueueReview.objects.filter(item__queue=queue, reviewer=user, state=QueueReviewState.CLAIMED) \
+        .order_by("claimed_at").values_list("item_id", flat=True).first()
+    return None if held is None else QueueItem.objects.select_related("run").filter(pk=held).first()
+
+
 def queue_next(*, user, queue: ReviewQueue) -> QueueItem | None:
     """The item the reviewer works now: the one they hold, else a newly claimed one; None when none is left."""
     _require_work(user, queue)
-    held = QueueReview.objects.filter(item__queue=queue, reviewer=user, state=QueueReviewState.CLAIMED) \
-        .order_by("claimed_at").values_list("item_id", flat=True).first()
+    held = held_item(user, queue)
     if held is not None:
-        QueueReview.objects.filter(item_id=held, reviewer=user).update(claimed_at=timezone.now())
-        return QueueItem.objects.select_related("run").get(pk=held)
+        QueueReview.objects.filter(item=held, reviewer=user).update(claimed_at=timezone.now())
+        return held
     _release_stale_claims(queue)
     mine = QueueReview.objects.filter(reviewer=user, item__queue=queue).values("item_id")
     skip_locked = connection.features.has_select_for_update_skip_locked
