@@ -242,6 +242,13 @@ def held_item(user, queue: ReviewQueue) -> QueueItem | None:
     return None if held is None else QueueItem.objects.select_related("run").filter(pk=held).first()
 
 
+def open_for(user, queue: ReviewQueue) -> QuerySet[QueueItem]:
+    """The items the reviewer could claim now: not done, a review still free, not reviewed or skipped by them."""
+    mine = QueueReview.objects.filter(reviewer=user, item__queue=queue).values("item_id")
+    return QueueItem.objects.filter(queue=queue, done_at__isnull=True,
+                                    taken__lt=queue.reviews_per_item).exclude(pk__in=mine)
+
+
 def queue_next(*, user, queue: ReviewQueue) -> QueueItem | None:
     """The item the reviewer works now: the one they hold, else a newly claimed one; None when none is left."""
     _require_work(user, queue)
@@ -250,12 +257,10 @@ def queue_next(*, user, queue: ReviewQueue) -> QueueItem | None:
         QueueReview.objects.filter(item=held, reviewer=user).update(claimed_at=timezone.now())
         return held
     _release_stale_claims(queue)
-    mine = QueueReview.objects.filter(reviewer=user, item__queue=queue).values("item_id")
     skip_locked = connection.features.has_select_for_update_skip_locked
     for _round in range(20):
         with transaction.atomic():
-            candidates = QueueItem.objects.filter(queue=queue, done_at__isnull=True,
-                                                  taken__lt=queue.reviews_per_item).exclude(pk__in=mine)
+            candidates = open_for(user, queue)
             if skip_locked:
                 candidates = candidates.select_for_update(skip_locked=True)
             ids = list(candidates.order_by("id").values_list("pk", flat=True)[:_CANDIDATES])

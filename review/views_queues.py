@@ -102,6 +102,7 @@ def _work(request, queue: ReviewQueue, *, error: str = "", status: int = 200, va
     item = queues.held_item(request.user, queue)
     return render(request, "review/queue_work.html", {
         "queue": queue, "item": item, "progress": queues.progress(queue, request.user), "error": error,
+        "available": 0 if item else queues.open_for(request.user, queue).count(),
         "configs": [c for c in queue.score_configs.all() if c.enabled], "kinds": ScoreKind,
         "values": values or {}, "comment": (values or {}).get("_comment", ""),
         "can_work": queues.may_work(request.user, queue)}, status=status)

@@ -1,7 +1,7 @@
 // Working a review queue by keyboard (templates/review/queue_work.html lists the keys):
 // digits pick a value of the highlighted score, j / k move between scores, c comments,
 // d or Enter finishes, s skips, o opens the trace, ? shows the keys. Typing in a text box
-// or a number is left alone; Esc leaves the box.
+// is left alone (a number takes the letter shortcuts too); Esc leaves the box.
 (function () {
   "use strict";
 
@@ -68,7 +68,10 @@
       event.preventDefault();
       return;
     }
-    if (typing(el)) return;   // a number's Enter submits the form itself: done
+    // A number takes digits, a sign, a point; a letter there is a shortcut (d, s, c, j, k, o, ?), Enter submits.
+    var number = el && el.matches && el.matches("input[type=number]");
+    if (typing(el) && !(number && /^[a-df-z?]$/i.test(key))) return;
+    if (number && (key === "j" || key === "k")) el.blur();
     if (key === "?") {
       var help = document.getElementById("queue-keys");
       if (help) { help.open = !help.open; help.querySelector("summary").focus(); }
@@ -97,6 +100,6 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     var first = active();
-    if (first) highlight(first, !first.querySelector("input[type=number]"));
+    if (first) highlight(first, true);
   });
 })();
