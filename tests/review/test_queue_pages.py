@@ -46,6 +46,13 @@ def test_a_lead_makes_a_queue_from_the_form(client_for, lead, operator, configs,
     assert not ReviewQueue.objects.exists()
 
 
+def test_the_runs_list_offers_a_queue_of_what_it_shows(client_for, lead, viewer, operator):
+    make_runs(operator, 1)
+    page = client_for(lead).get("/runs/?stop_reason=stalled").content.decode()
+    assert "/review/queues/new/?filter=" in page and "stop_reason%3Dstalled" in page
+    assert "Review these runs" not in client_for(viewer).get("/runs/?stop_reason=stalled").content.decode()
+
+
 def test_who_sees_what(client_for, viewer, reviewer, queue):
     page = client_for(viewer).get("/review/queues/").content.decode()
     assert "Stalls" in page and "New review queue" not in page
