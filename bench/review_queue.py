@@ -136,9 +136,10 @@ def main() -> None:
         with CaptureQueriesContext(connection) as next_queries:
             t, item = _ms(lambda user=user: queues.queue_next(user=user, queue=queue))
         next_ms += t
-        t, _ = _ms(lambda user=user, item=item: queues.item_done(
-            user=user, queue=queue, item_id=item.pk, scores={"verdict": ["good", "bad"][n % 2], "helpful": 1 + n % 5},
-            comment="looked" if n % 10 == 0 else ""))
+        scores = {"verdict": ["good", "bad"][n % 2], "helpful": 1 + n % 5}
+        comment = "looked" if n % 10 == 0 else ""
+        t, _ = _ms(lambda user=user, item=item, scores=scores, comment=comment: queues.item_done(
+            user=user, queue=queue, item_id=item.pk, scores=scores, comment=comment))
         done_ms += t
     _row("next item (service), early in the queue", next_ms, len(next_queries), target=True)
     _row("done: 2 scores + claim (service)", done_ms)

@@ -370,7 +370,7 @@ def item_done(*, user, queue: ReviewQueue, item_id: int, scores: Any, comment: s
 
 # -- reading ---------------------------------------------------------------------------------------
 
-def review_scores(queue: ReviewQueue, items: list[QueueItem]) -> dict[tuple[int, int, int], Any]:
+def review_scores(queue: ReviewQueue, items: list[QueueItem]) -> dict[tuple[int, int, int | None], Any]:
     """The values the items' reviewers gave for the queue's configs: (run id, config id, author id) -> value.
     One query for any number of items."""
     if not items:

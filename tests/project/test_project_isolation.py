@@ -121,7 +121,8 @@ def _route_ids(z) -> dict[str, object]:
             "server_id": 999_999, "evaluation_id": z.evaluation.pk, "suite_id": z.suite.pk, "agent_id": z.agent.pk,
             "channel_id": z.channel.pk, "rule_id": z.rule.pk, "view_id": z.view.pk, "token_id": z.agent_token.pk,
             "job_id": 999_999, "token": "not-a-link", "annotation_id": z.comment.pk, "score_id": z.score.pk,
-            "config_id": z.config.pk, "category_id": z.category.pk, "queue_id": z.queue.pk, "item_id": z.item.pk, "slug": z.project.slug, "pk": z.run.pk,
+            "config_id": z.config.pk, "category_id": z.category.pk,
+            "queue_id": z.queue.pk, "item_id": z.item.pk, "slug": z.project.slug, "pk": z.run.pk,
             "id": z.run.pk}
 
 
