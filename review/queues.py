@@ -180,7 +180,12 @@ def queue_run_finished(*, run_id: int) -> int:
     queued = 0
     with project_scope(run.project_id):
         for queue in ReviewQueue.objects.filter(active=True):
-            if _matching(queue).filter(pk=run.pk).exists():
+            try:
+                matches = _matching(queue).filter(pk=run.pk).exists()
+            except InvalidInput as exc:   # a filter naming what is gone since (a user, a capability)
+                log.warning("review queue %s: its filter no longer applies (%s)", queue.pk, exc.message)
+                continue
+            if matches:
                 _item, created = QueueItem.objects.get_or_create(queue=queue, run=run)
                 queued += created
     return queued

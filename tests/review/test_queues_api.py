@@ -302,3 +302,15 @@ class TestResults:
         items = json.loads(b"".join(response.streaming_content))
         assert len(items) == 3 and sum(1 for i in items if i["state"] == "done") == 1
         assert api_for(viewer).get(_url(queue, "export/?file=xml")).status_code == 400
+
+
+class TestStaleFilter:
+    def test_a_filter_naming_someone_gone_is_skipped_not_fatal(self, lead, operator, configs, caplog):
+        from runs.signals import run_finished
+
+        queue, _ = queues.queue_save(user=lead, name="Otto's", filter_query="owner=otto", score_configs=["verdict"])
+        operator.is_active = False
+        operator.save()
+        run = make_runs(lead, 1)[0]
+        run_finished.send(sender=None, run_id=run.pk)
+        assert queue.items.count() == 0 and "no longer applies" in caplog.text
