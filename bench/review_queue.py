@@ -112,6 +112,9 @@ def main() -> None:
 
     print(f"data on {connection.vendor}: {Run.objects.count():,} finished runs "
           f"(ready in {time.perf_counter() - started:.1f} s)")
+    if connection.vendor == "postgresql":   # fresh statistics, as autovacuum keeps them in production
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
     grant_role(owner, "lead operator")
     reviewers = []
     for name in ("bench-rene", "bench-rosa"):
@@ -129,6 +132,9 @@ def main() -> None:
         score_configs=["verdict", "helpful"]))
     assert queued == args.queue, (queued, args.queue)
     _row(f"create the queue ({queued:,} runs queued)", timings)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE review_queueitem")
 
     next_ms, done_ms = [], []
     for n in range(args.reviews):

@@ -240,8 +240,10 @@ class QueueItem(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["queue", "run"], name="queue_item_once_per_run")]
-        indexes = [models.Index(fields=["queue", "taken", "id"], name="queue_item_next_idx"),
-                   models.Index(fields=["queue", "done_at"], name="queue_item_done_idx")]
+        # (queue, id): the results table's pages. (queue, done_at, id): "next" walks the open items in
+        # queued order, passing over the done ones without reading them; the open/done filters too.
+        indexes = [models.Index(fields=["queue", "id"], name="queue_item_order_idx"),
+                   models.Index(fields=["queue", "done_at", "id"], name="queue_item_open_idx")]
 
     def __str__(self):
         return f"run {self.run_id} in queue {self.queue_id}"

@@ -81,11 +81,11 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='queueitem',
-            index=models.Index(fields=['queue', 'taken', 'id'], name='queue_item_next_idx'),
+            index=models.Index(fields=['queue', 'id'], name='queue_item_order_idx'),
         ),
         migrations.AddIndex(
             model_name='queueitem',
-            index=models.Index(fields=['queue', 'done_at'], name='queue_item_done_idx'),
+            index=models.Index(fields=['queue', 'done_at', 'id'], name='queue_item_open_idx'),
         ),
         migrations.AddConstraint(
             model_name='queueitem',
