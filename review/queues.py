@@ -381,8 +381,10 @@ def review_scores(queue: ReviewQueue, items: list[QueueItem]) -> dict[tuple[int,
     if not items:
         return {}
     configs = list(queue.score_configs.all())
-    scores = Score.objects.filter(run_id__in=[i.run_id for i in items], config__in=configs, attempt__isnull=True,
-                                  source=ScoreSource.PERSON).select_related("config")
+    # The items' runs are the queue's project's already: the scoped manager's `run_id IN (every run of
+    # the project)` would only cost a scan of the project's runs.
+    scores = Score._base_manager.filter(run_id__in=[i.run_id for i in items], config__in=configs,
+                                        attempt__isnull=True, source=ScoreSource.PERSON).select_related("config")
     return {(s.run_id, s.config_id, s.author_id): score_value(s) for s in scores}
 
 
