@@ -281,6 +281,13 @@ def queue_next(*, user, queue: ReviewQueue) -> QueueItem | None:
     raise Conflict("Other reviewers are taking every item at once: try again.")
 
 
+def _queued(queue: ReviewQueue, item_id: int) -> QueueItem:
+    item = QueueItem.objects.select_related("run").filter(pk=item_id, queue=queue).first()
+    if item is None:   # the pages and the API answer 404 first; this is a run deleted meanwhile
+        raise Conflict("This item is no longer in the queue (its run was deleted): take the next item.")
+    return item
+
+
 def _review_of(item: QueueItem, user) -> QueueReview | None:
     return QueueReview.objects.select_for_update().filter(item=item, reviewer=user).first()
 
@@ -289,7 +296,7 @@ def _review_of(item: QueueItem, user) -> QueueReview | None:
 def item_skip(*, user, queue: ReviewQueue, item_id: int) -> QueueItem:
     """Pass the item to other reviewers: it is not offered to this one again."""
     _require_work(user, queue)
-    item = QueueItem.objects.get(pk=item_id, queue=queue)
+    item = _queued(queue, item_id)
     review = _review_of(item, user)
     if review is None:
         QueueReview.objects.create(item=item, reviewer=user, state=QueueReviewState.SKIPPED,
@@ -337,7 +344,7 @@ def item_done(*, user, queue: ReviewQueue, item_id: int, scores: Any, comment: s
     comment = _text(errors, "comment", comment, max_chars=10_000)
     _refuse(errors, "review")
     values = _values(queue, scores)
-    item = QueueItem.objects.select_related("run").get(pk=item_id, queue=queue)
+    item = _queued(queue, item_id)
     review = _review_of(item, user)
     if review is not None and review.state == QueueReviewState.DONE:
         return item, True   # finishing twice: the first one stands

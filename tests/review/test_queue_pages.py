@@ -155,3 +155,21 @@ def test_one_reviewer_finishing_twice_at_once_writes_once(roles, operator, confi
         answers.append(outcome)
     item.refresh_from_db()
     assert item.done_count == 1 and Score.objects.count() == 1
+
+
+def test_hostile_names_descriptions_and_comments_stay_inert(client_for, lead, reviewer, operator, configs):
+    from tests.review.conftest import XSS_CORPUS, assert_inert
+
+    make_runs(operator, 2)
+    for n, text in enumerate(XSS_CORPUS):
+        queue, _ = queues.queue_save(user=lead, name=f"{text[:70]} {n}", description=text, filter_query="",
+                                     score_configs=["verdict"])
+    item = queues.queue_next(user=reviewer, queue=queue)
+    queues.item_done(user=reviewer, queue=queue, item_id=item.pk, scores={"verdict": "good"},
+                     comment=" ".join(XSS_CORPUS))
+    client = client_for(reviewer)
+    for url in ("/review/queues/", f"/review/queues/{queue.pk}/", f"/review/queues/{queue.pk}/work/"):
+        response = client.get(url)
+        assert response.status_code == 200
+        assert_inert(response.content.decode(), page=True)
+    assert_inert(client_for(lead).get(f"/review/queues/{queue.pk}/edit/").content.decode(), page=True)

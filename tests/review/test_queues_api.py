@@ -314,3 +314,14 @@ class TestStaleFilter:
         run = make_runs(lead, 1)[0]
         run_finished.send(sender=None, run_id=run.pk)
         assert queue.items.count() == 0 and "no longer applies" in caplog.text
+
+
+def test_an_item_gone_under_the_service_is_a_409(reviewer, queue):
+    from core.errors import Conflict
+
+    item = queues.queue_next(user=reviewer, queue=queue)
+    Run.objects.filter(pk=item.run_id).delete()
+    for call in (lambda: queues.item_done(user=reviewer, queue=queue, item_id=item.pk, scores=GOOD),
+                 lambda: queues.item_skip(user=reviewer, queue=queue, item_id=item.pk)):
+        with pytest.raises(Conflict, match="no longer in the queue"):
+            call()
