@@ -9,7 +9,8 @@ never takes items out.
 Claiming. `queue_next` hands a reviewer the oldest item that still wants a review and that they have
 not reviewed or skipped: a conditional UPDATE (`taken < reviews per item`) is the arbiter, so two
 reviewers never hold the same item unless the queue asks for two reviews (four-eyes); on PostgreSQL
-the candidates are read FOR UPDATE SKIP LOCKED so concurrent reviewers do not queue up on one row. A
+the candidate is read FOR UPDATE SKIP LOCKED (one row) so concurrent reviewers do not queue up on one
+row, and when every candidate is locked the conditional UPDATE waits and decides. A
 reviewer holding a claim gets it again; a claim untouched for CLAIM_MINUTES is released to others.
 
 Finishing. `item_done` writes the reviewer's scores as ordinary scores (review.services.score_set: the
@@ -265,10 +266,12 @@ def queue_next(*, user, queue: ReviewQueue) -> QueueItem | None:
     skip_locked = connection.features.has_select_for_update_skip_locked
     for _round in range(20):
         with transaction.atomic():
-            candidates = open_for(user, queue)
-            if skip_locked:
-                candidates = candidates.select_for_update(skip_locked=True)
-            ids = list(candidates.order_by("id").values_list("pk", flat=True)[:_CANDIDATES])
+            candidates = open_for(user, queue).order_by("id")
+            ids: list[int] = []
+            if skip_locked:   # one row, locked: concurrent reviewers each lock a different one
+                ids = list(candidates.select_for_update(skip_locked=True).values_list("pk", flat=True)[:1])
+            if not ids:       # none unlocked (or no SKIP LOCKED): the conditional UPDATE decides, waiting if it must
+                ids = list(candidates.values_list("pk", flat=True)[:_CANDIDATES])
             if not ids:
                 return None
             for item_id in ids:

@@ -173,3 +173,34 @@ def test_hostile_names_descriptions_and_comments_stay_inert(client_for, lead, re
         assert response.status_code == 200
         assert_inert(response.content.decode(), page=True)
     assert_inert(client_for(lead).get(f"/review/queues/{queue.pk}/edit/").content.decode(), page=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reviewers_asking_next_at_once_get_different_items(roles, operator, configs):
+    from core.projects import project_scope
+
+    lead = _make_user("lena", "lead operator")
+    people = [_make_user(f"rev{n}", "reviewer") for n in range(4)]
+    make_runs(operator, 6)
+    queue, _ = queues.queue_save(user=lead, name="Rush", filter_query="", score_configs=["verdict"])
+    barrier = threading.Barrier(len(people))
+    got: dict[str, object] = {}
+
+    def claim(user):
+        try:
+            with project_scope(queue.project_id):
+                barrier.wait(timeout=10)
+                got[user.username] = queues.queue_next(user=user, queue=queue).pk
+        except Exception as exc:
+            got[user.username] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claim, args=(user,)) for user in people]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert all(isinstance(v, int) for v in got.values()), got
+    assert len(set(got.values())) == 4
+    assert sorted(QueueItem.objects.values_list("taken", flat=True)) == [0, 0, 1, 1, 1, 1]
