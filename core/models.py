@@ -92,6 +92,8 @@ class AuditAction(models.TextChoices):
     INCIDENT_SAVED = "incident.saved"
     ROOT_CAUSE_SAVED = "root_cause.saved"
     ROOT_CAUSE_DELETED = "root_cause.deleted"
+    REVIEW_QUEUE_SAVED = "review_queue.saved"
+    REVIEW_QUEUE_DELETED = "review_queue.deleted"
 
 
 

@@ -27,6 +27,9 @@ MANAGE_REVIEW_SETTINGS = "review.manage_review_settings"
 # version. It is a judgement of runs, not an action on them: reviewers hold it as well as operators,
 # who start the evaluations. Starting one stays evaluation.run_evaluation (not the reviewer's).
 EDIT_SUITES = "evaluation.change_evaluationsuite"
+# Review queues hand a batch of runs to reviewers: the lead operator (who assigns work during an
+# incident) and the registry admin (who owns the score configs) set them up.
+MANAGE_QUEUES = "review.manage_queues"
 
 _VIEW = [
     "runs.view_run", "runs.view_planrevision", "runs.view_step", "runs.view_attempt", "runs.view_decision",
@@ -37,7 +40,7 @@ _VIEW = [
     "notifications.view_rule", "notifications.view_channel", "notifications.view_delivery",
     "gateway.view_agent", "gateway.view_gatewaysession",
     "review.view_scoreconfig", "review.view_score", "review.view_annotation", "review.view_rootcausecategory",
-    "review.view_incidentsummary",
+    "review.view_incidentsummary", "review.view_reviewqueue", "review.view_queueitem", "review.view_queuereview",
 ]
 
 ROLE_PERMISSIONS = {
@@ -53,14 +56,14 @@ ROLE_PERMISSIONS = {
     LEAD_OPERATOR: [],  # filled below: an operator who may act on every run
     REGISTRY_ADMIN: _VIEW + [
         "capabilities.add_capability", "capabilities.change_capability", "capabilities.add_mcpserver",
-        "capabilities.change_mcpserver", "gateway.manage_agents", MANAGE_REVIEW_SETTINGS,
+        "capabilities.change_mcpserver", "gateway.manage_agents", MANAGE_REVIEW_SETTINGS, MANAGE_QUEUES,
     ],
     STDIO_MCP_ADMIN: _VIEW + ["capabilities.run_stdio_mcpserver"],
     AUDITOR: _VIEW + [VIEW_AUDIT_LOG],
     REVIEWER: _VIEW + [REVIEW_RUNS, EDIT_SUITES],
 }
 
-ROLE_PERMISSIONS[LEAD_OPERATOR] = ROLE_PERMISSIONS[OPERATOR] + [MANAGE_ALL_RUNS, VIEW_AUDIT_LOG]
+ROLE_PERMISSIONS[LEAD_OPERATOR] = ROLE_PERMISSIONS[OPERATOR] + [MANAGE_ALL_RUNS, VIEW_AUDIT_LOG, MANAGE_QUEUES]
 
 
 def role_entry(entry: str) -> tuple[str, str]:

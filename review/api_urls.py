@@ -1,6 +1,6 @@
 from django.urls import path
 
-from review import api, api_insights
+from review import api, api_insights, api_queues
 
 urlpatterns = [
     path("score-configs/", api.ScoreConfigListApi.as_view(), name="api-review-score-config-list"),
@@ -13,4 +13,18 @@ urlpatterns = [
     path("annotations/<int:annotation_id>/", api.AnnotationDetailApi.as_view(), name="api-review-annotation-detail"),
     path("score-insights/", api_insights.ScoreInsightsApi.as_view(), name="api-review-score-insights"),
     path("runs/<int:run_id>/incident/", api.RunIncidentApi.as_view(), name="api-review-run-incident"),
+]
+
+urlpatterns += [
+    path("queues/", api_queues.QueueListApi.as_view(), name="api-review-queue-list"),
+    path("queues/<int:queue_id>/", api_queues.QueueDetailApi.as_view(), name="api-review-queue-detail"),
+    path("queues/<int:queue_id>/next/", api_queues.QueueNextApi.as_view(), name="api-review-queue-next"),
+    path("queues/<int:queue_id>/items/", api_queues.QueueItemListApi.as_view(), name="api-review-queue-items"),
+    path("queues/<int:queue_id>/items/<int:item_id>/", api_queues.QueueItemDetailApi.as_view(),
+         name="api-review-queue-item"),
+    path("queues/<int:queue_id>/items/<int:item_id>/done/", api_queues.QueueItemDoneApi.as_view(),
+         name="api-review-queue-item-done"),
+    path("queues/<int:queue_id>/items/<int:item_id>/skip/", api_queues.QueueItemSkipApi.as_view(),
+         name="api-review-queue-item-skip"),
+    path("queues/<int:queue_id>/export/", api_queues.QueueExportApi.as_view(), name="api-review-queue-export"),
 ]

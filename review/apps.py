@@ -7,16 +7,19 @@ class ReviewConfig(AppConfig):
     verbose_name = "Review"
 
     def ready(self):
-        from core.audit_log import register_object_pages
-        from review import autoscores, datasets
+        from core.audit_log import pages_by_id, register_object_pages
+        from review import autoscores, datasets, queues
         from review.models import Annotation, IncidentSummary, Score
         from runs.selectors import audit_run_pages
         from runs.signals import run_finished
 
         # The runtime's scores, written once a run's finish has committed (in the process that finished it).
         run_finished.connect(autoscores.on_run_finished, dispatch_uid="review.automatic_scores")
+        # A finished run joins the review queues whose filter matches it.
+        run_finished.connect(queues.on_run_finished, dispatch_uid="review.queue_finished_runs")
         for model in (Score, Annotation, IncidentSummary):
             register_object_pages(str(model._meta.model_name), audit_run_pages(model))
+        register_object_pages("reviewqueue", pages_by_id("review:queue", "queue_id"))
         # Configs and root causes have their row on the settings page.
         register_object_pages("scoreconfig", _settings_rows("config"))
         register_object_pages("rootcausecategory", _settings_rows("root-cause"))
@@ -35,3 +38,4 @@ def _settings_rows(anchor: str):
     from django.urls import reverse
 
     return lambda ids: {i: f"{reverse('review:settings')}#{anchor}-{i}" for i in ids if i.isdigit()}
+

@@ -178,3 +178,109 @@ class IncidentSummary(models.Model):
 
     def __str__(self):
         return f"incident of run {self.run_id} ({self.status})"
+
+
+# -- review queues ---------------------------------------------------------------------------------
+
+class ReviewQueue(models.Model):
+    """A saved runs-list filter, the score configs its reviewers give and who may work it.
+
+    Finished runs the filter matches are queued when the queue is saved and, while it is active, as
+    they finish (review.queues). With `reviews_per_item` 2 (four-eyes) each item is reviewed by two
+    people and their disagreement shown. Deleting a queue deletes its items, never the scores given.
+    """
+
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=80)
+    description = models.TextField(blank=True, max_length=2000, help_text="Shown to reviewers.")
+    filter_query = models.CharField(max_length=2000, blank=True,
+                                    help_text="The runs list's query string (status=stopped&label=team%3Dpay).")
+    score_configs = models.ManyToManyField(ScoreConfig, related_name="queues")
+    assignees = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="review_queues",
+                                       help_text="Who may work the queue; nobody named: every reviewer.")
+    reviews_per_item = models.PositiveSmallIntegerField(default=1, help_text="2: four-eyes.")
+    active = models.BooleanField(default=True, help_text="Queues runs as they finish.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ProjectScopedManager()
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [("manage_queues", "Can create, change and delete review queues")]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="review_queue_name_per_project"),
+                       models.CheckConstraint(condition=Q(reviews_per_item__gte=1, reviews_per_item__lte=2),
+                                              name="review_queue_reviews_1_or_2")]
+
+    def __str__(self):
+        return self.name
+
+
+class QueueItemManager(ProjectScopedManager):
+    path = "queue__project"
+
+
+class QueueItem(models.Model):
+    """One run in one queue. `taken` counts the reviews claimed or done (a claim holds a place while its
+    reviewer works); `done_at` is set once `done_count` reaches the queue's reviews per item."""
+
+    queue = models.ForeignKey(ReviewQueue, on_delete=models.CASCADE, related_name="items")
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="review_queue_items")
+    taken = models.PositiveSmallIntegerField(default=0)
+    done_count = models.PositiveSmallIntegerField(default=0)
+    done_at = models.DateTimeField(null=True, blank=True)
+    disagreement = models.BooleanField(default=False, help_text="Four-eyes: the reviewers' scores differ "
+                                                                "(as when the item was done).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = QueueItemManager()
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["queue", "run"], name="queue_item_once_per_run")]
+        # (queue, id): the results table's pages. (queue, done_at, id): "next" walks the open items in
+        # queued order, passing over the done ones without reading them; the open/done filters too.
+        indexes = [models.Index(fields=["queue", "id"], name="queue_item_order_idx"),
+                   models.Index(fields=["queue", "done_at", "id"], name="queue_item_open_idx")]
+
+    def __str__(self):
+        return f"run {self.run_id} in queue {self.queue_id}"
+
+
+class QueueReviewState(models.TextChoices):
+    CLAIMED = "claimed"
+    DONE = "done"
+    SKIPPED = "skipped"
+
+
+class QueueReviewManager(ProjectScopedManager):
+    path = "item__queue__project"
+
+
+class QueueReview(models.Model):
+    """One reviewer's turn at one item: claimed by "next", then done (scores given) or skipped."""
+
+    State = QueueReviewState
+
+    item = models.ForeignKey(QueueItem, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                                 related_name="queue_reviews")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.CLAIMED)
+    claimed_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    annotation = models.ForeignKey(Annotation, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                   help_text="The comment given with the review (on the run, in the trace).")
+
+    objects = QueueReviewManager()
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["item", "reviewer"], name="queue_review_once_per_reviewer"),
+                       models.CheckConstraint(condition=Q(state__in=values_of(QueueReviewState)),
+                                              name="queue_review_state_valid")]
+        indexes = [models.Index(fields=["state", "claimed_at"], name="queue_review_claim_idx")]
+
+    def __str__(self):
+        return f"{self.state} review of item {self.item_id}"

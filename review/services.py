@@ -131,6 +131,9 @@ def score_config_delete(*, user, config_id: int) -> None:
         raise Conflict(f"{config.name} is written by the runtime: disable it instead.")
     if config.scores.exists():
         raise Conflict(f"{config.name} has scores: disable it instead, so they stay readable.")
+    queues = list(config.queues.values_list("name", flat=True)[:5])
+    if queues:
+        raise Conflict(f"{config.name} is scored in review queues ({', '.join(queues)}): take it out of them first.")
     audit(actor=user, action=AuditAction.SCORE_CONFIG_DELETED, target=config,
           summary=f"Score config {config.name} deleted", details=_config_fields(config))
     config.delete()

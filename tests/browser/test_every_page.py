@@ -136,6 +136,22 @@ def _bulk(admin):
     return job
 
 
+def _queue(admin):
+    """A review queue of two stalled runs, the first claimed by the admin (the work page shows it)."""
+    from review import queues
+    from review.models import ScoreConfig
+
+    _stalled(admin)
+    _stalled(admin)
+    ScoreConfig.objects.create(name="verdict", kind="categorical", categories=["good", "bad"],
+                               description="Was the stop right?")
+    ScoreConfig.objects.create(name="helpful", kind="numeric", min_value=1, max_value=5)
+    queue, _ = queues.queue_save(user=admin, name="Stalls", filter_query="stop_reason=stalled",
+                                 score_configs=["verdict", "helpful"], reviews_per_item=2)
+    queues.queue_next(user=admin, queue=queue)
+    return queue
+
+
 def _regression(admin):
     """A suite made from runs, evaluated, grown by a run, evaluated again: the regression view shows."""
     from evaluation.services import evaluation_run_now
@@ -151,7 +167,7 @@ def _regression(admin):
 BUILD = {"decide": _decide, "regression": _regression, "bulk": _bulk, "agent": _agent, "rule": _rule, "channel": _channel,
          "stalled": _stalled, "found": _found, "waiting": _waiting, "unknown": _unknown, "forked": _forked,
          "evaluation": _evaluation,
-         "server": _server, "spent": _spent,
+         "server": _server, "spent": _spent, "queue": _queue,
          # Finished runs score themselves (review.autoscores): their cost, split by a label's values.
          "scored": lambda admin: (_spent(admin), "?config=cost&group=label&label_key=team&window=24h")[1],
          "attempt": lambda admin: (lambda a: f"{a.run_id}/attempts/{a.uid}")(
@@ -172,7 +188,8 @@ PAGES = [
     "/usage/", "/usage/{spent}", "/usage/?window=3y",
     "/runs/bulk/?query=status%3Dfinished&action=fork&add=&remove=&comment=", "/runs/bulk/{bulk}/",
     "/runs/calls/", "/runs/calls/?q=travel&status=retryable", "/runs/failures/", "/review/settings/",
-    "/review/scores/", "/review/scores/{scored}",
+    "/review/scores/", "/review/scores/{scored}", "/review/queues/", "/review/queues/new/",
+    "/review/queues/{queue}/", "/review/queues/{queue}/edit/", "/review/queues/{queue}/work/",
     "/evaluations/{regression}/", "/review/runs/{found}/add-to-suite/",
     "/runs/bulk/?query=goal%3Dpolicy&action=suite&suite=from+runs&completion_expected=yes&note=",
 ]

@@ -21,7 +21,7 @@ from core.project_access import grant_role
 from core.projects import project_of, project_scope
 from core.roles import ROLE_PERMISSIONS
 from core.tokens import token_create
-from review.models import Annotation, RootCauseCategory, Score, ScoreConfig
+from review.models import Annotation, QueueItem, QueueReview, ReviewQueue, RootCauseCategory, Score, ScoreConfig
 from runs import services
 from runs.models import Approval, Run
 from runs.worker import engine
@@ -54,7 +54,7 @@ def zebra(roles, operator, settings):
     from evaluation.services import evaluation_create, evaluation_suites_sync
     from gateway import services as gateway_services
     from notifications import services as notify
-    from review import datasets
+    from review import datasets, queues
     from review import services as review
     from runs.search import saved_view_save
 
@@ -95,11 +95,14 @@ def zebra(roles, operator, settings):
         comment = review.annotation_add(user=bert, run=done, body=f"{MARKER} looked at this")
         category = RootCauseCategory.objects.order_by("pk").first()   # a new project's starting list
         review.incident_save(user=bert, run=done, summary=f"{MARKER} incident", root_cause=category.name)
+        queue, _ = queues.queue_save(user=bert, name=f"{MARKER} queue", filter_query="", score_configs=[config.name],
+                                     description=f"{MARKER} review these")
+        item = queues.queue_next(user=bert, queue=queue)
     return SimpleNamespace(project=project, bert=bert, run=waiting, done=done, approval=approval, attempt=attempt,
                            capability=capability, channel=channel, rule=rule, agent=agent, agent_token=agent_token,
                            suite=suite, evaluation=evaluation, view=view, api_token=api_token, api_key=api_key,
                            config=config, score=score, comment=comment,
-                           category=category)
+                           category=category, queue=queue, item=item)
 
 
 @pytest.fixture
@@ -120,7 +123,8 @@ def _route_ids(z) -> dict[str, object]:
             "server_id": 999_999, "evaluation_id": z.evaluation.pk, "suite_id": z.suite.pk, "agent_id": z.agent.pk,
             "channel_id": z.channel.pk, "rule_id": z.rule.pk, "view_id": z.view.pk, "token_id": z.agent_token.pk,
             "job_id": 999_999, "token": "not-a-link", "annotation_id": z.comment.pk, "score_id": z.score.pk,
-            "config_id": z.config.pk, "category_id": z.category.pk, "slug": z.project.slug, "pk": z.run.pk,
+            "config_id": z.config.pk, "category_id": z.category.pk,
+            "queue_id": z.queue.pk, "item_id": z.item.pk, "slug": z.project.slug, "pk": z.run.pk,
             "id": z.run.pk}
 
 
@@ -179,6 +183,9 @@ def test_no_write_reaches_another_projects_objects(zebra, people):
                     list(Annotation.objects.values_list("pk", "body")),
                     list(ScoreConfig.objects.values_list("pk", "name", "enabled", "description")),
                     list(RootCauseCategory.objects.values_list("pk", "name", "enabled")),
+                    list(ReviewQueue.objects.values_list("pk", "name", "filter_query", "active")),
+                    list(QueueItem.objects.values_list("pk", "taken", "done_count", "done_at")),
+                    list(QueueReview.objects.values_list("pk", "state", "reviewer_id")),
                     list(type(zebra.api_token).objects.filter(project=zebra.project).values_list("pk", "revoked_at")),
                     AuditEvent.objects.count())
 
