@@ -19,3 +19,10 @@ urlpatterns += [
     path("audit/", api_audit.AuditLogApi.as_view(), name="api-audit"),
     path("audit/export/", api_audit.AuditExportApi.as_view(), name="api-audit-export"),
 ]
+
+# Datasets: runs become evaluation tasks (review.datasets reads the scores, so it sits above evaluation).
+from review import api_datasets  # noqa: E402
+
+urlpatterns += [
+    path("evaluation-suites/add-runs/", api_datasets.SuiteAddRunsApi.as_view(), name="api-evaluation-suite-add-runs"),
+]

@@ -26,6 +26,13 @@ class NotAllowed(ServiceError):
     code = "permission_denied"
 
 
+class NotFound(ServiceError):
+    """The object named does not exist in the project in scope (another project's is not found either)."""
+
+    status = 404
+    code = "not_found"
+
+
 class Conflict(ServiceError):
     status = 409
     code = "conflict"

@@ -69,6 +69,7 @@ class AuditAction(models.TextChoices):
     PLAN_REJECTED = "plan.rejected"
     PLAN_SUBMITTED = "plan.submitted"
     EVALUATION_STARTED = "evaluation.started"
+    SUITE_CHANGED = "suite.changed"
     TOKEN_CREATED = "token.created"
     TOKEN_REVOKED = "token.revoked"
     NOTIFICATION_RULE_SAVED = "notification_rule.saved"

@@ -23,6 +23,10 @@ AUDITOR = "auditor"
 REVIEWER = "reviewer"
 REVIEW_RUNS = "review.review_runs"
 MANAGE_REVIEW_SETTINGS = "review.manage_review_settings"
+# Adding runs to an evaluation suite (with the expected outcome) or removing tasks writes a new suite
+# version. It is a judgement of runs, not an action on them: reviewers hold it as well as operators,
+# who start the evaluations. Starting one stays evaluation.run_evaluation (not the reviewer's).
+EDIT_SUITES = "evaluation.change_evaluationsuite"
 # Review queues hand a batch of runs to reviewers: the lead operator (who assigns work during an
 # incident) and the registry admin (who owns the score configs) set them up.
 MANAGE_QUEUES = "review.manage_queues"
@@ -47,7 +51,7 @@ ROLE_PERMISSIONS = {
         "runs.reconcile_run",
         # What the demo capabilities require of a run's owner.
         "capabilities.create_ticket", "capabilities.send_notification",
-        "notifications.manage_notifications", REVIEW_RUNS,
+        "notifications.manage_notifications", REVIEW_RUNS, EDIT_SUITES,
     ],
     LEAD_OPERATOR: [],  # filled below: an operator who may act on every run
     REGISTRY_ADMIN: _VIEW + [
@@ -56,7 +60,7 @@ ROLE_PERMISSIONS = {
     ],
     STDIO_MCP_ADMIN: _VIEW + ["capabilities.run_stdio_mcpserver"],
     AUDITOR: _VIEW + [VIEW_AUDIT_LOG],
-    REVIEWER: _VIEW + [REVIEW_RUNS],
+    REVIEWER: _VIEW + [REVIEW_RUNS, EDIT_SUITES],
 }
 
 ROLE_PERMISSIONS[LEAD_OPERATOR] = ROLE_PERMISSIONS[OPERATOR] + [MANAGE_ALL_RUNS, VIEW_AUDIT_LOG, MANAGE_QUEUES]

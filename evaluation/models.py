@@ -28,6 +28,8 @@ class EvaluationSuite(models.Model):
     planning_mode = models.CharField(max_length=20, default="scripted",
                                      help_text="The planner its evaluations use unless told otherwise.")
     bundled = models.BooleanField(default=False)
+    # The current version's number; `tasks` is that version's task list (SuiteVersion keeps every one).
+    version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -40,6 +42,40 @@ class EvaluationSuite(models.Model):
 
     def __str__(self):
         return self.name
+
+
+class SuiteVersionManager(ProjectScopedManager):
+    """A version is in its suite's project."""
+
+    path = "suite__project"
+
+
+class SuiteVersion(models.Model):
+    """One immutable task list of a suite. Adding or removing tasks writes the next number; an
+    evaluation records the version it ran, so its results always read against the tasks it had."""
+
+    suite = models.ForeignKey(EvaluationSuite, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    tasks = models.JSONField(help_text="The version's tasks (scenario objects), as the suite held them.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+", help_text="Empty for the bundled files and migrated suites.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    summary = models.CharField(max_length=300, blank=True, help_text="What changed, in words.")
+    changes = models.JSONField(default=dict, blank=True, help_text='{"added": [task names], "removed": [...]}')
+
+    objects = SuiteVersionManager()
+
+    class Meta:
+        ordering = ["suite", "-number"]
+        constraints = [models.UniqueConstraint(fields=["suite", "number"], name="suite_version_unique")]
+
+    def __str__(self):
+        return f"{self.suite_id} v{self.number}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise ValueError("A suite version is immutable: write the next version instead.")
+        super().save(*args, **kwargs)
 
 
 class EvaluationStatus(models.TextChoices):
@@ -61,6 +97,8 @@ class Evaluation(models.Model):
 
     project = models.ForeignKey("agentops.Project", on_delete=models.PROTECT, related_name="+")
     suite = models.ForeignKey(EvaluationSuite, on_delete=models.PROTECT, related_name="evaluations")
+    suite_version = models.ForeignKey(SuiteVersion, null=True, blank=True, on_delete=models.PROTECT,
+                                      related_name="evaluations", help_text="The task list it ran.")
     label = models.CharField(max_length=200, blank=True, help_text="e.g. 'before the retry policy change'")
     planning_mode = models.CharField(max_length=20, default="scripted",
                                      help_text="The planner used in planning mode (scripted, rules, llm).")

@@ -116,7 +116,7 @@ def evaluation_run(*, evaluation_id: int) -> Evaluation | None:
         status=Evaluation.Status.RUNNING, started_at=timezone.now())
     if not claimed:
         return None
-    evaluation = Evaluation.objects.select_related("suite", "started_by").get(pk=evaluation_id)
+    evaluation = Evaluation.objects.select_related("suite", "suite_version", "started_by").get(pk=evaluation_id)
     try:
         with project_scope(evaluation.project_id):   # its runs, registry and roles are its project's
             _run_all(evaluation)
@@ -129,8 +129,14 @@ def evaluation_run(*, evaluation_id: int) -> Evaluation | None:
     return evaluation
 
 
+def evaluation_tasks(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """The tasks of the version the evaluation recorded (the suite's own, for one from before versions)."""
+    version = evaluation.suite_version
+    return list(version.tasks if version is not None else evaluation.suite.tasks)
+
+
 def _run_all(evaluation: Evaluation) -> None:
-    tasks = list(evaluation.suite.tasks)
+    tasks = evaluation_tasks(evaluation)
     problems = task_problems(tasks)
     if problems:
         raise ValueError("the suite is invalid:\n" + "\n".join(problems))
@@ -327,6 +333,7 @@ def _store_result(evaluation, task, scenario, mode, run: Run, state: RunState, e
         details={
             "category": task.get("category", ""), "goal": scenario.goal, "description": task.get("description", ""),
             "verdict_expected": task.get("verdict_expected"), "stop_detail": run.stop_detail,
+            "completion_expected": task.get("completion_expected"), "source": task.get("source"),
             "repeated_action_rate": repeated / usage.tool_calls if usage.tool_calls else 0.0,
             "stalled": stop_reason == StopKind.STALLED, "budget_stop": stop_kind(stop_reason) is StopKind.BUDGET_EXHAUSTED,
             "polls": usage.polls, "approvals_requested": sum(isinstance(e, ev.ApprovalRequested) for e in events),

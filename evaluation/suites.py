@@ -8,7 +8,11 @@ Tasks may also carry fields only the evaluation reads; they are removed before
 the scenario is loaded:
 
 - verdict_expected: the verdict the suite's author expects (tests check it);
-- category: a word or two for the page ("simple lookup", "polling", ...).
+- category: a word or two for the page ("simple lookup", "polling", ...);
+- completion_expected: whether planning mode is expected to verify success (true/false), e.g. a
+  reviewer's expectation for a task made from a run;
+- source: where a task made from a run came from ({"run", "trace_id", "added_by", "note",
+  "scores", "expected_from"}: review.datasets writes it; the page and the API show it).
 
 Plans may carry "latency_s": the simulated time the planner call takes (the
 runner advances the simulated clock by it), next to "tokens" and "cost".
@@ -25,7 +29,7 @@ from runs.planners import validate_planner_config
 from runtime.sim.scenario import Scenario, ScenarioError, load_scenario
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
-EVALUATION_FIELDS = frozenset({"verdict_expected", "category"})
+EVALUATION_FIELDS = frozenset({"verdict_expected", "category", "completion_expected", "source"})
 SUITE_FIELDS = frozenset({"name", "description", "planning_mode", "tasks"})
 PLANNING_MODES = ("scripted", "rules", "llm")
 MAX_TASKS = 500
@@ -89,7 +93,18 @@ def task_problems(tasks: Any) -> list[str]:
             problems.append(f"{where}: verdict_expected must be one of {', '.join(v.value for v in VerdictCode)}")
         if "category" in task and not isinstance(task["category"], str):
             problems.append(f"{where}: category must be a string")
+        if task.get("completion_expected") is not None and not isinstance(task["completion_expected"], bool):
+            problems.append(f"{where}: completion_expected must be true or false")
+        if task.get("source") is not None and not isinstance(task["source"], dict):
+            problems.append(f"{where}: source must be an object")
     return problems
+
+
+def task_source_run(task: Any) -> int | None:
+    """The id of the run a task was made from (None for a hand-written task)."""
+    source = task.get("source") if isinstance(task, dict) else None
+    run = source.get("run") if isinstance(source, dict) else None
+    return run if isinstance(run, int) and not isinstance(run, bool) else None
 
 
 def parse_suite(data: Any, source: str = "<dict>") -> SuiteDefinition:

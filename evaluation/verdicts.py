@@ -174,3 +174,46 @@ def aggregate_deltas(current: Mapping[str, Any], baseline: Mapping[str, Any]) ->
         a, b = current.get(key), baseline.get(key)
         deltas[key] = a - b if isinstance(a, (int, float)) and isinstance(b, (int, float)) else None
     return deltas
+
+
+# -- regressions between evaluations -------------------------------------------------------
+
+class Change(StrEnum):
+    """How a task's outcome moved from a baseline evaluation to this one."""
+
+    NEW = "new"                # not in the baseline
+    FIXED = "fixed"            # failed there, passes here
+    REGRESSED = "regressed"    # passed there, fails here
+    UNCHANGED = "unchanged"    # passes (or fails) in both; the verdict may still have moved
+
+
+def task_passed(verdict: str | None, planning_success: bool | None, verdict_expected: str | None = None,
+                completion_expected: bool | None = None) -> bool | None:
+    """Whether a task's outcome is the one wanted (None when it has no outcome yet).
+
+    With expectations (the suite's `verdict_expected`, a reviewer's `completion_expected` on
+    planning mode's verified success), it passes when every one is met. Without any, it passes
+    unless both modes failed."""
+    if not verdict:
+        return None
+    checks = []
+    if verdict_expected:
+        checks.append(verdict == verdict_expected)
+    if completion_expected is not None:
+        checks.append(bool(planning_success) == completion_expected)
+    if checks:
+        return all(checks)
+    return verdict != VerdictCode.BOTH_FAILED
+
+
+def task_change(before: bool | None, now: bool | None) -> Change | None:
+    """The mark of one task against a baseline: before/now are task_passed values (before None: not there)."""
+    if now is None:
+        return None
+    if before is None:
+        return Change.NEW
+    if before and not now:
+        return Change.REGRESSED
+    if now and not before:
+        return Change.FIXED
+    return Change.UNCHANGED

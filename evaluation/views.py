@@ -28,7 +28,9 @@ LIVE = (Evaluation.Status.QUEUED, Evaluation.Status.RUNNING)
 
 
 class StartEvaluationForm(forms.Form):
-    suite = forms.ModelChoiceField(queryset=EvaluationSuite.objects.order_by("name"), empty_label=None)
+    # The queryset is set per form: one built when this module is imported would keep the project in
+    # scope then (none, at a server's start: every project's suites).
+    suite = forms.ModelChoiceField(queryset=EvaluationSuite.objects.none(), empty_label=None)
     label = forms.CharField(max_length=200, required=False,
                             help_text="e.g. “before the retry policy change”, to find it again as a baseline.")
     planning_mode = forms.ChoiceField(
@@ -38,6 +40,12 @@ class StartEvaluationForm(forms.Form):
     planner_config = forms.CharField(
         required=False, label="Planner settings (JSON)", widget=forms.Textarea(attrs={"rows": 2}),
         help_text='For llm: {"endpoint", "model", ...} as for a run.')
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        suite_field = self.fields["suite"]
+        assert isinstance(suite_field, forms.ModelChoiceField)
+        suite_field.queryset = EvaluationSuite.objects.order_by("name")
 
     def clean_planner_config(self):
         raw = self.cleaned_data["planner_config"].strip()
@@ -89,6 +97,10 @@ VERDICT_GLOSSARY = [
     (VerdictCode.BOTH_FAILED.value, VERDICT_LABELS[VerdictCode.BOTH_FAILED],
      "Neither mode verified success; the stop reasons say why."),
 ]
+
+# The regression view's two baselines, in words.
+BASELINE_WORDS = {"previous_version": "the last evaluation of an earlier version",
+                  "same_version": "the evaluation before this one of the same version"}
 
 DELTA_KINDS = {"tool_calls": "int", "repeated_actions": "int", "tokens": "int", "cost": "cost",
                "simulated_latency_s": "latency"}
@@ -171,12 +183,25 @@ def _detail_context(request, evaluation: Evaluation) -> dict:
                       for c in VerdictCode]
     return {
         "evaluation": evaluation, "rows": rows, "live": evaluation.status in LIVE, "finished": finished,
+        "regression": _regression_context(evaluation, rows) if finished else None,
         "candidates": candidates, "baseline": baseline, "comparison": comparison,
         "charts": evaluation_charts(summary, baseline.summary if comparison else None) if finished else {},
         "summary": summary, "agg": agg, "aggregate_delta": aggregate_delta, "aggregates": aggregates,
         "verdict_counts": verdict_counts,
         "verdict_glossary": VERDICT_GLOSSARY,
         "progress_pct": int(100 * evaluation.tasks_done / evaluation.tasks_total) if evaluation.tasks_total else 0,
+    }
+
+
+def _regression_context(evaluation: Evaluation, rows) -> dict:
+    """The regression view in the shape the template reads (one list per baseline, marks in that order)."""
+    view = selectors.regression(evaluation, rows)
+    kinds = list(BASELINE_WORDS)
+    return {
+        "baselines": [{"kind": kind, "words": BASELINE_WORDS[kind], "evaluation": view.baselines[kind],
+                       "counts": [(c, n) for c, n in view.counts[kind].items() if n],
+                       "removed": view.removed.get(kind, [])} for kind in kinds],
+        "rows": [{"row": r, "marks": [r.against.get(kind) for kind in kinds]} for r in view.rows],
     }
 
 

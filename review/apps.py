@@ -8,7 +8,7 @@ class ReviewConfig(AppConfig):
 
     def ready(self):
         from core.audit_log import pages_by_id, register_object_pages
-        from review import autoscores, queues
+        from review import autoscores, datasets, queues
         from review.models import Annotation, IncidentSummary, Score
         from runs.selectors import audit_run_pages
         from runs.signals import run_finished
@@ -28,6 +28,8 @@ class ReviewConfig(AppConfig):
         from core.models import Project
         from review.services import on_project_created
 
+        # The runs list's bulk actions offer "add to an evaluation suite" (runs cannot import the evaluation).
+        datasets.register_bulk_action()
         # A new project starts with the default root-cause list (its admins edit their own).
         post_save.connect(on_project_created, sender=Project, dispatch_uid="review.seed_root_causes")
 

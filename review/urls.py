@@ -1,6 +1,6 @@
 from django.urls import path
 
-from review import views, views_insights, views_queues
+from review import views, views_datasets, views_insights, views_queues
 
 app_name = "review"
 urlpatterns = [
@@ -10,6 +10,7 @@ urlpatterns = [
     path("runs/<int:run_id>/scores/", views.score_post, name="score"),
     path("runs/<int:run_id>/comments/", views.comment_post, name="comment"),
     path("runs/<int:run_id>/incident/", views.incident_post, name="incident"),
+    path("runs/<int:run_id>/add-to-suite/", views_datasets.add_to_suite, name="add_to_suite"),
     path("comments/<int:annotation_id>/", views.comment_edit, name="comment_edit"),
 ]
 

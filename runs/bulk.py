@@ -15,15 +15,21 @@ when the job reaches it, with the services' own checks (run_cancel, run_fork, ap
 Approvals: the preview records, per pending request, the hash it showed; the job decides a request
 only with that hash (approval_decide refuses a request that has changed since), and never one
 asked for after the preview. The four-eyes rule applies per request; a refusal is a skipped run
-with its reason. "Add to a suite" waits for datasets (issue 31).
+with its reason.
+
+"Add to a suite" is an extension: the layer above (review.datasets) registers it, since runs cannot
+import the evaluation. Its job acts on all its runs at once, in one transaction with the cursor's
+move to the end: one new suite version for the whole selection, exactly once.
 """
 from __future__ import annotations
 
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -69,6 +75,28 @@ NOT_YOURS = "another user's run (acting on others' runs needs the 'manage all ru
 PERMISSION_REFUSALS = (NOT_YOURS, "four-eyes rule")
 
 
+@dataclass(frozen=True)
+class BulkExtension:
+    """A bulk action a higher layer provides: its permission, parameters, a refusal read from the run's
+    row, and the act over all the job's runs at once (run id -> why it was skipped; "" or absent: done)."""
+
+    perm: str
+    what: str
+    parameters: frozenset[str]
+    clean: Callable[[dict], dict]
+    refusal: Callable[[Run], str]
+    act_all: Callable[[Any, list[int], dict], dict[int, str]]
+    max_runs: int = MAX_BULK_RUNS
+
+
+EXTENSIONS: dict[BulkActionKind, BulkExtension] = {}
+
+
+def register(action: BulkActionKind, extension: BulkExtension) -> None:
+    """Called from a higher app's ready()."""
+    EXTENSIONS[action] = extension
+
+
 class Skip(Exception):
     """This run is not acted on, for a reason the job lists."""
 
@@ -88,14 +116,20 @@ class Preview:
 
 
 def _action(action) -> BulkActionKind:
-    if action not in BulkActionKind.values:
-        raise InvalidInput(f"Unknown bulk action {action!r}: one of {', '.join(BulkActionKind.values)}.",
-                           fields={"action": f"one of {', '.join(BulkActionKind.values)}"})
+    known = [a for a in BulkActionKind.values if a in ACTION_PERMS or a in EXTENSIONS]
+    if action not in known:
+        raise InvalidInput(f"Unknown bulk action {action!r}: one of {', '.join(known)}.",
+                           fields={"action": f"one of {', '.join(known)}"})
     return BulkActionKind(action)
 
 
+def _perm(action: BulkActionKind) -> tuple[str, str]:
+    extension = EXTENSIONS.get(action)
+    return (extension.perm, extension.what) if extension else ACTION_PERMS[action]
+
+
 def _require_action(user, action: BulkActionKind) -> None:
-    perm, what = ACTION_PERMS[action]
+    perm, what = _perm(action)
     require(user, perm, what)
 
 
@@ -105,10 +139,13 @@ def parameters_clean(action, parameters) -> dict:
     parameters = {} if parameters is None else parameters
     if not isinstance(parameters, dict):
         raise InvalidInput("parameters must be an object.", fields={"parameters": "an object"})
-    unknown = sorted(set(parameters) - ACTION_PARAMETERS[action])
+    extension = EXTENSIONS.get(action)
+    unknown = sorted(set(parameters) - (extension.parameters if extension else ACTION_PARAMETERS[action]))
     if unknown:
         raise InvalidInput(f"The {action.value} action takes no parameter {', '.join(unknown)}.",
                            fields={f"parameters.{name}": "unknown parameter" for name in unknown})
+    if extension:
+        return extension.clean(parameters)
     if action == BulkActionKind.LABEL:
         add, remove = parameters.get("add", {}), parameters.get("remove", [])
         errors = label_change_errors(add, remove)
@@ -136,6 +173,8 @@ def _pending(run_ids) -> dict[int, list[Approval]]:
 def run_refusal(user, action: BulkActionKind, run: Run, pending: list[Approval] = ()) -> str:  # type: ignore[assignment]
     """Why `user` may not take `action` on `run` now ("" when they may). The preview counts these;
     the job asks again when it reaches the run, and the services check once more as they act."""
+    if action in EXTENSIONS:
+        return EXTENSIONS[action].refusal(run)
     if action in DECIDE:
         if not pending:
             return "no pending approval request"
@@ -169,7 +208,7 @@ def bulk_preview(*, user, action, query: str) -> Preview:
                            fields={"query": f"selects more than {MAX_BULK_RUNS:,} runs"})
     pending = _pending(run_ids) if action in DECIDE else {}
     refused: Counter[str] = Counter()
-    for run in selection.only("pk", "owner_id", "status", "planner", "evaluation_id").select_related(None):
+    for run in selection.only("pk", "owner_id", "status", "planner", "evaluation_id", "completion").select_related(None):
         why = run_refusal(user, action, run, pending.get(run.pk, []))
         if why:
             refused[why] += 1
@@ -217,6 +256,11 @@ def bulk_start(*, user, action, query: str, parameters: dict | None = None,
     preview = bulk_preview(user=user, action=action, query=query)
     if not preview.selected:
         raise Conflict("These filters select no runs: nothing to do.")
+    extension = EXTENSIONS.get(action)
+    if extension and preview.eligible > extension.max_runs:
+        raise InvalidInput(f"{action.label} takes at most {extension.max_runs:,} runs; these filters select "
+                           f"{preview.eligible:,} it could take: narrow them.",
+                           fields={"query": f"at most {extension.max_runs:,} runs"})
     if not preview.eligible:
         reasons = "; ".join(f"{n} {why}" for why, n in preview.refused)
         message = f"You may not {action.label.lower()} any of the {preview.selected} runs selected: {reasons}."
@@ -253,6 +297,10 @@ def bulk_process(job_id: int, *, slice_s: float = SLICE_S) -> bool:
     BulkAction.objects.filter(pk=job_id, status=BulkActionStatus.QUEUED).update(
         status=BulkActionStatus.RUNNING, updated_at=timezone.now())
     user = job.created_by
+    if BulkActionKind(job.action) in EXTENSIONS:
+        with project_scope(job.project_id):
+            _process_all(job_id, user)
+        return True
     ends = time.monotonic() + slice_s
     for run_id in [i for i in job.run_ids if i > job.cursor]:
         if time.monotonic() > ends:
@@ -299,6 +347,47 @@ def _process_one(job_id: int, run_id: int, user) -> None:
         job.save(update_fields=["done", "skipped", "failed", "problems", "cursor", "updated_at"])
 
 
+def _process_all(job_id: int, user) -> None:
+    """An extension's job: every remaining run at once, in one transaction with the job's end."""
+    with transaction.atomic():
+        job = BulkAction.objects.select_for_update().get(pk=job_id)
+        if job.is_finished:
+            return
+        extension = EXTENSIONS[BulkActionKind(job.action)]
+        remaining = [i for i in job.run_ids if i > job.cursor]
+        outcomes: dict[int, str]
+        failed = False
+        if not allowed(user, extension.perm):
+            outcomes = {i: f"you no longer have permission to {extension.what}" for i in remaining}
+        else:
+            try:
+                with transaction.atomic():
+                    outcomes = extension.act_all(user, remaining, job.parameters)
+            except ServiceError as exc:
+                outcomes = {i: exc.message for i in remaining}
+            except Exception as exc:  # recorded on the job, as one run's fault is
+                log.exception("bulk action %s failed", job_id)
+                outcomes, failed = {i: f"internal error ({type(exc).__name__}); see the server log"
+                                    for i in remaining}, True
+        for run_id in remaining:
+            reason = outcomes.get(run_id, "")
+            if not reason:
+                job.done += 1
+                continue
+            if failed:
+                job.failed += 1
+            else:
+                job.skipped += 1
+            if len(job.problems) < BulkAction.MAX_PROBLEMS:
+                job.problems = [*job.problems, {"run": run_id, "outcome": "failed" if failed else "skipped",
+                                                "reason": reason[:300]}]
+        job.cursor = max(remaining, default=job.cursor)
+        job.status = BulkActionStatus.DONE
+        job.finished_at = timezone.now()
+        job.save(update_fields=["done", "skipped", "failed", "problems", "cursor", "status", "finished_at",
+                                "updated_at"])
+
+
 def _act(job: BulkAction, run_id: int, user) -> None:
     action = BulkActionKind(job.action)
     run = Run.objects.select_related("owner").filter(pk=run_id).first()
@@ -306,7 +395,7 @@ def _act(job: BulkAction, run_id: int, user) -> None:
         raise Skip("the run no longer exists")
     pending = list(Approval.objects.filter(run_id=run_id, state=ApprovalState.PENDING).select_related(
         "run", "revision").order_by("id")) if action in DECIDE else []
-    perm, what = ACTION_PERMS[action]
+    perm, what = _perm(action)
     if not allowed(user, perm):
         raise Skip(f"you no longer have permission to {what}")
     why = run_refusal(user, action, run, pending)

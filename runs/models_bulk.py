@@ -19,6 +19,7 @@ class BulkActionKind(models.TextChoices):
     LABEL = "label", "Change labels"
     APPROVE = "approve", "Approve pending requests"
     REJECT = "reject", "Reject pending requests"
+    SUITE = "suite", "Add to an evaluation suite"
 
 
 class BulkActionStatus(models.TextChoices):

@@ -73,6 +73,8 @@ class BulkStartApi(ApiView):
         query = serializers.CharField(allow_blank=True, max_length=2000, help_text=QUERY_HELP)
         parameters = serializers.JSONField(required=False, default=dict, help_text=(
             'label: {"add": {"key": "value"}, "remove": ["key"]}; approve/reject: {"comment": "..."}; '
+            'suite: {"suite": id or name, "create": bool, "completion_expected": bool, "verdict_expected": ..., '
+            '"note": "...", "expected_from_score": "a boolean score config"} (one new suite version for all); '
             "cancel and fork take none."))
         expected_hashes = serializers.DictField(child=serializers.CharField(max_length=64), required=False, help_text=(
             "approve/reject (required): the preview's `approvals`, request id to the hash you reviewed."))

@@ -27,6 +27,16 @@ class BulkForm(forms.Form):
                              widget=forms.TextInput(attrs={"placeholder": "team"}))
     comment = forms.CharField(label="Comment", required=False, max_length=5000,
                               help_text="For approve or reject: recorded with each decision.")
+    suite = forms.CharField(label="Suite", required=False, max_length=120,
+                            help_text="For “add to an evaluation suite”: the suite's name (a new name makes a new "
+                                      "suite; a bundled suite cannot take runs).")
+    completion_expected = forms.ChoiceField(
+        label="Expected: should planning mode verify success?", required=False,
+        choices=[("", "no expectation"), ("yes", "yes, it should complete"),
+                 ("no", "no, it should stop without completing")],
+        help_text="For “add to an evaluation suite”: the reviewer's expected outcome of each task.")
+    note = forms.CharField(label="Note", required=False, max_length=2000,
+                           help_text="For “add to an evaluation suite”: kept with each task.")
     # The hashes the preview showed (approve/reject), carried by the confirmation form.
     expected = forms.CharField(required=False, widget=forms.HiddenInput)
 
@@ -40,6 +50,10 @@ class BulkForm(forms.Form):
             return {"add": data.get("add") or {}, "remove": data.get("remove") or []}
         if action in bulk.DECIDE:
             return {"comment": data.get("comment", "")}
+        if action == BulkActionKind.SUITE:
+            expected = {"yes": True, "no": False}.get(data.get("completion_expected") or "")
+            return {"suite": (data.get("suite") or "").strip(), "create": True, "completion_expected": expected,
+                    "note": data.get("note", "")}
         return {}
 
 

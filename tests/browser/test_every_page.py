@@ -152,7 +152,19 @@ def _queue(admin):
     return queue
 
 
-BUILD = {"decide": _decide, "bulk": _bulk, "agent": _agent, "rule": _rule, "channel": _channel,
+def _regression(admin):
+    """A suite made from runs, evaluated, grown by a run, evaluated again: the regression view shows."""
+    from evaluation.services import evaluation_run_now
+    from review import datasets
+
+    add = datasets.suite_add_runs(user=admin, suite="from runs", run_ids=[_found(admin).pk], create=True,
+                                  expectation=datasets.Expectation(completion_expected=True, note="keep it"))
+    evaluation_run_now(user=admin, suite_id=add.suite.pk)
+    datasets.suite_add_runs(user=admin, suite=add.suite.pk, run_ids=[_stalled(admin).pk])
+    return evaluation_run_now(user=admin, suite_id=add.suite.pk)
+
+
+BUILD = {"decide": _decide, "regression": _regression, "bulk": _bulk, "agent": _agent, "rule": _rule, "channel": _channel,
          "stalled": _stalled, "found": _found, "waiting": _waiting, "unknown": _unknown, "forked": _forked,
          "evaluation": _evaluation,
          "server": _server, "spent": _spent, "queue": _queue,
@@ -178,6 +190,8 @@ PAGES = [
     "/runs/calls/", "/runs/calls/?q=travel&status=retryable", "/runs/failures/", "/review/settings/",
     "/review/scores/", "/review/scores/{scored}", "/review/queues/", "/review/queues/new/",
     "/review/queues/{queue}/", "/review/queues/{queue}/edit/", "/review/queues/{queue}/work/",
+    "/evaluations/{regression}/", "/review/runs/{found}/add-to-suite/",
+    "/runs/bulk/?query=goal%3Dpolicy&action=suite&suite=from+runs&completion_expected=yes&note=",
 ]
 
 

@@ -54,7 +54,7 @@ def zebra(roles, operator, settings):
     from evaluation.services import evaluation_create, evaluation_suites_sync
     from gateway import services as gateway_services
     from notifications import services as notify
-    from review import queues
+    from review import datasets, queues
     from review import services as review
     from runs.search import saved_view_save
 
@@ -81,7 +81,9 @@ def zebra(roles, operator, settings):
         agent = gateway_services.agent_save(user=bert, name=f"{MARKER}-agent", owner=bert,
                                             capabilities=["search_documents"])
         agent_token, _ = gateway_services.agent_token_issue(user=bert, agent=agent, name=f"{MARKER}-token")
-        suite = evaluation_suites_sync()[0]
+        evaluation_suites_sync()
+        # A suite of its own, made from its finished run (its versions carry the run's goal).
+        suite = datasets.suite_add_runs(user=bert, suite=f"{MARKER}-suite", run_ids=[done.pk], create=True).suite
         evaluation = evaluation_create(user=bert, suite_id=suite.pk, label=f"{MARKER}-baseline")
         view = saved_view_save(user=bert, name=f"{MARKER}-view", query="status=completed")
         api_token, api_key = token_create(user=bert, name=f"{MARKER}-api")
