@@ -2,6 +2,7 @@
 list's bulk action do."""
 from __future__ import annotations
 
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -12,6 +13,7 @@ from core.roles import EDIT_SUITES
 from evaluation.suites import MAX_TASKS
 from evaluation.verdicts import VerdictCode
 from review import datasets
+from review.models import ReviewQueue
 
 
 class AddRunsInput(serializers.Serializer):
@@ -58,4 +60,36 @@ class SuiteAddRunsApi(ApiView):
             note=data["note"], expected_from_score=data["expected_from_score"])
         result = datasets.suite_add_runs(user=request.user, suite=data["suite"], run_ids=data["runs"],
                                          expectation=expectation, create=data["create"])
+        return Response(result.as_dict(), status=201 if result.version else 200)
+
+
+class QueueAddToSuiteInput(serializers.Serializer):
+    state = serializers.ChoiceField(choices=list(datasets.QUEUE_STATES), default="done",
+                                    help_text="done: the done items; all; disagreement: the four-eyes items whose "
+                                              "reviewers disagreed")
+    suite = serializers.CharField(max_length=120, help_text="The suite's id or name.")
+    create = serializers.BooleanField(  # type: ignore[assignment]
+        default=False, help_text="Make a new suite when no suite has that name.")
+    verdict_expected = serializers.ChoiceField(choices=[v.value for v in VerdictCode], required=False,
+                                               allow_null=True, default=None)
+    completion_expected = serializers.BooleanField(required=False, allow_null=True, default=None)
+    note = serializers.CharField(max_length=datasets.MAX_NOTE, required=False, allow_blank=True, default="")
+    expected_from_score = serializers.CharField(max_length=60, required=False, allow_blank=True, default="")
+
+
+class QueueAddToSuiteApi(ApiView):
+    """POST: the runs of the queue's items become tasks of the suite, in one new version (201; 200 with
+    version null when every run is in it already); a run that cannot become a task is listed in `refused`."""
+
+    permission_classes = [require_perm(EDIT_SUITES)]
+
+    @extend_schema(request=QueueAddToSuiteInput, responses={201: AddRunsOutput, 200: AddRunsOutput})
+    def post(self, request, queue_id: int):
+        queue = get_object_or_404(ReviewQueue, pk=queue_id)
+        data = validated(QueueAddToSuiteInput, request.data)
+        expectation = datasets.expectation_clean(
+            verdict_expected=data["verdict_expected"], completion_expected=data["completion_expected"],
+            note=data["note"], expected_from_score=data["expected_from_score"])
+        result = datasets.suite_add_queue(user=request.user, queue=queue, state=data["state"], suite=data["suite"],
+                                          expectation=expectation, create=data["create"])
         return Response(result.as_dict(), status=201 if result.version else 200)

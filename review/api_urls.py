@@ -1,6 +1,6 @@
 from django.urls import path
 
-from review import api, api_insights, api_queues
+from review import api, api_datasets, api_insights, api_queues
 
 urlpatterns = [
     path("score-configs/", api.ScoreConfigListApi.as_view(), name="api-review-score-config-list"),
@@ -18,6 +18,8 @@ urlpatterns = [
 urlpatterns += [
     path("queues/", api_queues.QueueListApi.as_view(), name="api-review-queue-list"),
     path("queues/<int:queue_id>/", api_queues.QueueDetailApi.as_view(), name="api-review-queue-detail"),
+    path("queues/<int:queue_id>/add-to-suite/", api_datasets.QueueAddToSuiteApi.as_view(),
+         name="api-review-queue-add-to-suite"),
     path("queues/<int:queue_id>/next/", api_queues.QueueNextApi.as_view(), name="api-review-queue-next"),
     path("queues/<int:queue_id>/items/", api_queues.QueueItemListApi.as_view(), name="api-review-queue-items"),
     path("queues/<int:queue_id>/items/<int:item_id>/", api_queues.QueueItemDetailApi.as_view(),

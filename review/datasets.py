@@ -33,7 +33,8 @@ from evaluation import services as evaluation_services
 from evaluation.models import EvaluationSuite, SuiteVersion
 from evaluation.suites import MAX_TASKS, task_problems, task_source_run
 from evaluation.verdicts import VerdictCode
-from review.models import Score, ScoreConfig, ScoreKind, ScoreSource
+from review import queues
+from review.models import ReviewQueue, Score, ScoreConfig, ScoreKind, ScoreSource
 from review.scoring import score_value, shown_value
 from runs import bulk
 from runs.models import Run
@@ -252,6 +253,29 @@ def suite_add_runs(*, user, suite: Any, run_ids: list[int], expectation: Expecta
     return AddResult(suite=change.suite, version=change.version, added=[by_name[n] for n in change.added],
                      already_present=already + [by_name[n] for n in change.already_present if n in by_name],
                      refused=result_refused)
+
+
+QUEUE_STATES = ("done", "all", "disagreement")
+
+
+def suite_add_queue(*, user, queue: ReviewQueue, state: str, suite: Any, expectation: Expectation | None = None,
+                    create: bool = False) -> AddResult:
+    """Add the runs of a review queue's items (its done ones, all, or those its reviewers disagreed on)
+    to a suite, as the runs list's bulk action does: a run that cannot become a task is listed in
+    `refused`, the rest added in one version."""
+    require(user, EDIT_SUITES, "add runs to evaluation suites")
+    if state not in QUEUE_STATES:
+        raise InvalidInput(f"state is one of: {', '.join(QUEUE_STATES)}.", fields={"state": "unknown"})
+    run_ids = list(queues.results(queue, state="" if state == "all" else state)
+                   .values_list("run_id", flat=True)[:MAX_TASKS + 1])
+    if not run_ids:
+        raise InvalidInput(f"The queue has no {'' if state == 'all' else state + ' '}item to add.",
+                           fields={"state": "no item"})
+    if len(run_ids) > MAX_TASKS:
+        raise InvalidInput(f"The queue has more than {MAX_TASKS} such items, more than a suite holds: add its "
+                           "done items, or its disagreements.", fields={"state": f"at most {MAX_TASKS} runs"})
+    return suite_add_runs(user=user, suite=suite, run_ids=run_ids, expectation=expectation, create=create,
+                          strict=False)
 
 
 # -- "add to a suite" over the runs a filter selects (runs.bulk's extension) ----------------------

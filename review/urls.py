@@ -18,6 +18,7 @@ urlpatterns += [
     path("queues/", views_queues.queue_list, name="queues"),
     path("queues/new/", views_queues.queue_form, name="queue_new"),
     path("queues/<int:queue_id>/", views_queues.queue_results, name="queue"),
+    path("queues/<int:queue_id>/add-to-suite/", views_datasets.queue_add_to_suite, name="queue_add_to_suite"),
     path("queues/<int:queue_id>/edit/", views_queues.queue_form, name="queue_edit"),
     path("queues/<int:queue_id>/delete/", views_queues.queue_delete, name="queue_delete"),
     path("queues/<int:queue_id>/work/", views_queues.queue_work, name="queue_work"),

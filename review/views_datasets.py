@@ -12,7 +12,7 @@ from core.roles import EDIT_SUITES
 from evaluation.models import EvaluationSuite
 from evaluation.verdicts import VERDICT_LABELS, VerdictCode
 from review import datasets
-from review.models import ScoreConfig, ScoreKind
+from review.models import ReviewQueue, ScoreConfig, ScoreKind
 from runs.models import Run
 
 NEW = "__new__"
@@ -84,3 +84,45 @@ def add_to_suite(request, run_id: int):
     elif error:
         status = 409 if request.method == "POST" else 200
     return render(request, "review/add_to_suite.html", {"run": run, "form": form, "error": error}, status=status)
+
+
+class QueueToSuiteForm(AddToSuiteForm):
+    state = forms.ChoiceField(label="Which items", choices=[
+        ("done", "the done items"), ("all", "every item"), ("disagreement", "the items its reviewers disagreed on")])
+
+    field_order = ["state"]
+
+
+@permission_needed(EDIT_SUITES, "add runs to evaluation suites")
+@require_http_methods(["GET", "POST"])
+def queue_add_to_suite(request, queue_id: int):
+    """The runs of a review queue's items become tasks of a suite (those that cannot are listed)."""
+    queue = get_object_or_404(ReviewQueue, pk=queue_id)
+    form = QueueToSuiteForm(request.POST or None)
+    error, status = "", 200
+    if request.method == "POST":
+        if form.is_valid():
+            data = form.cleaned_data
+            creating = data["suite"] == NEW
+            try:
+                result = datasets.suite_add_queue(
+                    user=request.user, queue=queue, state=data["state"],
+                    suite=data["new_suite"].strip() if creating else data["suite"], create=creating,
+                    expectation=datasets.expectation_clean(
+                        verdict_expected=data["verdict_expected"] or None,
+                        completion_expected=data["completion_expected"], note=data["note"],
+                        expected_from_score=data["expected_from_score"]))
+            except ServiceError as exc:
+                error, status = exc.message, exc.status
+            else:
+                refused = f" {len(result.refused)} could not: " + "; ".join(
+                    f"run {run}: {why}" for run, why in list(result.refused.items())[:5]) if result.refused else ""
+                messages.success(request, f"{len(result.added)} run{'s' if len(result.added) != 1 else ''} added to "
+                                          f"{result.suite.name}" + (f", version {result.version.number}" if
+                                                                    result.version else "") +
+                                          f"; {len(result.already_present)} already in it.{refused}")
+                return redirect("review:queue", queue_id=queue.pk)
+        else:
+            status = 400
+    return render(request, "review/add_to_suite.html", {"queue": queue, "form": form, "error": error},
+                  status=status)

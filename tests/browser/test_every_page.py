@@ -190,6 +190,7 @@ PAGES = [
     "/runs/calls/", "/runs/calls/?q=travel&status=retryable", "/runs/failures/", "/review/settings/",
     "/review/scores/", "/review/scores/{scored}", "/review/queues/", "/review/queues/new/",
     "/review/queues/{queue}/", "/review/queues/{queue}/edit/", "/review/queues/{queue}/work/",
+    "/review/queues/{queue}/add-to-suite/",
     "/evaluations/{regression}/", "/review/runs/{found}/add-to-suite/",
     "/runs/bulk/?query=goal%3Dpolicy&action=suite&suite=from+runs&completion_expected=yes&note=",
 ]

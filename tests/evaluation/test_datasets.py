@@ -530,3 +530,62 @@ def test_the_start_form_lists_the_suites_of_the_project_in_scope_only(operator, 
     assert names == ["small"]
     with project_scope(other):
         assert [label for _value, label in StartEvaluationForm().fields["suite"].choices] == ["theirs"]
+
+
+class TestFromAReviewQueue:
+    """A review queue's runs (its done items, all, or its disagreements) become tasks in one version."""
+
+    @pytest.fixture
+    def queue(self, good_run, bad_run, operator, registry_admin):
+        from review import queues
+
+        ScoreConfig.objects.create(name="helpful", kind="numeric", min_value=1, max_value=5)
+        made, _ = queues.queue_save(user=registry_admin, name="stalls", filter_query="q=travel",
+                                    score_configs=["helpful"])
+        item = queues.queue_next(user=operator, queue=made)
+        queues.item_done(user=operator, queue=made, item_id=item.pk, scores={"helpful": 4})
+        return made
+
+    def test_its_done_items_then_all_of_them_join_a_suite(self, api_for, queue, good_run, bad_run, operator):
+        from review.models import QueueItem
+
+        done = QueueItem.objects.get(queue=queue, done_at__isnull=False).run_id
+        url = f"/api/review/queues/{queue.pk}/add-to-suite/"
+        first = api_for(operator).post(url, {"suite": "from-a-queue", "create": True}, format="json")
+        assert first.status_code == 201, first.json()
+        assert first.json()["added"] == [done] and first.json()["version"] == 1
+        every = api_for(operator).post(url, {"suite": "from-a-queue", "state": "all"}, format="json")
+        assert every.status_code == 201 and every.json()["already_present"] == [done]
+        suite = EvaluationSuite.objects.get(name="from-a-queue")
+        assert suite.version == 2 and {t["source"]["run"] for t in suite.tasks} == {good_run.pk, bad_run.pk}
+
+    @pytest.mark.parametrize("body, status", [
+        ({"suite": "x", "state": "everything"}, 400),
+        ({"suite": "x", "state": "disagreement", "create": True}, 400),   # none disagreed
+        ({"suite": "no such suite"}, 404),
+        ({"state": "done"}, 400),
+    ])
+    def test_bad_input_is_a_clear_4xx_and_adds_nothing(self, api_for, queue, operator, body, status):
+        response = api_for(operator).post(f"/api/review/queues/{queue.pk}/add-to-suite/", body, format="json")
+        assert response.status_code == status, response.content
+        assert not EvaluationSuite.objects.filter(bundled=False).exists()
+
+    def test_who_may(self, api_for, queue, viewer, reviewer):
+        url = f"/api/review/queues/{queue.pk}/add-to-suite/"
+        assert api_for(viewer).post(url, {"suite": "v", "create": True}, format="json").status_code == 403
+        assert api_for(reviewer).post(url, {"suite": "r", "create": True}, format="json").status_code == 201
+        assert api_for(reviewer).post("/api/review/queues/999999/add-to-suite/", {"suite": "r"},
+                                      format="json").status_code == 404
+
+    def test_from_the_queue_page(self, client_for, queue, operator):
+        page = client_for(operator).get(f"/review/queues/{queue.pk}/")
+        assert f"/review/queues/{queue.pk}/add-to-suite/" in page.content.decode()
+        form = client_for(operator).get(f"/review/queues/{queue.pk}/add-to-suite/")
+        assert form.status_code == 200 and "Which items" in form.content.decode()
+        posted = client_for(operator).post(f"/review/queues/{queue.pk}/add-to-suite/",
+                                           {"state": "all", "suite": "__new__", "new_suite": "queue suite"})
+        assert posted.status_code == 302 and posted["Location"] == f"/review/queues/{queue.pk}/"
+        assert EvaluationSuite.objects.get(name="queue suite").version == 1
+        refused = client_for(operator).post(f"/review/queues/{queue.pk}/add-to-suite/",
+                                            {"state": "disagreement", "suite": "__new__", "new_suite": "none"})
+        assert refused.status_code == 400 and "no disagreement item" in refused.content.decode()
