@@ -189,7 +189,9 @@ def score_insights(*, config: ScoreConfig, window_key: str = DEFAULT_WINDOW, gro
     frequent MAX_GROUPS)."""
     window = WINDOWS[window_key]
     start, end, starts = periods.window_bounds(window, now)
-    scores = Score.objects.filter(config=config, created_at__gte=start, created_at__lte=end)
+    # Evaluation runs are left out, as the dashboard and usage leave them out: they are rehearsals.
+    scores = Score.objects.filter(config=config, created_at__gte=start, created_at__lte=end,
+                                  run__evaluation__isnull=True)
     low, high = _range(config, scores)
     labels = _bin_labels(config, low, high)
     headline = _headline(config, scores)

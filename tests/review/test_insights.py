@@ -98,6 +98,18 @@ class TestDistributions:
         found = report(cost)
         assert found.bin_labels[-1] == "90–100" and found.overall.bins[0] == 1 and found.overall.bins[-1] == 1
 
+    def test_evaluation_runs_are_left_out(self, helpful, make_run, operator):
+        from evaluation.models import Evaluation, EvaluationSuite
+
+        suite = EvaluationSuite.objects.create(name="s", tasks=[])
+        rehearsal = make_run()
+        Run.objects.filter(pk=rehearsal.pk).update(
+            evaluation=Evaluation.objects.create(suite=suite, started_by=operator))
+        score(helpful, rehearsal, 1)
+        score(helpful, make_run(), 9)
+        found = report(helpful)
+        assert found.overall.n == 1 and found.overall.mean == 9.0
+
     def test_no_scores_is_an_empty_report_not_an_error(self, helpful):
         found = report(helpful, group="planner")
         assert found.overall.n == 0 and found.overall.mean is None and found.groups == []
