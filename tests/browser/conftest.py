@@ -3,8 +3,12 @@ import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 CHROMIUM = Path("/usr/bin/chromium")
+# An assertion waits up to 20 s for the page to get there (Playwright's default is 5 s): under CI's load
+# a search answered after 5 s left the table of the page before it (tests/browser/test_explorer_pages.py).
+expect.set_options(timeout=20_000)
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
