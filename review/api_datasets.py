@@ -16,12 +16,11 @@ from review import datasets
 from review.models import ReviewQueue
 
 
-class AddRunsInput(serializers.Serializer):
+class SuiteExpectationInput(serializers.Serializer):
+    """The suite runs are added to, and the expected outcome they are added with."""
     suite = serializers.CharField(max_length=120, help_text="The suite's id or name.")
     create = serializers.BooleanField(  # type: ignore[assignment]
         default=False, help_text="Make a new suite when no suite has that name.")
-    runs = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=MAX_TASKS,
-                                 help_text="Finished runs of this project.")
     verdict_expected = serializers.ChoiceField(choices=[v.value for v in VerdictCode], required=False,
                                                allow_null=True, default=None)
     completion_expected = serializers.BooleanField(required=False, allow_null=True, default=None,
@@ -31,6 +30,11 @@ class AddRunsInput(serializers.Serializer):
         max_length=60, required=False, allow_blank=True, default="",
         help_text="A boolean score config ('was the run's outcome right?'): yes expects the run's own outcome, "
                   "no the opposite.")
+
+
+class AddRunsInput(SuiteExpectationInput):
+    runs = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=MAX_TASKS,
+                                 help_text="Finished runs of this project.")
 
 
 AddRunsOutput = inline_serializer("SuiteRunsAdded", {
@@ -55,26 +59,16 @@ class SuiteAddRunsApi(ApiView):
     @extend_schema(request=AddRunsInput, responses={201: AddRunsOutput, 200: AddRunsOutput})
     def post(self, request):
         data = validated(AddRunsInput, request.data)
-        expectation = datasets.expectation_clean(
-            verdict_expected=data["verdict_expected"], completion_expected=data["completion_expected"],
-            note=data["note"], expected_from_score=data["expected_from_score"])
+        expectation = datasets.expectation_from(data)
         result = datasets.suite_add_runs(user=request.user, suite=data["suite"], run_ids=data["runs"],
                                          expectation=expectation, create=data["create"])
         return Response(result.as_dict(), status=201 if result.version else 200)
 
 
-class QueueAddToSuiteInput(serializers.Serializer):
+class QueueAddToSuiteInput(SuiteExpectationInput):
     state = serializers.ChoiceField(choices=list(datasets.QUEUE_STATES), default="done",
                                     help_text="done: the done items; all; disagreement: the four-eyes items whose "
                                               "reviewers disagreed")
-    suite = serializers.CharField(max_length=120, help_text="The suite's id or name.")
-    create = serializers.BooleanField(  # type: ignore[assignment]
-        default=False, help_text="Make a new suite when no suite has that name.")
-    verdict_expected = serializers.ChoiceField(choices=[v.value for v in VerdictCode], required=False,
-                                               allow_null=True, default=None)
-    completion_expected = serializers.BooleanField(required=False, allow_null=True, default=None)
-    note = serializers.CharField(max_length=datasets.MAX_NOTE, required=False, allow_blank=True, default="")
-    expected_from_score = serializers.CharField(max_length=60, required=False, allow_blank=True, default="")
 
 
 class QueueAddToSuiteApi(ApiView):
@@ -87,9 +81,7 @@ class QueueAddToSuiteApi(ApiView):
     def post(self, request, queue_id: int):
         queue = get_object_or_404(ReviewQueue, pk=queue_id)
         data = validated(QueueAddToSuiteInput, request.data)
-        expectation = datasets.expectation_clean(
-            verdict_expected=data["verdict_expected"], completion_expected=data["completion_expected"],
-            note=data["note"], expected_from_score=data["expected_from_score"])
+        expectation = datasets.expectation_from(data)
         result = datasets.suite_add_queue(user=request.user, queue=queue, state=data["state"], suite=data["suite"],
                                           expectation=expectation, create=data["create"])
         return Response(result.as_dict(), status=201 if result.version else 200)

@@ -84,6 +84,13 @@ def expectation_clean(*, verdict_expected: Any = None, completion_expected: Any 
     return Expectation(verdict_expected, completion_expected, note.strip(), expected_from_score)
 
 
+def expectation_from(data) -> Expectation:
+    """expectation_clean over the fields of a form, an API body or a bulk job's parameters."""
+    return expectation_clean(verdict_expected=data.get("verdict_expected"),
+                             completion_expected=data.get("completion_expected"), note=data.get("note", ""),
+                             expected_from_score=data.get("expected_from_score", ""))
+
+
 def run_refusal(run: Run) -> str:
     """Why the run cannot become a task ("" when it can): read from the run's row alone."""
     if not run.is_finished:
@@ -293,9 +300,7 @@ def bulk_parameters_clean(parameters: dict) -> dict:
     create = parameters.get("create", False)
     if not isinstance(create, bool):
         raise InvalidInput("create must be true or false.", fields={"parameters.create": "true or false"})
-    expectation = expectation_clean(
-        verdict_expected=parameters.get("verdict_expected"), completion_expected=parameters.get("completion_expected"),
-        note=parameters.get("note", ""), expected_from_score=parameters.get("expected_from_score", ""))
+    expectation = expectation_from(parameters)
     found = evaluation_selectors.suite_get(suite)
     if found is None and not create:
         raise NotFound(f"No evaluation suite {str(suite)[:120]!r}.", fields={"parameters.suite": "no such suite"})

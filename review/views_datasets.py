@@ -63,10 +63,7 @@ def add_to_suite(request, run_id: int):
             data = form.cleaned_data
             creating = data["suite"] == NEW
             try:
-                expectation = datasets.expectation_clean(
-                    verdict_expected=data["verdict_expected"] or None,
-                    completion_expected=data["completion_expected"], note=data["note"],
-                    expected_from_score=data["expected_from_score"])
+                expectation = datasets.expectation_from(data)
                 result = datasets.suite_add_runs(user=request.user,
                                                  suite=data["new_suite"].strip() if creating else data["suite"],
                                                  run_ids=[run.pk], expectation=expectation, create=creating)
@@ -108,10 +105,7 @@ def queue_add_to_suite(request, queue_id: int):
                 result = datasets.suite_add_queue(
                     user=request.user, queue=queue, state=data["state"],
                     suite=data["new_suite"].strip() if creating else data["suite"], create=creating,
-                    expectation=datasets.expectation_clean(
-                        verdict_expected=data["verdict_expected"] or None,
-                        completion_expected=data["completion_expected"], note=data["note"],
-                        expected_from_score=data["expected_from_score"]))
+                    expectation=datasets.expectation_from(data))
             except ServiceError as exc:
                 error, status = exc.message, exc.status
             else:
