@@ -22,6 +22,7 @@ from core.audit import audit
 from core.errors import Conflict, InvalidInput
 from core.models import AuditAction
 from core.permissions import require
+from runs import checkpoint
 from runs.models import Attempt, Planner, Reconciliation, Run, RunLabel
 from runs.planners import validate_planner_config
 from runs.services import _enqueue_advance, budget_errors, can_manage_run, require_manage
@@ -103,8 +104,8 @@ def run_fork(*, run_id: int, user, at: int | None = None, attempt: str | None = 
         key_scope=(source.state or {}).get("key_scope") or str(source.pk), inherited=inherited,
         settled_keys=settled, reason=fork_reason(source, at, len(calls), found),
         require_plan_approval=source.require_plan_approval)
-    Run.objects.filter(pk=run.pk).update(state=state.to_dict())
-    run.state = state.to_dict()
+    run.state = checkpoint.head(state)
+    Run.objects.filter(pk=run.pk).update(state=run.state)
     resumed = at == len(calls) + 1
     audit(actor=user, action=AuditAction.RUN_FORKED, target=run,
           summary=f"Run {run.pk} {'resumes' if resumed else 'forks'} run {source.pk} "

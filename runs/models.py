@@ -82,7 +82,8 @@ class Run(models.Model):
     # {key: value}, set at start (runs.labels); RunLabel rows index them for filters.
     labels = models.JSONField(default=dict, blank=True)
     trace_id = models.CharField(max_length=32, unique=True)
-    # The runtime's checkpoint (runtime.state.RunState.to_dict()).
+    # The runtime's checkpoint (runtime.state.RunState) without its steps' progress, which the current
+    # revision's Step rows hold (runs/checkpoint.py).
     state = models.JSONField(default=dict, blank=True)
     # Which worker advances the run, until when: only one worker at a time.
     lease_owner = models.CharField(max_length=100, blank=True)
@@ -220,6 +221,10 @@ class Step(models.Model):
     depends_on = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=20, choices=StepStatus.choices, default=StepStatus.PENDING)
     approval_state = models.CharField(max_length=20, choices=ApprovalState.choices, default=ApprovalState.NOT_REQUIRED)
+    # The runtime's progress of this step (runtime.state.StepProgress.progress_dict()), kept here rather
+    # than in the run's checkpoint so a pass writes only the steps it changed (runs/checkpoint.py).
+    # None: as the plan left it (pending, no attempt).
+    progress = models.JSONField(null=True, blank=True)
 
     objects = RunRecordManager()
 

@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Q
 
 from core.choices import FINISHED_STATUSES
+from runs import checkpoint
 from runs.models import PlanSubmission, Run
 from runs.planners.external import awaited_revision
 from runs.planners.llm import observation_for_planner
@@ -95,7 +96,7 @@ def planning_needs(run: Run, *, proposer_id: int | None = None) -> dict[str, Any
         "reason_code": planning.get("reason_code") if awaited is not None else None,
         "reason": planning.get("reason", "") if awaited is not None else "",
         "validation_errors": list(planning.get("validation_errors") or []) if awaited is not None else [],
-        "previous_plan": _previous_plan(state, planning),
+        "previous_plan": _previous_plan(run, planning),
         "observations": [{"attempt_id": h.attempt_id, "kind": h.kind, **observation_for_planner(h)}
                          for h in history],
         "capabilities": [{"name": c.name, "description": c.description, "schema": c.schema,
@@ -111,10 +112,10 @@ def planning_needs(run: Run, *, proposer_id: int | None = None) -> dict[str, Any
     }
 
 
-def _previous_plan(state: dict[str, Any], planning: dict[str, Any]) -> list[dict[str, Any]]:
+def _previous_plan(run: Run, planning: dict[str, Any]) -> list[dict[str, Any]]:
     """The rejected plan being corrected, else the last accepted plan (as the controller tells any planner)."""
     if planning.get("reason_code") == ReplanReason.PLAN_REJECTED.value:
         raw = planning.get("rejected_plan")
         raw = raw.get("steps") if isinstance(raw, dict) else raw
         return [x for x in raw if isinstance(x, dict)] if isinstance(raw, list) else []
-    return [p["step"] for p in state.get("steps") or ()]
+    return checkpoint.plan_steps(run)

@@ -17,7 +17,7 @@ from core.models import AuditAction, Project
 from core.permissions import require
 from core.projects import active_project_id
 from core.roles import MANAGE_ALL_RUNS
-from runs import failures, otel
+from runs import checkpoint, failures, otel
 from runs.dashboard import rollup, usage
 from runs.labels import labels_errors
 from runs.models import Approval, Attempt, PlanSubmission, Run, RunLabel, Step
@@ -321,8 +321,8 @@ def run_start(*, owner, goal: str, completion: dict, budgets: dict | None = None
     state = RunState.new(run_id=str(run.pk), goal=run.goal, completion=completion or None, budgets=parsed_budgets,
                          started_at=now.timestamp(), trace_id=trace_id, require_plan_approval=require_plan_approval,
                          plan_success_completes=planner != "gateway")
-    Run.objects.filter(pk=run.pk).update(state=state.to_dict())
-    run.state = state.to_dict()
+    run.state = checkpoint.head(state)
+    Run.objects.filter(pk=run.pk).update(state=run.state)
     audit(actor=owner, action=AuditAction.RUN_STARTED, target=run, summary=f"Run {run.pk} started: {run.goal[:120]}",
           details={"planner": planner, "require_plan_approval": require_plan_approval, "labels": labels})
     _enqueue_advance(run.pk)

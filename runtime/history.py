@@ -10,6 +10,13 @@ from .records import memo_dict
 
 DEFAULT_WINDOW = 20
 
+# What Observation.from_dict assumes for a missing field: a history entry leaves these out. The
+# checkpoint keeps the window's entries and a pass rewrites them; most of their fields are empty.
+_OBSERVATION_DEFAULTS: dict[str, Any] = {
+    "state_changed": False, "output_ref": None, "error_code": None, "error_category": None, "error_message": "",
+    "retry_guidance": "", "retry_after_s": None, "side_effect": "not_committed", "attempt": 1, "trace_id": "",
+    "span_id": "", "extra": {}}
+
 
 class AttemptKind(StrEnum):
     CALL = "call"        # a step's first execution (also a re-proposed step in a new revision)
@@ -37,7 +44,8 @@ class HistoryEntry:
         return memo_dict(self, lambda: {
             "attempt_id": self.attempt_id, "capability": self.capability, "arguments": self.arguments,
             "signature": self.signature, "fingerprint": self.fingerprint, "kind": self.kind,
-            "observation": self.observation.to_dict()})
+            "observation": {k: v for k, v in self.observation.to_dict().items()
+                            if k not in _OBSERVATION_DEFAULTS or v != _OBSERVATION_DEFAULTS[k]}})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HistoryEntry:

@@ -64,6 +64,10 @@ class StepProgress:
     def from_dict(cls, data: dict[str, Any]) -> StepProgress:
         return cls(**{**data, "step": Step.from_dict(data["step"])})
 
+    def progress_dict(self) -> dict[str, Any]:
+        """to_dict() without the step and its index: what an adapter keeping them apart stores."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("step", "index")}
+
 
 @dataclass(frozen=True)
 class PlanningNeed:
@@ -167,7 +171,9 @@ class RunState:
     def with_step(self, progress: StepProgress) -> RunState:
         return replace(self, steps=tuple(progress if p.step.id == progress.step.id else p for p in self.steps))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, steps: bool = True) -> dict[str, Any]:
+        """The checkpoint as JSON. steps=False leaves the steps' progress out, for an adapter that keeps
+        each step's progress apart (with the step) so a pass writes only the steps it changed."""
         return {
             "run_id": self.run_id, "goal": self.goal,
             "completion": self.completion.to_dict() if self.completion else None,
@@ -177,7 +183,7 @@ class RunState:
             "cancel_requested": self.cancel_requested, "status": self.status.value,
             "stop_reason": self.stop_reason, "stop_detail": self.stop_detail, "stall_kind": self.stall_kind,
             "usage": self.usage.to_dict(),
-            "revision": self.revision, "steps": [p.to_dict() for p in self.steps],
+            "revision": self.revision, **({"steps": [p.to_dict() for p in self.steps]} if steps else {}),
             "planning": self.planning.to_dict() if self.planning else None,
             "plan_awaiting_approval": self.plan_awaiting_approval.to_dict() if self.plan_awaiting_approval else None,
             "pending_approval": self.pending_approval.to_dict() if self.pending_approval else None,

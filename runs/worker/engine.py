@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from capabilities.executors.open_calls import OPEN_CALLS
 from core.projects import project_scope
-from runs import otel, wakeups
+from runs import checkpoint, otel, wakeups
 from runs.models import PlanSubmission, Run
 from runs.planners.external import AGENT_PLANNERS, awaited_revision
 from runs.worker import queue
@@ -106,7 +106,7 @@ def _advance_slice(run: Run, lease: Lease, keeper: LeaseKeeper, slice_seconds: f
     writer.load_interrupted()
     writer.load_interrupted_planner_calls()
     controller = build_controller(run, writer, registry)
-    state = RunState.from_dict(run.state)
+    state = checkpoint.load(run)
     writer.previous = state
     started = time.monotonic()
 

@@ -8,7 +8,8 @@ the same rows from the same builders, behind the same fenced UPDATE of the run.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
@@ -29,8 +30,8 @@ class PassWrite:
     and, under `lease`, its owner and token (runs.worker.leases.fenced_update_sql); when it
     matches no row the lease is lost and the pass writes nothing. Then a row for each of
     `events` that adds one, in order (a plan's revision and steps, an attempt, its decision, an
-    approval request, a planner call closed), the run's stop, and the steps whose status
-    `state` (the checkpoint) changed. What each row holds is built as it is written (the step
+    approval request, a planner call closed), the run's stop, and the steps whose status or
+    progress `state` (the checkpoint) changed. What each row holds is built as it is written (the step
     an attempt links, a large output stored by reference), after the fenced UPDATE.
     """
 
@@ -44,11 +45,20 @@ class PassWrite:
     now: datetime
 
 
+@dataclass
+class StepWrites:
+    """The Step rows a pass changes: by new status, the ids of those whose status alone changed; and
+    (id, status, progress) of those whose progress changed (progress None: as the plan left it)."""
+
+    statuses: dict[str, list[int]] = field(default_factory=dict)
+    progress: list[tuple[int, str, dict[str, Any] | None]] = field(default_factory=list)
+
+
 def write_in_one_statement(write: PassWrite, *, attempt: dict[str, Any] | None, decision: dict[str, Any] | None,
                            plan: tuple[dict[str, Any], list[dict[str, Any]]] | None,
-                           step_statuses: dict[str, list[int]]) -> tuple[Any, list[tuple]]:
+                           steps: StepWrites) -> tuple[Any, list[tuple]]:
     """The common pass as one statement: the fenced run UPDATE, with the attempt, its decision and the
-    steps whose status changed (or a run's first plan: its revision and steps) written only through
+    steps whose status or progress changed (or a run's first plan: its revision and steps) written only through
     its RETURNING row. One round trip and no BEGIN/COMMIT instead of six.
 
     Rows are {attname: value}; the decision takes the attempt's new id. Returns the fenced row
@@ -79,11 +89,17 @@ def write_in_one_statement(write: PassWrite, *, attempt: dict[str, Any] | None, 
             parts.append(f"st AS ({sql} RETURNING id, {qn('key')}, {qn('capability_version_id')})")
             params += values_params
             plan_steps = True
-    for n, (status, pks) in enumerate(step_statuses.items()):
-        parts.append(f"s{n} AS (UPDATE {qn(Step._meta.db_table)} SET {qn('status')} = %s "
-                     f"WHERE {qn(_column(Step))} IN ({', '.join(['%s'] * len(pks))}) "
-                     "AND EXISTS (SELECT 1 FROM r))")
+    step_table, step_id = qn(Step._meta.db_table), qn(_column(Step))
+    for n, (status, pks) in enumerate(steps.statuses.items()):
+        parts.append(f"s{n} AS (UPDATE {step_table} SET {qn('status')} = %s "
+                     f"WHERE {step_id} IN ({', '.join(['%s'] * len(pks))}) AND EXISTS (SELECT 1 FROM r))")
         params += [status, *pks]
+    if steps.progress:
+        parts.append(f"sp AS (UPDATE {step_table} SET {qn('status')} = v.status, {qn('progress')} = v.progress "
+                     f"FROM (VALUES {', '.join(['(%s, %s, %s::jsonb)'] * len(steps.progress))}) "
+                     f"AS v(id, status, progress) WHERE {step_table}.{step_id} = v.id AND EXISTS (SELECT 1 FROM r))")
+        for pk, status, progress in steps.progress:
+            params += [pk, status, None if progress is None else json.dumps(progress)]
     if plan_steps:  # the fenced row once per step written, with the step's id, key and version
         sql = (f"WITH {', '.join(parts)} SELECT r.{cancel}, {registry_version_sql()}, st.id, "
                f"st.{qn('key')}, st.{qn('capability_version_id')} FROM r CROSS JOIN st")

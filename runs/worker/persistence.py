@@ -24,11 +24,12 @@ from django.utils import timezone
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.outputs import store_json, stored_output_for
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
-from runs import failures
+from runs import checkpoint, failures
+from runs.checkpoint import fresh_progress
 from runs.models import Approval, Attempt, Decision, PlanRevision, PlanSubmission, Run, Step
 from runs.services import LOST_CALL_MESSAGE, run_close_open_records
 from runs.worker.leases import Lease, can_return_from_update, fenced_update
-from runs.worker.pass_write import PassWrite, write_in_one_statement
+from runs.worker.pass_write import PassWrite, StepWrites, write_in_one_statement
 from runs.worker.planner_intents import PlannerCallIntents
 from runs.worker.sql import insert_rows
 from runtime import events as ev
@@ -183,8 +184,11 @@ class PassWriter(PlannerCallIntents):
         if write.stopped is not None:
             self._record_stop(write, self._attempt(attempts, write.stopped.attempt_id))
         self._written(write.values, write.increments)
-        for status, pks in self._changed_step_statuses(write.state).items():
+        steps = self._step_writes(write.state)
+        for status, pks in steps.statuses.items():
             Step.objects.filter(pk__in=pks).update(status=status)
+        for pk, status, progress in steps.progress:
+            Step.objects.filter(pk=pk).update(status=status, progress=progress)
         self.previous = write.state
 
     def _fenced(self, returned: Any) -> None:
@@ -228,7 +232,7 @@ class PassWriter(PlannerCallIntents):
         plan_rows = _plan_rows(self.run, plan, self.version_of) if plan is not None else None
         returned, steps = write_in_one_statement(
             write, attempt=attempt_row, decision=self._decision_row(decision) if decision is not None else None,
-            plan=plan_rows, step_statuses={} if plan is not None else self._changed_step_statuses(write.state))
+            plan=plan_rows, steps=StepWrites() if plan is not None else self._step_writes(write.state))
         self._fenced(returned)
         if plan is not None and plan.accepted:
             self._fresh_revision = plan.revision
@@ -269,13 +273,13 @@ class PassWriter(PlannerCallIntents):
         steps' statuses would change, and every step of the new one pending (as inserted)."""
         return (other is None and not plan.triggering_attempt_id and self.previous is not None
                 and not self.previous.revision and len(plan.steps) <= ONE_STATEMENT_PLAN_STEPS
-                and all(status == StepStatus.PENDING for status in _step_statuses(state).values()))
+                and all(_step_status(state, p) == StepStatus.PENDING and fresh_progress(p) for p in state.steps))
 
     def _run_fields(self, transition: Transition, now, stopped) -> tuple[dict[str, Any], dict[str, int]]:
         """The fields this pass owns, never cancel_requested_at or anything an operator sets."""
         state, usage, run = transition.state, transition.state.usage, self.run
         values: dict[str, Any] = {
-            "state": state.to_dict(), "iterations": usage.iterations, "revisions": usage.plans,
+            "state": checkpoint.head(state), "iterations": usage.iterations, "revisions": usage.plans,
             "tool_calls": usage.tool_calls, "retries": usage.retries, "tokens": usage.tokens, "cost": usage.cost,
             "side_effects_committed": usage.side_effects,
             "next_action_at": _at(state.not_before) if state.not_before else None, "updated_at": now,
@@ -356,45 +360,50 @@ class PassWriter(PlannerCallIntents):
             self._steps[(event.revision, event.step_id)] = (step_pk, version)
         return attempt
 
-    def _changed_step_statuses(self, state: RunState) -> dict[str, list[int]]:
-        """The Step rows whose status the checkpoint changed, by new status: {status: [pk, ...]}.
+    def _step_writes(self, state: RunState) -> StepWrites:
+        """The Step rows this pass changes: their new status, and their progress where it changed.
 
-        Compared with the previous checkpoint this writer saw, so the common pass reads nothing;
-        by primary key (the writer knows the ids), as a filter through the revision costs a join.
+        Compared with the previous checkpoint this writer saw, so the common pass reads nothing
+        and writes only the steps it touched, however long the plan; by primary key (the writer
+        knows the ids), as a filter through the revision costs a join.
         """
+        writes = StepWrites()
         if not state.revision:
-            return {}
+            return writes
         previous = self.previous
-        if (previous is not None and previous.revision == state.revision and len(previous.steps) == len(state.steps)
-                and previous.is_terminal == state.is_terminal and previous.pending_approval == state.pending_approval):
-            # Only a step whose progress object was replaced can have a new status (the state is
-            # immutable: replace() keeps the others as they were), so only those are compared.
-            changed_steps = [(old, new) for old, new in zip(previous.steps, state.steps, strict=False) if old is not new]
-            return self._changed(state, {n.step.id: _step_status(state, n) for _o, n in changed_steps},
-                                 {o.step.id: _step_status(previous, o) for o, _n in changed_steps})
-        wanted = _step_statuses(state)
-        if previous is not None and previous.revision == state.revision:
-            before = _step_statuses(previous)
+        if previous is not None and previous.revision == state.revision and len(previous.steps) == len(state.steps):
+            if previous.is_terminal == state.is_terminal and previous.pending_approval == state.pending_approval:
+                # Only a step whose progress object was replaced can have changed (the state is
+                # immutable: replace() keeps the others as they were), so only those are compared.
+                pairs = [(old, new) for old, new in zip(previous.steps, state.steps, strict=False) if old is not new]
+            else:   # the run ended, or an approval came or went: any step's status may change
+                pairs = list(zip(previous.steps, state.steps, strict=False))
+            before = {old.step.id: (_step_status(previous, old), None if fresh_progress(old) else old.progress_dict())
+                      for old, _new in pairs}
+            changed = [new for _old, new in pairs]
         elif state.revision == self._fresh_revision and any(r == state.revision for r, _ in self._steps):
-            before = {key: StepStatus.PENDING for (revision, key) in self._steps if revision == state.revision}
-        else:
-            before = dict(Step.objects.filter(run=self.run, revision__number=state.revision)
-                          .values_list("key", "status"))
-        return self._changed(state, wanted, before)
-
-    def _changed(self, state: RunState, wanted: dict[str, str], before: dict[str, str]) -> dict[str, list[int]]:
-        changed: dict[str, list[int]] = {}
-        for key, status in wanted.items():
-            if key in before and before[key] != status:
-                changed.setdefault(status, []).append(self._step(state.revision, key)[0])
-        return changed
+            before = {p.step.id: (StepStatus.PENDING, None) for p in state.steps}   # as the plan inserted them
+            changed = list(state.steps)
+        else:   # nothing seen of this revision (a writer per pass, the evaluation runner's): as stored
+            stored = Step.objects.filter(run=self.run, revision__number=state.revision).values_list(
+                "key", "status", "progress")
+            before = {key: (status, progress) for key, status, progress in stored}
+            changed = list(state.steps)
+        for progress in changed:
+            if progress.step.id not in before:
+                continue
+            old_status, old_progress = before[progress.step.id]
+            status = _step_status(state, progress)
+            new_progress = None if fresh_progress(progress) else progress.progress_dict()
+            pk = self._step(state.revision, progress.step.id)[0]
+            if new_progress != old_progress:
+                writes.progress.append((pk, status, new_progress))
+            elif status != old_status:
+                writes.statuses.setdefault(status, []).append(pk)
+        return writes
 
 
 _PROGRESS_STATUS = {"pending": StepStatus.PENDING, "succeeded": StepStatus.SUCCEEDED, "failed": StepStatus.FAILED}
-
-
-def _step_statuses(state: RunState) -> dict[str, str]:
-    return {progress.step.id: _step_status(state, progress) for progress in state.steps}
 
 
 def _step_status(state: RunState, progress) -> str:

@@ -8,12 +8,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from capabilities.models import Capability, CapabilityVersion, Ticket
-from runs import services
+from runs import checkpoint, services
 from runs.models import Approval, Attempt, Run
 from runs.worker import adapters, engine, leases, sweeps
 from runs.worker.persistence import PassWriter
 from runtime.intents import LeaseLost
-from runtime.state import RunState
 from tests.binding import bound_hash
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,7 +53,7 @@ class Slice:
         self.writer = PassWriter(run, self.lease)
         self.writer.load_interrupted()
         self.controller = adapters.build_controller(run, self.writer)
-        self.state = RunState.from_dict(run.state)
+        self.state = checkpoint.load(run)
         self.writer.previous = self.state
 
     def advance(self):

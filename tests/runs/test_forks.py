@@ -6,9 +6,9 @@ tests/runs/test_forks_worker.py.
 import pytest
 
 from core.models import AuditEvent
+from runs import checkpoint
 from runs.forks import run_fork
 from runs.models import Reconciliation, Run
-from runtime.state import RunState
 
 UNKNOWN = "terminal_failure:outcome_unknown"
 TICKET = {"title": "Badge reader"}
@@ -32,7 +32,7 @@ def source(make_run, make_revision, make_step, make_attempt, operator):
 
 
 def _state(run):
-    return RunState.from_dict(Run.objects.get(pk=run.pk).state)
+    return checkpoint.load(Run.objects.get(pk=run.pk))
 
 
 class TestTheService:

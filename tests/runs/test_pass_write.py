@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs import services
+from runs import checkpoint, services
 from runs.models import Attempt, Decision, PlanRevision, Run, Step
 from runs.worker import engine
 from runs.worker.persistence import PassWriter
@@ -29,11 +29,11 @@ def trace(run):
     run = Run.objects.get(pk=run.pk)
     return {
         "run": (run.status, run.stop_reason, run.iterations, run.revisions, run.tool_calls, run.retries,
-                run.approvals_requested, run.repeated_attempts, run.lease_owner, run.state["steps"]),
+                run.approvals_requested, run.repeated_attempts, run.lease_owner, checkpoint.load(run).to_dict()["steps"]),
         "revisions": list(PlanRevision.objects.filter(run=run).order_by("number").values_list(
             "number", "accepted", "reason_code", "steps", "capabilities_seen", "proposed_by_id")),
         "steps": list(Step.objects.filter(run=run).order_by("index").values_list(
-            "index", "key", "status", "capability_name", "capability_version_id", "arguments_hash")),
+            "index", "key", "status", "progress", "capability_name", "capability_version_id", "arguments_hash")),
         "attempts": list(Attempt.objects.filter(run=run).order_by("started_at", "id").values_list(
             "number", "kind", "capability_name", "capability_version_id", "step__key", "status", "error_code",
             "signature_hash", "in_flight", "worker", "side_effect_status", "repeated_without_progress")),

@@ -6,7 +6,7 @@ from django.test.utils import CaptureQueriesContext
 from capabilities import egress
 from capabilities.models import Capability
 from capabilities.policy import capability_update
-from runs import services
+from runs import checkpoint, services
 from runs.models import Attempt, Run, Step
 from runs.worker import engine, leases
 from runs.worker.adapters import DjangoRegistry
@@ -137,13 +137,12 @@ def test_the_registry_s_secret_names_are_read_once_per_version(demo_capabilities
 def _first_pass(run, lease):
     """The run's first pass (its plan), as a worker's slice makes it, and the writer it goes through."""
     from runs.worker.adapters import build_controller
-    from runtime.state import RunState
 
     run = Run.objects.select_related("owner").get(pk=run.pk)
     registry = DjangoRegistry()
     registry.observe_version(lease.registry_version)
     writer = PassWriter(run, lease, version_of=registry.version_id)
-    state = RunState.from_dict(run.state)
+    state = checkpoint.load(run)
     writer.previous = state
     return build_controller(run, writer, registry).advance(state), writer
 
