@@ -1,33 +1,77 @@
-"""The run's checkpoint as stored: a head on the run row, each step's progress on its Step row.
+"""The run's checkpoint as stored: a head on the run row, each step's progress on its Step row,
+each history entry on its attempt's row.
 
-The runtime's RunState holds the current plan's steps with their progress. Kept whole in the run
-row, every pass rewrote every step (a 1,000-step plan made a 400 KB checkpoint per pass). Stored
-apart, a pass writes the head (bounded: counters, the history window, what waits) and the rows of
-the steps it changed, so its cost does not grow with the plan's length.
+The runtime's RunState holds the current plan's steps with their progress and a window of recent
+attempts. Kept whole in the run row, every pass rewrote every step (a 1,000-step plan made a 400 KB
+checkpoint per pass) and every entry of the window (20 of them, 12 KB). Stored apart, a pass writes
+the head (counters, what waits, the window as attempt uids), the rows of the steps it changed, and
+its attempt's entry once with the attempt: its cost does not grow with the plan or the window.
 
-A head says so with STEPS_APART; a checkpoint written before (whole, with its steps) still loads.
+A head says so with STEPS_APART; its history lists a uid for an entry on this run's attempt row
+and the entry itself for one that is not (a fork's inherited calls are another run's attempts).
+A checkpoint written before (whole, with its steps and entries) still loads.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from runs.models import Run, Step
+from runs.models import Attempt, Run, Step
 from runtime.state import RunState, StepProgress
 
 STEPS_APART = "steps_apart"
 
 
-def head(state: RunState) -> dict[str, Any]:
-    """What the run row's `state` holds: the checkpoint without its steps' progress."""
-    return {**state.to_dict(steps=False), STEPS_APART: True}
+def head(state: RunState, on_rows: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+    """What the run row's `state` holds: the checkpoint without its steps' progress, and its history
+    entries named by uid where `on_rows` says the entry is on this run's attempt row."""
+    data = state.to_dict(steps=False)
+    if on_rows:
+        data["history"] = [entry.attempt_id if entry.attempt_id in on_rows else entry.to_dict()
+                           for entry in state.history]
+    return {**data, STEPS_APART: True}
+
+
+# What an attempt row's history entry leaves out: the row's own columns say it.
+_ENTRY_COLUMNS = {"attempt_id": "uid", "capability": "capability_name", "signature": "signature", "kind": "kind"}
+
+
+def entry_for_row(entry: dict[str, Any], row_output: Any) -> dict[str, Any]:
+    """A history entry as its attempt row stores it: without what the row's columns hold (its
+    output too, when the row keeps the same one)."""
+    stored = {k: v for k, v in entry.items() if k not in _ENTRY_COLUMNS}
+    observation = entry["observation"]
+    if "output" in observation and observation["output"] == row_output:
+        stored["observation"] = {k: v for k, v in observation.items() if k != "output"} | {"output_on_row": True}
+    return stored
+
+
+def _entry_from_row(stored: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    observation = dict(stored["observation"])
+    if observation.pop("output_on_row", False):
+        observation["output"] = row["output"]
+    return {**stored, **{key: row[column] for key, column in _ENTRY_COLUMNS.items()}, "observation": observation}
+
+
+def history_on_rows(run: Run) -> set[str]:
+    """The uids of the history entries the run's stored head keeps on its attempt rows."""
+    return {entry for entry in (run.state or {}).get("history") or () if isinstance(entry, str)}
 
 
 def load(run: Run) -> RunState:
-    """The run's checkpoint: its head and, when stored apart, the current revision's step rows."""
+    """The run's checkpoint: its head and, when stored apart, the current revision's step rows and
+    the window's entries from the attempt rows."""
     data = run.state or {}
     if not data.get(STEPS_APART):
         return RunState.from_dict(data)
-    return RunState.from_dict({**data, "steps": step_progress(run.pk, int(data.get("revision") or 0))})
+    history = data.get("history") or []
+    uids = [entry for entry in history if isinstance(entry, str)]
+    rows = Attempt.objects.filter(run_id=run.pk, uid__in=uids, history_entry__isnull=False).values(
+        "history_entry", "output", *_ENTRY_COLUMNS.values()) if uids else []
+    stored = {row["uid"]: _entry_from_row(row["history_entry"], row) for row in rows}
+    return RunState.from_dict({
+        **data, "steps": step_progress(run.pk, int(data.get("revision") or 0)),
+        "history": [stored[entry] if isinstance(entry, str) else entry for entry in history
+                    if not isinstance(entry, str) or entry in stored]})
 
 
 def step_progress(run_id: int, revision: int) -> list[dict[str, Any]]:

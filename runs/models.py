@@ -281,6 +281,9 @@ class Attempt(models.Model):
     lease_token = models.PositiveBigIntegerField(null=True, blank=True)
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
+    # This attempt's entry in the runtime's history window (runtime.history.HistoryEntry.to_dict()):
+    # written once with the row; the checkpoint's head names it by uid (runs/checkpoint.py).
+    history_entry = models.JSONField(null=True, blank=True)
 
     objects = RunRecordManager()
 

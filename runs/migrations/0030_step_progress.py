@@ -1,4 +1,5 @@
-"""Each step's progress on its Step row, the run's checkpoint without it (runs/checkpoint.py).
+"""Each step's progress on its Step row, each attempt's history entry on its Attempt row, the run's
+checkpoint a head without them (runs/checkpoint.py).
 
 Live runs have their checkpoint split here: the progress of each step of the current revision
 goes to its row and the head says so. A finished run's checkpoint is never advanced again and
@@ -36,6 +37,11 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="step",
             name="progress",
+            field=models.JSONField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name="attempt",
+            name="history_entry",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.RunPython(split_live_checkpoints, migrations.RunPython.noop),

@@ -86,6 +86,10 @@ class PassWriter(PlannerCallIntents):
         self._fresh_revision = 0   # a revision this writer just recorded: its steps are all pending
         self.released = False      # a stop was written, which let go of the lease in the same UPDATE
         self.version_of = version_of
+        # History entries on this run's attempt rows (the head names them by uid), and the entries
+        # of the attempts the pass being written records.
+        self._history_rows = checkpoint.history_on_rows(run)
+        self._entries: dict[str, dict[str, Any]] = {}
 
     # -- the intent log (runtime.intents.IntentLog) -------------------------------
 
@@ -157,6 +161,10 @@ class PassWriter(PlannerCallIntents):
         """The pass's write: the run fields it owns behind the lease's fence, then its events' rows."""
         now = timezone.now()
         stopped = next((e for e in transition.events if isinstance(e, ev.RunStopped)), None)
+        recorded = {e.attempt_id for e in transition.events if isinstance(e, ev.AttemptFinished)}
+        window = {entry.attempt_id: entry for entry in transition.state.history}
+        self._entries = {uid: window[uid].to_dict() for uid in recorded if uid in window}
+        self._history_rows = (self._history_rows | set(self._entries)) & set(window)
         values, increments = self._run_fields(transition, now, stopped)
         return PassWrite(run_id=self.run.pk, lease=self.lease, values=values, increments=increments,
                          events=transition.events, stopped=stopped, state=transition.state, now=now)
@@ -279,7 +287,7 @@ class PassWriter(PlannerCallIntents):
         """The fields this pass owns, never cancel_requested_at or anything an operator sets."""
         state, usage, run = transition.state, transition.state.usage, self.run
         values: dict[str, Any] = {
-            "state": checkpoint.head(state), "iterations": usage.iterations, "revisions": usage.plans,
+            "state": checkpoint.head(state, self._history_rows), "iterations": usage.iterations, "revisions": usage.plans,
             "tool_calls": usage.tool_calls, "retries": usage.retries, "tokens": usage.tokens, "cost": usage.cost,
             "side_effects_committed": usage.side_effects,
             "next_action_at": _at(state.not_before) if state.not_before else None, "updated_at": now,
@@ -331,6 +339,8 @@ class PassWriter(PlannerCallIntents):
         ran), and the version its step links (None before the step's first attempt)."""
         step_pk, step_version = self._step(event.revision, event.step_id)
         row = _attempt_fields(self.run, event)
+        entry = self._entries.get(event.attempt_id)
+        row["history_entry"] = None if entry is None else checkpoint.entry_for_row(entry, row["output"])
         row["capability_version_id"] = self._version_exists(event.version_id, step_version)
         row["step_id"] = step_pk
         return row, step_version

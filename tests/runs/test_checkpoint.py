@@ -71,6 +71,8 @@ def test_every_pass_loads_back_as_it_was_written(operator, demo_capabilities):
         assert stored(run.pk) == work.state
         head = Run.objects.get(pk=run.pk).state
         assert "steps" not in head and head[checkpoint.STEPS_APART]
+        # The window names this run's attempts; their entries are on the attempt rows.
+        assert head["history"] == [entry.attempt_id for entry in work.state.history]
     assert passes >= 5
     rows = list(Step.objects.filter(run=run).order_by("index").values_list("status", "progress"))
     assert [status for status, _ in rows] == ["succeeded"] * 4
@@ -125,3 +127,24 @@ def test_a_checkpoint_written_whole_still_loads_and_a_live_one_is_split(operator
     assert "steps" not in head and head[checkpoint.STEPS_APART]
     assert stored(run.pk) == work.state            # and from its rows once split
     assert checkpoint.plan_steps(Run.objects.get(pk=run.pk)) == [p.step.to_dict() for p in work.state.steps]
+
+
+def test_a_forks_inherited_calls_stay_in_its_head_until_the_window_leaves_them(operator, demo_capabilities):
+    """A fork's inherited entries are another run's attempts: its head keeps them whole, its own by uid."""
+    from runs.forks import run_fork
+
+    source = plan_run(operator, 3)
+    work = Slice(source.pk)
+    while not work.state.is_terminal:
+        work.step()
+    fork = run_fork(run_id=source.pk, user=operator, at=3)
+    head = Run.objects.get(pk=fork.pk).state
+    assert [type(entry) for entry in head["history"]] == [dict, dict]
+    forked = Slice(fork.pk)
+    assert forked.state == stored(fork.pk)
+    while not forked.state.is_terminal:
+        forked.step()
+        assert stored(fork.pk) == forked.state
+    head = Run.objects.get(pk=fork.pk).state
+    kinds = [type(entry) for entry in head["history"]]
+    assert kinds[:2] == [dict, dict] and set(kinds[2:]) == {str} and len(kinds) > 2
