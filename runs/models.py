@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from core.choices import (
     FINISHED_STATUSES,
@@ -46,6 +46,13 @@ class Planner(models.TextChoices):
     GATEWAY = "gateway", "MCP client (gateway)"
     # The evaluation's baseline: one single-step call, no replanning.
     DIRECT = "direct", "direct call (evaluation baseline)"
+
+
+def _when_finished(counter: str) -> models.Case:
+    """A run's counter once it has finished (its status says so: every finished run has a stop
+    reason, run_stop_reason_iff_finished), NULL before."""
+    return models.Case(models.When(status__in=[status.value for status in FINISHED_STATUSES], then=F(counter)),
+                       default=None)
 
 
 class Run(models.Model):
@@ -102,6 +109,18 @@ class Run(models.Model):
     # source's order): the source's calls before it are this run's inherited history.
     forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
     forked_at = models.PositiveIntegerField(null=True, blank=True)
+    # The runs list's sorts by usage, kept by the database: a counter once the run has finished,
+    # NULL while it runs. Every pass changes the counters; an index on them would make every
+    # update of the run write a new entry in each (no HOT update). These stay NULL through the
+    # passes of a live run, so their indexes are untouched until the stop, which changes the
+    # status (and finished_at) anyway; a later correction of a finished run's tokens or cost
+    # follows by itself.
+    final_tool_calls = models.GeneratedField(expression=_when_finished("tool_calls"),
+                                             output_field=models.PositiveIntegerField(null=True), db_persist=True)
+    final_tokens = models.GeneratedField(expression=_when_finished("tokens"),
+                                         output_field=models.PositiveBigIntegerField(null=True), db_persist=True)
+    final_cost = models.GeneratedField(expression=_when_finished("cost"),
+                                       output_field=models.FloatField(null=True), db_persist=True)
 
     objects = ProjectScopedManager()
 
@@ -130,10 +149,13 @@ class Run(models.Model):
             # The dashboard counts live runs (evaluation IS NULL) over a time window.
             models.Index(fields=["evaluation", "created_at"], name="run_eval_created_idx"),
             models.Index(fields=["evaluation", "finished_at"], name="run_eval_finished_idx"),
-            # The runs list sorts by these (keyset: value, then id).
-            models.Index(fields=["tool_calls", "id"], name="run_tool_calls_id_idx"),
-            models.Index(fields=["tokens", "id"], name="run_tokens_id_idx"),
-            models.Index(fields=["cost", "id"], name="run_cost_id_idx"),
+            # The runs list sorts by usage through these (keyset: value, then id; live runs, NULL,
+            # after the finished ones). No index names a column that a pass changes (the counters,
+            # state, lease, next_action_at, task_sent_at, call_in_flight, updated_at): a pass that
+            # does not stop the run is then a HOT update (migration 0028 leaves room on each page).
+            models.Index(fields=["final_tool_calls", "id"], name="run_final_tool_calls_id_idx"),
+            models.Index(fields=["final_tokens", "id"], name="run_final_tokens_id_idx"),
+            models.Index(fields=["final_cost", "id"], name="run_final_cost_id_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=values_of(RunStatus)), name="run_status_valid"),
