@@ -57,7 +57,7 @@ class Loader:
 
         self.connection = connection
         self.model = model
-        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        fields = [f for f in model._meta.concrete_fields if not f.primary_key and not f.generated]
         self.fields = fields
         self.varying = [model._meta.get_field(c) for c in columns]
         self.positions = [fields.index(f) for f in self.varying]

@@ -6,7 +6,9 @@ PostgreSQL, notes the WAL position before and after, and reads the WAL written i
 with pg_waldump, keeping only this database's records (those naming one of its relations,
 and the commit records of their transactions): other databases on the same cluster, as on a
 shared machine, are left out. Prints steps/s, WAL per step (and of it full-page images, which
-depend on how recently a checkpoint ran), records per step and the bytes per resource manager.
+depend on how recently a checkpoint ran), records per step and the bytes per resource manager;
+then the share of runs_run's updates that were HOT (heap-only: no index entry written, from
+pg_stat_user_tables) and the number of indexes each attempt insert keeps up.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench CELERY_BROKER_URL=redis://127.0.0.1:6379/9 \\
         .venv/bin/python bench/wal_per_step.py --runs 16 --steps 20
@@ -33,6 +35,32 @@ RECORD = re.compile(r"rmgr: (\S+)\s+len \(rec/tot\):\s*(\d+)/\s*(\d+), tx:\s*(\d
 def psql(sql: str) -> str:
     return subprocess.run(["psql", os.environ["DATABASE_URL"], "-Atc", sql], check=True, capture_output=True,
                           text=True).stdout.strip()
+
+
+def run_updates() -> tuple[int, int]:
+    """runs_run's updates and HOT updates so far. A backend sends its statistics at most once a
+    second (and at exit): the bench's worker has exited, so a short wait lets the collector catch up."""
+    import time
+
+    time.sleep(1.5)
+    psql("SELECT pg_stat_clear_snapshot()")
+    row = psql("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'runs_run'")
+    updates, hot = row.split("|")
+    return int(updates), int(hot)
+
+
+def index_count(table: str) -> str:
+    """How many indexes the table has, and how many of them are partial (an insert writes to those
+    only when the row meets their condition)."""
+    total, partial = psql(f"SELECT count(*), count(*) FILTER (WHERE indpred IS NOT NULL) FROM pg_index "
+                          f"WHERE indrelid = '{table}'::regclass").split("|")
+    return f"{total} ({partial} of them partial)"
+
+
+def table_fillfactor(table: str) -> str:
+    options = psql(f"SELECT reloptions FROM pg_class WHERE oid = '{table}'::regclass")
+    found = re.search(r"fillfactor=(\d+)", options)
+    return found.group(1) if found else "100 (default)"
 
 
 def waldump() -> str:
@@ -74,11 +102,13 @@ def main() -> None:
                    env={**os.environ, "DEBUG": os.environ.get("DEBUG", "true")})
     attempts = "SELECT count(*) FROM runs_attempt"
     before_attempts = int(psql(attempts))
+    before_updates = run_updates()
     start = psql("SELECT pg_current_wal_lsn()")
     bench = subprocess.run([sys.executable, str(ROOT / "bench" / "concurrency.py"), "--pools", args.pool, "--runs",
                             str(args.runs), "--steps", str(args.steps), "--delay", str(args.delay)],
                            cwd=ROOT, check=True, capture_output=True, text=True)
     end = psql("SELECT pg_current_wal_lsn()")
+    after_updates = run_updates()
     dump = subprocess.run([waldump(), "-p", str(pg_wal), "-s", start, "-e", end], capture_output=True, text=True)
     if dump.returncode and not dump.stdout:
         raise SystemExit(f"pg_waldump: {dump.stderr.strip()} (the segments were recycled: run again)")
@@ -95,6 +125,10 @@ def main() -> None:
           f"{found['transactions'] / steps:.2f} transactions per step")
     for rmgr, size in found["by_rmgr"].most_common(6):
         print(f"  {rmgr:12} {size / steps / 1000:6.2f} KB per step")
+    updates, hot = after_updates[0] - before_updates[0], after_updates[1] - before_updates[1]
+    print(f"\nruns_run: {updates} updates, {hot} of them HOT ({100 * hot / max(updates, 1):.0f} %); "
+          f"fillfactor {table_fillfactor('runs_run')}")
+    print(f"runs_attempt: {index_count('runs_attempt')} indexes")
 
 
 if __name__ == "__main__":

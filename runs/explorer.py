@@ -111,10 +111,18 @@ def run_text_search(runs: QuerySet[Run], query: str) -> QuerySet[Run]:
     if len(matched) <= SELECTIVE_MATCHES:
         return runs.filter(text | Q(pk__in=set(matched)))
     sql, params = _condition(terms, table="q_attempt")
-    # OFFSET 0 keeps PostgreSQL from turning the probe into a hash of every match (it would read them all).
-    fence = " OFFSET 0" if connection.vendor == "postgresql" else ""
-    probe = RawSQL(f"EXISTS (SELECT 1 FROM \"runs_attempt\" \"q_attempt\" WHERE \"q_attempt\".\"run_id\" = "
-                   f"\"runs_run\".\"id\" AND {sql}{fence})", params, output_field=BooleanField())
+    if connection.vendor == "postgresql":
+        # The run's own attempts (a few, along an index on the run), then their documents checked
+        # one by one. The inner OFFSET 0 keeps the match out of the index scan: left to itself
+        # PostgreSQL ANDs the run's index with the search index, reading every match of the GIN
+        # index once per run probed (3.7 s for a two-word query at 400,000 attempts, 48 ms so);
+        # it also keeps it from turning the probe into a hash of every match.
+        own = ("(SELECT \"search_vector\" FROM \"runs_attempt\" WHERE \"runs_attempt\".\"run_id\" = "
+               "\"runs_run\".\"id\" OFFSET 0) \"q_attempt\"")
+        probe = RawSQL(f"EXISTS (SELECT 1 FROM {own} WHERE {sql})", params, output_field=BooleanField())
+    else:
+        probe = RawSQL(f"EXISTS (SELECT 1 FROM \"runs_attempt\" \"q_attempt\" WHERE \"q_attempt\".\"run_id\" = "
+                       f"\"runs_run\".\"id\" AND {sql})", params, output_field=BooleanField())
     return runs.alias(q_attempt_matches=probe).filter(text | Q(q_attempt_matches=True))
 
 

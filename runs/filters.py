@@ -19,9 +19,10 @@ from runs.models import Planner
 from runtime.stop import StopKind
 
 SORT_CHOICES = [("-created", "newest first"), ("created", "oldest first"), ("-finished", "finished, latest first"),
-                ("finished", "finished, earliest first"), ("-tool_calls", "most tool calls"),
-                ("tool_calls", "fewest tool calls"), ("-tokens", "most tokens"), ("tokens", "fewest tokens"),
-                ("-cost", "highest cost"), ("cost", "lowest cost")]
+                ("finished", "finished, earliest first"), ("-tool_calls", "finished, most tool calls"),
+                ("tool_calls", "finished, fewest tool calls"), ("-tokens", "finished, most tokens"),
+                ("tokens", "finished, fewest tokens"), ("-cost", "finished, highest cost"),
+                ("cost", "finished, lowest cost")]
 
 
 class RunFilterForm(forms.Form):

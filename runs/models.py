@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from core.choices import (
     FINISHED_STATUSES,
@@ -46,6 +46,13 @@ class Planner(models.TextChoices):
     GATEWAY = "gateway", "MCP client (gateway)"
     # The evaluation's baseline: one single-step call, no replanning.
     DIRECT = "direct", "direct call (evaluation baseline)"
+
+
+def _when_finished(counter: str) -> models.Case:
+    """A run's counter once it has finished (its status says so: every finished run has a stop
+    reason, run_stop_reason_iff_finished), NULL before."""
+    return models.Case(models.When(status__in=[status.value for status in FINISHED_STATUSES], then=F(counter)),
+                       default=None)
 
 
 class Run(models.Model):
@@ -103,6 +110,18 @@ class Run(models.Model):
     # source's order): the source's calls before it are this run's inherited history.
     forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
     forked_at = models.PositiveIntegerField(null=True, blank=True)
+    # The runs list's sorts by usage, kept by the database: a counter once the run has finished,
+    # NULL while it runs. Every pass changes the counters; an index on them would make every
+    # update of the run write a new entry in each (no HOT update). These stay NULL through the
+    # passes of a live run, so their indexes are untouched until the stop, which changes the
+    # status (and finished_at) anyway; a later correction of a finished run's tokens or cost
+    # follows by itself.
+    final_tool_calls = models.GeneratedField(expression=_when_finished("tool_calls"),
+                                             output_field=models.PositiveIntegerField(null=True), db_persist=True)
+    final_tokens = models.GeneratedField(expression=_when_finished("tokens"),
+                                         output_field=models.PositiveBigIntegerField(null=True), db_persist=True)
+    final_cost = models.GeneratedField(expression=_when_finished("cost"),
+                                       output_field=models.FloatField(null=True), db_persist=True)
 
     objects = ProjectScopedManager()
 
@@ -131,10 +150,13 @@ class Run(models.Model):
             # The dashboard counts live runs (evaluation IS NULL) over a time window.
             models.Index(fields=["evaluation", "created_at"], name="run_eval_created_idx"),
             models.Index(fields=["evaluation", "finished_at"], name="run_eval_finished_idx"),
-            # The runs list sorts by these (keyset: value, then id).
-            models.Index(fields=["tool_calls", "id"], name="run_tool_calls_id_idx"),
-            models.Index(fields=["tokens", "id"], name="run_tokens_id_idx"),
-            models.Index(fields=["cost", "id"], name="run_cost_id_idx"),
+            # The runs list sorts by usage through these (keyset: value, then id; live runs, NULL,
+            # after the finished ones). No index names a column that a pass changes (the counters,
+            # state, lease, next_action_at, task_sent_at, call_in_flight, updated_at): a pass that
+            # does not stop the run is then a HOT update (migration 0028 leaves room on each page).
+            models.Index(fields=["final_tool_calls", "id"], name="run_final_tool_calls_id_idx"),
+            models.Index(fields=["final_tokens", "id"], name="run_final_tokens_id_idx"),
+            models.Index(fields=["final_cost", "id"], name="run_final_cost_id_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=values_of(RunStatus)), name="run_status_valid"),
@@ -243,14 +265,24 @@ class Step(models.Model):
 
 
 class Attempt(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
-    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempts")
-    uid = models.CharField(max_length=32, unique=True, help_text="The runtime's attempt id.")
+    # Each insert keeps up every index of this table (the worker writes one or more per pass):
+    # each index below names the query that needs it (docs/performance.md, "Indexes on the
+    # attempts table"). The foreign keys' own indexes are left out where a composite index
+    # starts with the column, or where no query reads attempts by it.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts",
+                            db_index=False)  # attempt_run_time_id_idx and three more start with it
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempts",
+                             db_index=False)  # attempt_number_unique_per_step starts with it
+    # Unique (attempt_uid_unique, in Meta: a unique=True field would also get a pattern-ops index
+    # for LIKE on PostgreSQL, and no query matches uids by prefix).
+    uid = models.CharField(max_length=32, help_text="The runtime's attempt id.")
     number = models.PositiveIntegerField()
     kind = models.CharField(max_length=10, choices=AttemptKind.choices, default=AttemptKind.CALL)
     capability_name = models.CharField(max_length=80)
+    # No index: no query reads attempts by version (the capability page goes by name), and no
+    # version is ever deleted (PROTECT; versions are the registry's history).
     capability_version = models.ForeignKey("capabilities.CapabilityVersion", null=True, blank=True,
-                                           on_delete=models.PROTECT, related_name="attempts")
+                                           on_delete=models.PROTECT, related_name="attempts", db_index=False)
     signature = models.TextField()
     signature_hash = models.CharField(max_length=64)
     idempotency_key = models.CharField(max_length=128, blank=True)
@@ -261,7 +293,7 @@ class Attempt(models.Model):
     state_changed = models.BooleanField(default=False)
     output = models.JSONField(null=True, blank=True)
     output_ref = models.ForeignKey("capabilities.StoredOutput", null=True, blank=True, on_delete=models.PROTECT,
-                                   related_name="+")
+                                   related_name="+", db_index=False)  # attempt_output_ref_idx: the set ones
     error_code = models.CharField(max_length=20, choices=ErrorCode.choices, blank=True)
     error_category = models.CharField(max_length=20, choices=ErrorCategory.choices, blank=True)
     error_message = models.TextField(blank=True)
@@ -290,10 +322,13 @@ class Attempt(models.Model):
     class Meta:
         ordering = ["started_at", "id"]
         indexes = [
-            models.Index(fields=["capability_name", "-started_at"], name="attempt_capability_time_idx"),
+            # A capability's calls, newest first: the capability page's recent calls and the usage
+            # window (runs.dashboard.capability_usage), the explorer's capability filter (keyset).
+            models.Index(fields=["capability_name", "-started_at", "-id"], name="attempt_capability_time_idx"),
             # A run's attempts in trace order; with the id, its pages are read from the index alone.
+            # Also the run's attempts for a cascade delete (retention) and the explorer's run filter.
             models.Index(fields=["run", "started_at", "id"], name="attempt_run_time_id_idx"),
-            # Repeated signatures within a run (stall highlighting).
+            # Repeated signatures within a run (stall highlighting: runs.trace.review, .timeline).
             models.Index(fields=["run", "signature_hash"], name="attempt_run_signature_idx"),
             # "Capability used" filter of the runs list (run ids by capability, or EXISTS), index-only.
             models.Index(fields=["capability_name", "run"], name="attempt_capability_run_idx"),
@@ -301,14 +336,25 @@ class Attempt(models.Model):
             models.Index(fields=["run", "capability_name"], name="attempt_run_capability_idx"),
             # The tool-call explorer's filters, newest first (runs.explorer), keyset by (started_at, id).
             models.Index(fields=["-started_at", "-id"], name="attempt_time_id_idx"),
-            models.Index(fields=["status", "-started_at", "-id"], name="attempt_status_time_idx"),
-            models.Index(fields=["error_code", "-started_at", "-id"], name="attempt_code_time_idx"),
+            # Failed calls only: status=ok (most rows) is read through attempt_time_id_idx, its first
+            # page among the first rows; a failure status or code is rare enough to need its own.
+            models.Index(fields=["status", "-started_at", "-id"], name="attempt_status_time_idx",
+                         condition=~Q(status="ok")),
+            models.Index(fields=["error_code", "-started_at", "-id"], name="attempt_code_time_idx",
+                         condition=~Q(error_code="")),
+            # A failure group's calls (runs.failures): ok attempts have no fingerprint.
             models.Index(fields=["fingerprint", "-started_at", "-id"], name="attempt_fingerprint_time_idx",
                          condition=~Q(fingerprint="")),
             # A claiming worker looks for its run's unresolved intents.
             models.Index(fields=["run"], condition=Q(in_flight=True), name="attempt_in_flight_idx"),
+            # Retention: which stored outputs the deleted runs' attempts referenced, and whether
+            # other attempts still do (runs.retention); also the foreign key's check when one is
+            # deleted. Most attempts keep their output inline: only the set ones are indexed.
+            models.Index(fields=["output_ref"], condition=Q(output_ref__isnull=False), name="attempt_output_ref_idx"),
         ]
         constraints = [
+            # The trace's links and the compare page find an attempt by its uid.
+            models.UniqueConstraint(fields=["uid"], name="attempt_uid_unique"),
             models.UniqueConstraint(fields=["step", "number"], name="attempt_number_unique_per_step"),
             models.CheckConstraint(condition=Q(number__gte=1), name="attempt_number_positive"),
             models.CheckConstraint(condition=Q(status__in=values_of(ObservationStatus)), name="attempt_status_valid"),

@@ -62,13 +62,16 @@ RUN_SORTS = {
     "-created": ("-created_at", "-id"),
     "finished": ("finished_at", "id"),
     "-finished": ("-finished_at", "-id"),
-    "tool_calls": ("tool_calls", "id"),
-    "-tool_calls": ("-tool_calls", "-id"),
-    "tokens": ("tokens", "id"),
-    "-tokens": ("-tokens", "-id"),
-    "cost": ("cost", "id"),
-    "-cost": ("-cost", "-id"),
+    # Usage: the finished runs' counters (Run.final_*, NULL while a run is live: live runs last).
+    "tool_calls": ("final_tool_calls", "id"),
+    "-tool_calls": ("-final_tool_calls", "-id"),
+    "tokens": ("final_tokens", "id"),
+    "-tokens": ("-final_tokens", "-id"),
+    "cost": ("final_cost", "id"),
+    "-cost": ("-final_cost", "-id"),
 }
+# Sort values that are NULL for a live run: those runs come after the others, in either direction.
+NULLABLE_SORTS = frozenset({"finished_at", "final_tool_calls", "final_tokens", "final_cost"})
 
 
 def pending_approval_count() -> int:
@@ -112,8 +115,8 @@ RUN_LOOKUPS = {"finished_from": "finished_at__gte", "finished_to": "finished_at_
 
 def run_ordering(sort: str) -> Ordering:
     """The keyset ordering of a sort key (unknown keys sort newest first). Unfinished runs
-    sort after finished ones by finish time, in either direction."""
-    return Ordering.of(RUN_SORTS.get(sort, RUN_SORTS["-created"]), nullable=frozenset({"finished_at"}))
+    sort after finished ones by finish time or usage, in either direction."""
+    return Ordering.of(RUN_SORTS.get(sort, RUN_SORTS["-created"]), nullable=NULLABLE_SORTS)
 
 
 def run_list(*, filters: RunFilters) -> QuerySet[Run]:

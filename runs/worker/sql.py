@@ -53,7 +53,8 @@ class Columns:
 
     def __init__(self, model: type[models.Model], vendor: str) -> None:
         qn = connection.ops.quote_name
-        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        # A generated column (Run.final_*) is the database's to write.
+        fields = [f for f in model._meta.concrete_fields if not f.primary_key and not f.generated]
         self.head = f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)})"
         # (attname, placeholder, binder, default): a bare literal in INSERT ... SELECT would be text,
         # so each value is cast to its column's type; auto_now fields default to the pass's time.

@@ -49,9 +49,37 @@ def test_it_walks_every_sort_once_forward_and_back(many_runs, sort):
     assert forward == expected and len(set(forward)) == len(many_runs)
     assert numbers == [1, 2, 3, 4, 5]
     assert backward == expected[:20] and first.number == 1  # every page before the last (3 rows)
-    if sort.endswith("finished"):  # unfinished runs come last in either direction
+    if sort.lstrip("-") != "created":  # by finish time or usage: unfinished runs come last in either direction
         finished = {r.pk for r in many_runs if r.finished_at}
-        assert all(pk in finished for pk in forward[:len(finished)])
+        assert set(forward[:len(finished)]) == finished
+
+
+@pytest.mark.parametrize("sort,counter", [("tool_calls", "tool_calls"), ("-tool_calls", "tool_calls"),
+                                          ("tokens", "tokens"), ("-tokens", "tokens"), ("cost", "cost"),
+                                          ("-cost", "cost")])
+def test_usage_sorts_order_finished_runs_by_their_counters_and_live_runs_last(make_run, sort, counter):
+    """The usage sorts read Run.final_* (generated: the counter once the run has finished, NULL
+    before), so that no index names a counter every pass changes (HOT updates of the run row)."""
+    from runs.models import Run
+
+    live = make_run(goal="live", status="running", tool_calls=50, tokens=5000, cost=5.0)
+    small = make_run(goal="small", status="completed", tool_calls=1, tokens=100, cost=0.1)
+    large = make_run(goal="large", status="stopped", tool_calls=9, tokens=900, cost=0.9)
+    finished = [small.pk, large.pk] if not sort.startswith("-") else [large.pk, small.pk]
+    assert list(selectors.run_list(filters=selectors.RunFilters(sort=sort)).values_list("pk", flat=True)) == \
+        finished + [live.pk]
+    forward, backward, _, _ = _walk(sort, per_page=1)
+    assert forward == finished + [live.pk] and backward == finished  # back from the last page
+    final = f"final_{counter}"
+    assert getattr(Run.objects.get(pk=live.pk), final) is None
+    assert getattr(Run.objects.get(pk=large.pk), final) == getattr(large, counter)
+    # A later correction of a finished run's counter moves it; a live run gets its value as it stops.
+    Run.objects.filter(pk=small.pk).update(**{counter: 10_000})
+    Run.objects.filter(pk=live.pk).update(status="completed", stop_reason="completed", finished_at=timezone.now())
+    assert getattr(Run.objects.get(pk=small.pk), final) == 10_000
+    assert getattr(Run.objects.get(pk=live.pk), final) == getattr(live, counter)
+    order = list(selectors.run_list(filters=selectors.RunFilters(sort=sort)).values_list("pk", flat=True))
+    assert order == ([large.pk, live.pk, small.pk] if not sort.startswith("-") else [small.pk, live.pk, large.pk])
 
 
 def test_page_numbers_without_a_cursor_are_served_by_offset(many_runs):

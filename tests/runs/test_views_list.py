@@ -79,8 +79,8 @@ class TestRunList:
         assert "old-run" in body and "new-run" not in body
 
     def test_it_sorts_by_tokens_and_cost(self, client_for, viewer, make_run):
-        make_run(goal="few-tokens", tokens=10, cost=0.5)
-        make_run(goal="many-tokens", tokens=900, cost=0.1)
+        make_run(goal="few-tokens", tokens=10, cost=0.5, status="completed")
+        make_run(goal="many-tokens", tokens=900, cost=0.1, status="completed")
         client = client_for(viewer)
         body = client.get(self.url, {"sort": "-tokens"}).content.decode()
         assert body.index("many-tokens") < body.index("few-tokens")
