@@ -30,7 +30,7 @@ def split_live_checkpoints(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("runs", "0027_datasets31_bulk_suite"),
+        ("runs", "0029_attempt_indexes"),
     ]
 
     operations = [

@@ -47,6 +47,10 @@ def _at(epoch: float) -> datetime:
 
 IN_FLIGHT_MESSAGE = "in flight: sent by {worker}; the outcome is not recorded yet"
 
+# What a stop sets on indexed columns of the run row (runs.models.Run.Meta.indexes), and what its
+# checks tie to them (a stall kind only with a stalled stop reason).
+STOP_FIELDS = ("status", "stop_reason", "finished_at", "stall_kind")
+
 # A first plan up to this many steps is written with its pass's one statement; a longer one (a
 # plan may have thousands) goes in a transaction, its steps in INSERTs of as many as one may bind.
 ONE_STATEMENT_PLAN_STEPS = 200
@@ -172,7 +176,11 @@ class PassWriter(PlannerCallIntents):
     def _write_statements(self, write: PassWrite) -> None:
         """The pass as the ORM's statements, the fenced run UPDATE first (inside the caller's transaction)."""
         run = self.run
-        self._fenced(fenced_update(run.pk, write.lease, write.values, increments=write.increments,
+        # A stop's indexed fields go with its attempt, in the one UPDATE that must touch indexes; the
+        # fenced one before them then changes none and stays a HOT update.
+        stop_fields = {name: write.values[name] for name in STOP_FIELDS if name in write.values} if write.stopped else {}
+        values = {name: value for name, value in write.values.items() if name not in stop_fields}
+        self._fenced(fenced_update(run.pk, write.lease, values, increments=write.increments,
                                    returning=("cancel_requested_at",)))
         attempts: dict[str, Attempt] = {}
         for event in write.events:
@@ -190,7 +198,7 @@ class PassWriter(PlannerCallIntents):
             elif isinstance(event, ev.PlannerCallEnded):
                 self.record_planner_call_ended(event)
         if write.stopped is not None:
-            self._record_stop(write, self._attempt(attempts, write.stopped.attempt_id))
+            self._record_stop(write, self._attempt(attempts, write.stopped.attempt_id), stop_fields)
         self._written(write.values, write.increments)
         steps = self._step_writes(write.state)
         for status, pks in steps.statuses.items():
@@ -206,10 +214,9 @@ class PassWriter(PlannerCallIntents):
             raise LeaseLost(f"run {self.run.pk}: lease lost; the pass is not recorded")
         self.cancel_requested, self.registry_version = bool(returned[0]), returned[1]
 
-    def _record_stop(self, write: PassWrite, attempt: Attempt | None) -> None:
+    def _record_stop(self, write: PassWrite, attempt: Attempt | None, stop_fields: dict[str, Any]) -> None:
         run = self.run
-        if attempt is not None:
-            Run.objects.filter(pk=run.pk).update(stop_attempt=attempt)
+        Run.objects.filter(pk=run.pk).update(stop_attempt=attempt, **stop_fields)
         run.stop_attempt = attempt
         # This writer knows whether the run ever asked for an approval (the counter it writes) and
         # whether a call is in flight (the intents it began or was handed by the claim).
