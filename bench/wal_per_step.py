@@ -37,16 +37,22 @@ def psql(sql: str) -> str:
                           text=True).stdout.strip()
 
 
-def run_updates() -> tuple[int, int]:
-    """runs_run's updates and HOT updates so far. A backend sends its statistics at most once a
-    second (and at exit): the bench's worker has exited, so a short wait lets the collector catch up."""
+UPDATED_TABLES = ("runs_run", "runs_step")   # each pass updates a row of each
+
+
+def run_updates() -> dict[str, tuple[int, int]]:
+    """The updates and HOT updates so far of the tables every pass updates. A backend sends its
+    statistics at most once a second (and at exit): the bench's worker has exited, so a short wait
+    lets the collector catch up."""
     import time
 
     time.sleep(1.5)
     psql("SELECT pg_stat_clear_snapshot()")
-    row = psql("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'runs_run'")
-    updates, hot = row.split("|")
-    return int(updates), int(hot)
+    found = {}
+    for table in UPDATED_TABLES:
+        updates, hot = psql(f"SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = '{table}'").split("|")
+        found[table] = (int(updates), int(hot))
+    return found
 
 
 def index_count(table: str) -> str:
@@ -125,9 +131,12 @@ def main() -> None:
           f"{found['transactions'] / steps:.2f} transactions per step")
     for rmgr, size in found["by_rmgr"].most_common(6):
         print(f"  {rmgr:12} {size / steps / 1000:6.2f} KB per step")
-    updates, hot = after_updates[0] - before_updates[0], after_updates[1] - before_updates[1]
-    print(f"\nruns_run: {updates} updates, {hot} of them HOT ({100 * hot / max(updates, 1):.0f} %); "
-          f"fillfactor {table_fillfactor('runs_run')}")
+    print()
+    for table in UPDATED_TABLES:
+        updates = after_updates[table][0] - before_updates[table][0]
+        hot = after_updates[table][1] - before_updates[table][1]
+        print(f"{table}: {updates} updates, {hot} of them HOT ({100 * hot / max(updates, 1):.0f} %); "
+              f"fillfactor {table_fillfactor(table)}")
     print(f"runs_attempt: {index_count('runs_attempt')} indexes")
 
 
