@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -53,6 +54,44 @@ class Ordering:
         value, pk = F(self.field), F("pk")
         nulls = ({"nulls_first": True} if reverse else {"nulls_last": True}) if self.nullable and placing_nulls else {}
         return [value.desc(**nulls), pk.desc()] if descending else [value.asc(**nulls), pk.asc()]
+
+
+@dataclass(frozen=True)
+class WalkFirst:
+    """A condition the database checks well row by row but may plan badly: full-text search, whose
+    matches PostgreSQL estimates term by term as if independent (two words of one message template
+    estimated at 5,000 of 20M rows matched 333,000). Planned from the index it believed selective,
+    the page read and sorted every match (1.5 s); walked along the list's order, it fills at once.
+
+    A page is read first from the rows the list's order (`order`) reaches first, `walks` of them in
+    turn, the condition checked on each (`apply(queryset, False)`: written so that no index serves
+    it); only when that leaves the page short (the matches are rare, or fewer) is it read with
+    `apply(queryset, True)`, which an index may serve. Either way the rows are the same: a walk
+    covers the order's first rows. A count stops as early, once it has found more than its cap."""
+
+    apply: Callable[[QuerySet, bool], QuerySet]
+    order: list
+    walks: tuple[int, ...] = (2_000, 20_000)
+
+    def read(self, segment: QuerySet, limit: int) -> list:
+        for walk in self.walks:
+            rows = list(self.apply(segment.filter(pk__in=segment.values("pk")[:walk]), False)[:limit])
+            if len(rows) >= limit:
+                return rows
+        return list(self.apply(segment, True)[:limit])
+
+    def count_above(self, queryset: QuerySet, cap: int) -> int | None:
+        """An estimate of how many rows of `queryset` meet the condition when the longest walk tells it
+        is above `cap` (the walked rows' share that meets it, times the rows PostgreSQL plans for the
+        list), else None: count them. PostgreSQL only."""
+        walk = self.walks[-1]
+        listed = planned_rows(queryset)
+        if listed <= walk:
+            return None   # the walk sees (about) every row: counting them costs no more
+        walked = queryset.filter(pk__in=queryset.order_by(*self.order).values("pk")[:walk])
+        found = self.apply(walked, False).order_by()[:cap + 1].count()
+        estimate = round(found / walk * listed)
+        return max(cap + 1, estimate) if found > cap or estimate > cap else None
 
 
 @dataclass
@@ -138,39 +177,55 @@ def _segments(queryset: QuerySet, ordering: Ordering, cursor: tuple[Any, int] | 
     return [filled.filter(later(Tuple(F(ordering.field), F("pk")), cursor))]
 
 
-def _read(segments: list[QuerySet], limit: int) -> list:
+def _read(segments: list[QuerySet], limit: int, walk_first: WalkFirst | None = None) -> list:
     rows: list = []
     for segment in segments:
-        rows += list(segment[:limit - len(rows)])
+        wanted = limit - len(rows)
+        rows += walk_first.read(segment, wanted) if walk_first else list(segment[:wanted])
         if len(rows) >= limit:
             break
     return rows
 
 
-def capped_count(queryset: QuerySet, cap: int = COUNT_CAP) -> tuple[int | None, bool]:
-    """(count, exact): exact up to `cap`; above it PostgreSQL's estimate, or (None, False) elsewhere."""
-    counted = queryset.order_by()[:cap + 1].count()
+def capped_count(queryset: QuerySet, cap: int = COUNT_CAP,
+                 walk_first: WalkFirst | None = None) -> tuple[int | None, bool]:
+    """(count, exact): exact up to `cap`; above it PostgreSQL's estimate, or (None, False) elsewhere.
+    With `walk_first`, of the rows of `queryset` that meet its condition."""
+    if walk_first is not None and connection.vendor == "postgresql":
+        above = walk_first.count_above(queryset, cap)
+        if above is not None:
+            return above, False
+    narrowed = walk_first.apply(queryset, True) if walk_first else queryset
+    counted = narrowed.order_by()[:cap + 1].count()
     if counted <= cap:
         return counted, True
     if connection.vendor == "postgresql":
-        plan = json.loads(queryset.order_by().explain(format="json"))
-        return max(cap + 1, int(plan[0]["Plan"]["Plan Rows"])), False
+        return max(cap + 1, planned_rows(narrowed)), False
     return None, False
 
 
+def planned_rows(queryset: QuerySet) -> int:
+    """How many rows PostgreSQL's planner expects the queryset to return."""
+    plan = json.loads(queryset.order_by().explain(format="json"))
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
 def keyset_page(queryset: QuerySet, *, ordering: Ordering, per_page: int, after: str | None = None,
-                before: str | None = None, number: int = 1, count_cap: int = COUNT_CAP) -> KeysetPage:
+                before: str | None = None, number: int = 1, count_cap: int = COUNT_CAP,
+                walk_first: WalkFirst | None = None) -> KeysetPage:
     """One page. `after`/`before` are cursors from a previous page; `number` only labels the page,
-    except without a cursor, where it is served by OFFSET (links and bookmarks by page number)."""
+    except without a cursor, where it is served by OFFSET (links and bookmarks by page number).
+    `walk_first`: a condition on the rows of `queryset`, read as WalkFirst says."""
     model = queryset.model
-    count, exact = capped_count(queryset, count_cap)
+    narrowed = walk_first.apply(queryset, True) if walk_first else queryset
+    count, exact = capped_count(queryset, count_cap, walk_first)
     number = max(1, number)
     if exact and count is not None and number > max(1, math.ceil(count / per_page)):
         number = max(1, math.ceil(count / per_page))
     if after or before:
         reverse = bool(before) and not after
         cursor = decode_cursor(after or before or "", model, ordering)
-        rows = _read(_segments(queryset, ordering, cursor, reverse), per_page + 1)
+        rows = _read(_segments(queryset, ordering, cursor, reverse), per_page + 1, walk_first)
         more = len(rows) > per_page
         rows = rows[:per_page]
         if reverse:
@@ -182,11 +237,11 @@ def keyset_page(queryset: QuerySet, *, ordering: Ordering, per_page: int, after:
             number = 1
     elif number > 1:
         offset = (number - 1) * per_page
-        rows = list(queryset.order_by(*ordering.order_by())[offset:offset + per_page + 1])
+        rows = list(narrowed.order_by(*ordering.order_by())[offset:offset + per_page + 1])
         has_next, has_previous = len(rows) > per_page, True
         rows = rows[:per_page]
     else:
-        rows = _read(_segments(queryset, ordering, None, False), per_page + 1)
+        rows = _read(_segments(queryset, ordering, None, False), per_page + 1, walk_first)
         has_next, has_previous = len(rows) > per_page, False
         rows = rows[:per_page]
 

@@ -12,7 +12,7 @@ same thing on both databases.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db import connection
@@ -20,9 +20,9 @@ from django.db.models import BooleanField, Prefetch, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from core.errors import InvalidInput
+from core.pagination import KeysetPage, Ordering, WalkFirst, keyset_page, planned_rows
 from runs.labels import runs_with_labels
 from runs.models import Attempt, Run, Step
-from runs.pagination import Ordering
 
 SEARCH_CHARS = 4000
 MAX_QUERY_CHARS = 200
@@ -32,6 +32,9 @@ ATTEMPTS_PER_PAGE = 50
 # common word costs a recheck of each, and the first page needs only 51 of them.
 COUNT_CAP = 1_000
 ORDERING = Ordering.of(("-started_at", "-id"))
+# How many calls, in the list's order, a search of several terms checks one by one (first the
+# shorter walk, then the longer) before it asks the search index: ~10 and ~50 ms at 20M attempts.
+SEARCH_WALKS = (2_000, 20_000)
 
 # PostgreSQL keeps each attempt's document as a stored tsvector column (runs migration 0020: not a
 # model field; the database fills it), GIN-indexed as attempt_search_gin_idx.
@@ -66,20 +69,22 @@ def _fts5_phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def _condition(terms: list[str], table: str = "runs_attempt") -> tuple[str, list[str]]:
-    """SQL true for an attempt row (of `table`, an alias) whose search document holds every term."""
+def _condition(terms: list[str], table: str = "runs_attempt", *, indexed: bool = True) -> tuple[str, list[str]]:
+    """SQL true for an attempt row (of `table`, an alias) whose search document holds every term;
+    indexed=False writes it so that PostgreSQL checks it row by row (no index serves COALESCE)."""
     if connection.vendor == "postgresql":
         query = " && ".join(["phraseto_tsquery('simple'::regconfig, %s)"] * len(terms))
-        return f"\"{table}\".\"{PG_VECTOR}\" @@ ({query})", list(terms)
+        match = f"\"{table}\".\"{PG_VECTOR}\" @@ ({query})"
+        return (match if indexed else f"COALESCE({match}, false)"), list(terms)
     return (f"\"{table}\".\"id\" IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)",
             [" AND ".join(map(_fts5_phrase, terms))])
 
 
-def matching(attempts: QuerySet[Attempt], terms: list[str]) -> QuerySet[Attempt]:
+def matching(attempts: QuerySet[Attempt], terms: list[str], *, indexed: bool = True) -> QuerySet[Attempt]:
     """The attempts whose search document holds every term (each a phrase)."""
     if not terms:
         return attempts
-    sql, params = _condition(terms)
+    sql, params = _condition(terms, indexed=indexed)
     return attempts.extra(where=[sql], params=params)
 
 
@@ -91,6 +96,18 @@ def runs_matching(terms: list[str]) -> RawSQL:
 
 # Up to this many matching attempts, their runs' ids are read first and the runs probed by id.
 SELECTIVE_MATCHES = 5_000
+
+
+def _common(terms: list[str]) -> bool:
+    """Do the terms match more than SELECTIVE_MATCHES calls, by their share of the latest calls times
+    the calls PostgreSQL plans for? Reading their run ids to find out would read every match the
+    search index holds for each term (300 ms for a phrase of two common words at 20M attempts)."""
+    if connection.vendor != "postgresql":
+        return False   # the embedded default's tables are small: reading the ids costs little
+    walk = SEARCH_WALKS[0]
+    latest = Attempt.objects.order_by(*ORDERING.order_by()).values("pk")[:walk]
+    found = matching(Attempt.objects.filter(pk__in=latest), terms, indexed=False).count()
+    return found / walk * planned_rows(Attempt.objects.all()) > SELECTIVE_MATCHES
 
 
 def run_text_search(runs: QuerySet[Run], query: str) -> QuerySet[Run]:
@@ -106,10 +123,11 @@ def run_text_search(runs: QuerySet[Run], query: str) -> QuerySet[Run]:
     text = Q()
     for term in terms:
         text &= Q(goal__icontains=term) | Q(stop_detail__icontains=term)
-    matched = list(matching(Attempt.objects.all(), terms).order_by().values_list("run_id", flat=True)
-                   [:SELECTIVE_MATCHES + 1])
-    if len(matched) <= SELECTIVE_MATCHES:
-        return runs.filter(text | Q(pk__in=set(matched)))
+    if not _common(terms):
+        matched = list(matching(Attempt.objects.all(), terms).order_by().values_list("run_id", flat=True)
+                       [:SELECTIVE_MATCHES + 1])
+        if len(matched) <= SELECTIVE_MATCHES:
+            return runs.filter(text | Q(pk__in=set(matched)))
     sql, params = _condition(terms, table="q_attempt")
     if connection.vendor == "postgresql":
         # The run's own attempts (a few, along an index on the run), then their documents checked
@@ -153,6 +171,23 @@ _EXACT = {"capability": "capability_name", "status": "status", "error_code": "er
           "owner": "run__owner__username", "agent": "run__gateway_session__agent__name",
           "started_from": "started_at__gte", "started_to": "started_at__lte", "run": "run_id",
           "fingerprint": "fingerprint"}
+
+
+def attempt_page(*, filters: AttemptFilters, per_page: int | None = None, after: str | None = None,
+                 before: str | None = None, number: int = 1) -> KeysetPage:
+    """A page of attempt_list (the explorer's page and its API). A search of several terms is read
+    along the list's order first: PostgreSQL estimates their matches as if the words were unrelated
+    (core.pagination.WalkFirst)."""
+    terms = search_terms(filters.q)
+    walk_first = None
+    if len(terms) > 1 and connection.vendor == "postgresql":
+        attempts = attempt_list(filters=replace(filters, q=""))
+        walk_first = WalkFirst(lambda queryset, indexed: matching(queryset, terms, indexed=indexed),
+                               order=ORDERING.order_by(), walks=SEARCH_WALKS)
+    else:
+        attempts = attempt_list(filters=filters)
+    return keyset_page(attempts, ordering=ORDERING, per_page=per_page or ATTEMPTS_PER_PAGE, after=after,
+                       before=before, number=number, count_cap=COUNT_CAP, walk_first=walk_first)
 
 
 def attempt_list(*, filters: AttemptFilters) -> QuerySet[Attempt]:

@@ -11,7 +11,7 @@ from core.errors import InvalidInput
 from core.permissions import require_perm
 from runs import explorer, failures
 from runs.api.fields import LabelFiltersField, SearchQueryField
-from runs.pagination import InvalidCursor, keyset_page
+from runs.pagination import InvalidCursor
 
 
 class CallOutput(serializers.Serializer):
@@ -85,9 +85,8 @@ class CallListApi(ApiView):
         if "label" in query:
             query["labels"] = tuple(query.pop("label"))
         try:
-            page = keyset_page(explorer.attempt_list(filters=explorer.AttemptFilters(**query)),
-                               ordering=explorer.ORDERING, per_page=paging["page_size"] or 50,
-                               after=paging["after"], before=paging["before"], count_cap=explorer.COUNT_CAP)
+            page = explorer.attempt_page(filters=explorer.AttemptFilters(**query), per_page=paging["page_size"] or 50,
+                                         after=paging["after"], before=paging["before"])
         except InvalidCursor as exc:
             raise InvalidInput(str(exc), fields={"after" if paging["after"] else "before": "invalid cursor"}) from None
         return Response({"count": page.count, "count_exact": page.count_exact,

@@ -15,7 +15,7 @@ from core.permissions import bad_request, permission_needed
 from core.replica import reads_from_replica
 from runs import explorer, failures
 from runs.labels import label_filters_parse
-from runs.pagination import InvalidCursor, keyset_page
+from runs.pagination import InvalidCursor
 
 
 def _capabilities() -> list[tuple[str, str]]:
@@ -84,9 +84,8 @@ def call_list(request):
         return render(request, "runs/calls.html", {"form": form, "page": None, "count_cap": explorer.COUNT_CAP}, status=400)
     filters = form.filters() if form.is_bound else explorer.AttemptFilters()
     try:
-        page = keyset_page(explorer.attempt_list(filters=filters), ordering=explorer.ORDERING,
-                           per_page=explorer.ATTEMPTS_PER_PAGE, after=request.GET.get("after"),
-                           before=request.GET.get("before"), number=_page(request), count_cap=explorer.COUNT_CAP)
+        page = explorer.attempt_page(filters=filters, after=request.GET.get("after"),
+                                     before=request.GET.get("before"), number=_page(request))
     except InvalidCursor as exc:
         return bad_request(request, str(exc))
     context = {"form": form, "page": page, "count_cap": explorer.COUNT_CAP}

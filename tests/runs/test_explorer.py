@@ -65,6 +65,21 @@ class TestExplorer:
     @pytest.mark.parametrize("query", ['"', 'refund"', "NEAR(a b)", "* OR :", "a' OR 1=1 --", "\\", "(((", "é ü"])
     def test_hostile_queries_never_fail(self, calls, query):
         list(explorer.attempt_list(filters=explorer.AttemptFilters(q=query)))
+        explorer.attempt_page(filters=explorer.AttemptFilters(q=f"{query} refund"))
+
+    @pytest.mark.parametrize("query,status", [("upstream returned", ""), ("upstream returned", "retryable"),
+                                              ("refund nowhere", ""), ("duplicate refund", "ok")])
+    def test_a_page_of_several_terms_holds_what_the_search_matches(self, calls, query, status, monkeypatch):
+        """Several terms are read along the list's order first on PostgreSQL (core.pagination.WalkFirst):
+        walked short (one row) or long, the page is the search's matches, newest first."""
+        filters = explorer.AttemptFilters(q=query, status=status)
+        expected = list(explorer.attempt_list(filters=filters).values_list("uid", flat=True))
+        for walks in ((1,), (1, 100)):
+            monkeypatch.setattr(explorer, "SEARCH_WALKS", walks)
+            page = explorer.attempt_page(filters=filters)
+            assert [a.uid for a in page.object_list] == expected and page.count == len(expected)
+            first = explorer.attempt_page(filters=filters, per_page=1)   # a page the longer walk fills
+            assert [a.uid for a in first.object_list] == expected[:1] and first.has_next == (len(expected) > 1)
 
     def test_it_filters_by_the_columns(self, calls):
         assert _uids(explorer.AttemptFilters(status="retryable")) == {calls["f1"].uid, calls["f2"].uid}

@@ -234,7 +234,8 @@ class TestStallKind:
 
 
 @pytest.mark.services
-def test_goal_search_has_a_trigram_index_on_postgresql(db):
+@pytest.mark.parametrize("index", ["run_goal_upper_trgm_idx", "run_stop_detail_upper_trgm_idx"])
+def test_goal_and_stop_detail_search_have_a_trigram_index_on_postgresql(db, index):
     from django.db import connection
 
     if connection.vendor != "postgresql":
@@ -243,6 +244,6 @@ def test_goal_search_has_a_trigram_index_on_postgresql(db):
         cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm'")
         if cursor.fetchone() is None:
             pytest.skip("this PostgreSQL has no pg_trgm (postgresql-contrib)")
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'run_goal_upper_trgm_idx'")
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [index])
         row = cursor.fetchone()
     assert row and "gin_trgm_ops" in row[0]
