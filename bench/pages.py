@@ -9,6 +9,13 @@ its queries, beside the target where the issue set one (best and median of 5 rou
 
     .venv/bin/python bench/pages.py --runs 100000                      # SQLite under --var-dir
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench .venv/bin/python bench/pages.py --runs 1000000
+
+On a streaming replica (core/replica.py), the same pages, each read where the router sends it:
+build on the primary first, then run again with the replica named (a second cluster of your own):
+
+    pg_basebackup -h 127.0.0.1 -p 5496 -U postgres -D /path/replica -R  # then start it on port 5497
+    DATABASE_URL=postgres://postgres@127.0.0.1:5496/bench \
+      DATABASE_REPLICA_URL=postgres://postgres@127.0.0.1:5497/bench .venv/bin/python bench/pages.py --runs 1000000
 """
 from __future__ import annotations
 
@@ -233,9 +240,15 @@ def _deep_cursor(sort: str, offset: int, **filters) -> str:
 
 
 def time_pages(user, big, runs: int) -> list[tuple]:
-    from django.db import connection
+    """Each page timed; with DATABASE_REPLICA_URL set, the queries the replica served are counted too
+    (core/replica.py routes the pages' reads there)."""
+    from contextlib import ExitStack
+
+    from django.db import connection, connections
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
+
+    replica = connections["replica"] if "replica" in connections.databases else None
 
     client = Client()
     client.force_login(user)
@@ -263,12 +276,18 @@ def time_pages(user, big, runs: int) -> list[tuple]:
         ("API attempts of the big run", f"/api/runs/{big.pk}/attempts/", None),
     ]
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {ROUNDS} rounds per page, ratio = best / target")
-    print(f"{'page':40} {'best ms':>8} {'median ms':>10} {'queries':>8} {'bytes':>11} {'target':>7} {'ratio':>6}")
+    if replica is not None:
+        print(f"pages read from the replica at {replica.settings_dict['HOST']}:{replica.settings_dict['PORT']} "
+              "where core/replica.py routes them; 'replica q' = the queries it served")
+    print(f"{'page':40} {'best ms':>8} {'median ms':>10} {'queries':>8} {'replica q':>9} {'bytes':>11} "
+          f"{'target':>7} {'ratio':>6}")
     results = []
     for name, url, target in pages:
         timings = []
         for _ in range(ROUNDS):
-            with CaptureQueriesContext(connection) as queries:
+            with ExitStack() as stack:
+                queries = stack.enter_context(CaptureQueriesContext(connection))
+                on_replica = stack.enter_context(CaptureQueriesContext(replica)) if replica is not None else []
                 started = time.perf_counter()
                 response = client.get(url)
                 body = b"".join(response.streaming_content) if response.streaming else response.content
@@ -277,7 +296,7 @@ def time_pages(user, big, runs: int) -> list[tuple]:
         median, best = statistics.median(timings), min(timings)
         ratio = f"{best / target:6.2f}" if target else ""
         extra = f"  {len(body) / 1e6 / (best / 1000):.0f} MB/s" if name.startswith("trace JSON") else ""
-        print(f"{name:40} {best:8.1f} {median:10.1f} {len(queries):8d} {len(body):11,d} "
+        print(f"{name:40} {best:8.1f} {median:10.1f} {len(queries):8d} {len(on_replica):9d} {len(body):11,d} "
               f"{target or '':>7} {ratio}{extra}", flush=True)
         results.append((name, best, median, len(queries), len(body), target))
     return results
