@@ -63,15 +63,20 @@ def load(run: Run) -> RunState:
     data = run.state or {}
     if not data.get(STEPS_APART):
         return RunState.from_dict(data)
-    history = data.get("history") or []
-    uids = [entry for entry in history if isinstance(entry, str)]
+    return RunState.from_dict({**data, "steps": step_progress(run.pk, int(data.get("revision") or 0)),
+                               "history": history(run)})
+
+
+def history(run: Run) -> list[dict[str, Any]]:
+    """The checkpoint's history window (HistoryEntry.to_dict() each, oldest first), its entries
+    read from the attempt rows the head names."""
+    window = (run.state or {}).get("history") or []
+    uids = [entry for entry in window if isinstance(entry, str)]
     rows = Attempt.objects.filter(run_id=run.pk, uid__in=uids, history_entry__isnull=False).values(
         "history_entry", "output", *_ENTRY_COLUMNS.values()) if uids else []
     stored = {row["uid"]: _entry_from_row(row["history_entry"], row) for row in rows}
-    return RunState.from_dict({
-        **data, "steps": step_progress(run.pk, int(data.get("revision") or 0)),
-        "history": [stored[entry] if isinstance(entry, str) else entry for entry in history
-                    if not isinstance(entry, str) or entry in stored]})
+    return [stored[entry] if isinstance(entry, str) else entry for entry in window
+            if not isinstance(entry, str) or entry in stored]
 
 
 def step_progress(run_id: int, revision: int) -> list[dict[str, Any]]:

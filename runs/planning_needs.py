@@ -83,7 +83,7 @@ def planning_needs(run: Run, *, proposer_id: int | None = None) -> dict[str, Any
     planning = state.get("planning") or {}
     moment = planning_moment(run)
     awaited = awaited_revision(run)
-    history = [HistoryEntry.from_dict(h) for h in state.get("history") or ()]
+    history = [HistoryEntry.from_dict(h) for h in checkpoint.history(run)]
     owner = run.owner if Run.owner.is_cached(run) else None
     capabilities = DjangoRegistry().visible(OwnerAuthorizer(run.owner_id, owner=owner, proposer_id=proposer_id))
     return {
