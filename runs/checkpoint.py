@@ -19,12 +19,16 @@ from runs.models import Attempt, Run, Step
 from runtime.state import RunState, StepProgress
 
 STEPS_APART = "steps_apart"
+# What the run row's own columns hold from its start (the state is made from them: runs.services,
+# runs.forks), so a head leaves them out: a goal may be 10,000 characters.
+_ON_THE_RUN = ("run_id", "goal", "completion", "budgets", "trace_id")
 
 
 def head(state: RunState, on_rows: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
-    """What the run row's `state` holds: the checkpoint without its steps' progress, and its history
-    entries named by uid where `on_rows` says the entry is on this run's attempt row."""
-    data = state.to_dict(steps=False)
+    """What the run row's `state` holds: the checkpoint without its steps' progress and what the run's
+    columns hold, and its history entries named by uid where `on_rows` says the entry is on this
+    run's attempt row."""
+    data = {key: value for key, value in state.to_dict(steps=False).items() if key not in _ON_THE_RUN}
     if on_rows:
         data["history"] = [entry.attempt_id if entry.attempt_id in on_rows else entry.to_dict()
                            for entry in state.history]
@@ -63,7 +67,9 @@ def load(run: Run) -> RunState:
     data = run.state or {}
     if not data.get(STEPS_APART):
         return RunState.from_dict(data)
-    return RunState.from_dict({**data, "steps": step_progress(run.pk, int(data.get("revision") or 0)),
+    return RunState.from_dict({**data, "run_id": str(run.pk), "goal": run.goal, "completion": run.completion or None,
+                               "budgets": run.budgets, "trace_id": run.trace_id,
+                               "steps": step_progress(run.pk, int(data.get("revision") or 0)),
                                "history": history(run)})
 
 

@@ -71,6 +71,7 @@ def test_every_pass_loads_back_as_it_was_written(operator, demo_capabilities):
         assert stored(run.pk) == work.state
         head = Run.objects.get(pk=run.pk).state
         assert "steps" not in head and head[checkpoint.STEPS_APART]
+        assert not {"goal", "budgets", "completion", "trace_id", "run_id"} & set(head)   # the run's columns say them
         # The window names this run's attempts; their entries are on the attempt rows.
         assert head["history"] == [entry.attempt_id for entry in work.state.history]
     assert passes >= 5
