@@ -153,6 +153,23 @@ class TestRunsListQ:
         page = client_for(viewer).get("/runs/", {"q": "contractors"}).content.decode()
         assert "Refund the duplicate order" in page and "Find the travel policy" not in page
 
+    @pytest.mark.parametrize("query", ["upstream returned", "contractors", "duplicate order", "nowhere at all"])
+    def test_terms_common_by_their_share_of_the_latest_calls_probe_runs_in_order(self, calls, api_for, viewer,
+                                                                                 monkeypatch, query):
+        """On PostgreSQL, terms whose share of the latest calls says they match more than SELECTIVE_MATCHES
+        calls skip reading their run ids: the list probes runs in its order. The same runs either way."""
+        from django.db import connection
+
+        def ids():
+            return {r["id"] for r in api_for(viewer).get("/api/runs/", {"q": query}).json()["results"]}
+
+        expected = ids()
+        monkeypatch.setattr(explorer, "SELECTIVE_MATCHES", 0)   # any match in the walk makes the terms common
+        common = explorer._common(explorer.search_terms(query))
+        assert common == (connection.vendor == "postgresql" and query != "nowhere at all"
+                          and query != "duplicate order")   # a goal is not a call's text
+        assert ids() == expected
+
     def test_a_bad_q_is_a_400(self, calls, client_for, api_for, viewer):
         assert api_for(viewer).get("/api/runs/", {"q": "x" * 500}).status_code == 400
         assert client_for(viewer).get("/runs/", {"q": "x" * 500}).status_code == 400
