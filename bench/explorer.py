@@ -47,7 +47,8 @@ FAILURES = [("timeout", "transient", None, "upstream timed out after {n} ms talk
             ("conflict", "permanent", 409, "record {n} was changed by request {id}")]
 
 
-def build(runs: int, per_run: int) -> dict:
+def build(runs: int, per_run: int, *, end: datetime | None = None) -> dict:
+    """The runs were created over the 30 days before `end` (default: now)."""
     from django.contrib.auth.models import User
     from django.db import connection, transaction
     from pages import Loader
@@ -60,7 +61,7 @@ def build(runs: int, per_run: int) -> dict:
         return {"user": user, "built_s": None}
     started = time.perf_counter()
     rng = random.Random(32)
-    now = datetime.now(UTC)
+    now = end or datetime.now(UTC)
     span_s = 30 * 86_400
     vendor = connection.vendor
     with connection.cursor() as cursor:

@@ -71,8 +71,9 @@ class Score(models.Model):
 
     config = models.ForeignKey(ScoreConfig, on_delete=models.PROTECT, related_name="scores")
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="review_scores")
+    # No foreign-key constraint to attempts (partitioned on PostgreSQL: runs.partitions); on_delete still applies.
     attempt = models.ForeignKey("runs.Attempt", null=True, blank=True, on_delete=models.CASCADE,
-                                related_name="review_scores")
+                                related_name="review_scores", db_constraint=False)
     source = models.CharField(max_length=10, choices=Source.choices)
     source_name = models.CharField(max_length=80, blank=True, help_text="What code wrote it (a checker's name).")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -106,8 +107,9 @@ class Annotation(models.Model):
     """A comment (markdown) on a run or one of its attempts; @username mentions notify (review.mentions)."""
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="review_annotations")
+    # No foreign-key constraint to attempts (partitioned on PostgreSQL: runs.partitions); on_delete still applies.
     attempt = models.ForeignKey("runs.Attempt", null=True, blank=True, on_delete=models.CASCADE,
-                                related_name="review_annotations")
+                                related_name="review_annotations", db_constraint=False)
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="review_annotations")
     body = models.TextField(max_length=10_000)

@@ -70,7 +70,9 @@ class Run(models.Model):
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     stop_reason = models.CharField(max_length=40, choices=StopReason.choices, blank=True)
     stop_detail = models.TextField(blank=True)
-    stop_attempt = models.ForeignKey("Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # No foreign-key constraint to attempts (partitioned on PostgreSQL: runs.partitions); on_delete still applies.
+    stop_attempt = models.ForeignKey("Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                     db_constraint=False)
     # A call running for more than a second, while it runs (runs.trace.calls_in_flight): shown on the trace.
     call_in_flight = models.JSONField(null=True, blank=True)
     # Only with a stalled stop reason: repeated_without_progress or planner_exhausted.
@@ -200,8 +202,9 @@ class PlanRevision(models.Model):
     steps = models.JSONField(default=list)
     reason_code = models.CharField(max_length=30, choices=ReplanReason.choices)
     reason = models.TextField(blank=True)
+    # No foreign-key constraint to attempts (partitioned on PostgreSQL: runs.partitions); on_delete still applies.
     triggering_attempt = models.ForeignKey("Attempt", null=True, blank=True, on_delete=models.SET_NULL,
-                                           related_name="triggered_revisions")
+                                           related_name="triggered_revisions", db_constraint=False)
     changes = models.JSONField(default=dict, blank=True)
     validation_errors = models.JSONField(default=list, blank=True)
     tokens = models.PositiveIntegerField(default=0)
@@ -411,7 +414,9 @@ class PlannerCall(models.Model):
 
 class Decision(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="decisions")
-    attempt = models.OneToOneField(Attempt, null=True, blank=True, on_delete=models.CASCADE, related_name="decision")
+    # No foreign-key constraint to attempts (partitioned on PostgreSQL: runs.partitions); on_delete still applies.
+    attempt = models.OneToOneField(Attempt, null=True, blank=True, on_delete=models.CASCADE, related_name="decision",
+                                   db_constraint=False)
     decision = models.CharField(max_length=30, choices=DecisionKind.choices)
     reason = models.TextField()
     usage = models.JSONField(default=dict)
@@ -557,7 +562,9 @@ class Reconciliation(models.Model):
     the person's finding beside it, once per run."""
 
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="reconciliation")
-    attempt = models.ForeignKey(Attempt, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # No foreign-key constraint to attempts (partitioned on PostgreSQL: runs.partitions); on_delete still applies.
+    attempt = models.ForeignKey(Attempt, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                db_constraint=False)
     committed = models.BooleanField(help_text="Did the side effect happen?")
     evidence = models.TextField(help_text="What was checked, and what it showed.")
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")

@@ -5,12 +5,17 @@ holds a long lock and can be stopped and resumed. Their revisions, steps, attemp
 decisions, approvals, plan submissions and labels go with them (cascades), and so do
 the large outputs only they referred to. Audit events stay: they name their target by
 id and outlive it, which is the point of an audit trail. Live runs are never touched.
+
+On PostgreSQL, attempts are partitioned by month (runs.partitions): a month that ended before
+the cutoff and holds only the purged runs' attempts is dropped whole first, in its own
+transaction, so its rows are never deleted one by one; the runs follow in batches. A purge
+stopped in between leaves those runs without their oldest attempts until the next one.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -20,6 +25,7 @@ from capabilities.models import StoredOutput
 from core.choices import FINISHED_STATUSES
 from core.errors import InvalidInput
 from core.models import AuditAction, AuditEvent
+from runs import partitions
 from runs.models import Attempt, Run
 
 log = logging.getLogger(__name__)
@@ -34,11 +40,15 @@ class PurgeReport:
     attempts: int = 0
     stored_outputs: int = 0
     dry_run: bool = False
+    # PostgreSQL's attempt months dropped whole (or, dry_run, that would be).
+    partitions: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
+        months = (f" ({len(self.partitions)} months of attempts dropped whole: {', '.join(self.partitions)})"
+                  if self.partitions else "")
         return (f"{verb} {self.runs} runs finished before {self.cutoff:%Y-%m-%d %H:%M} UTC, {self.attempts} attempts "
-                f"and {self.stored_outputs} stored outputs")
+                f"and {self.stored_outputs} stored outputs{months}")
 
 
 def purgeable_runs(cutoff: datetime):
@@ -55,11 +65,15 @@ def purge_runs(*, older_than_days: int, dry_run: bool = False, batch_size: int =
     report = PurgeReport(cutoff=cutoff, dry_run=dry_run)
     candidates = purgeable_runs(cutoff)
     total = candidates.count()
+    months = partitions.droppable(cutoff)
     if dry_run:
         report.runs = total
         report.attempts = Attempt.objects.filter(run__in=candidates.values("pk")).count()
         report.stored_outputs = len(_outputs_only_these_runs_use(list(candidates.values_list("pk", flat=True))))
+        report.partitions = [month.name for month in months]
         return report
+    for month in months:
+        _drop_month(month, cutoff, report)
     while True:
         ids = list(candidates.order_by("finished_at", "id").values_list("pk", flat=True)[:batch_size])
         if not ids:
@@ -67,13 +81,14 @@ def purge_runs(*, older_than_days: int, dry_run: bool = False, batch_size: int =
         _purge_batch(ids, report)
         if progress:
             progress(report, total)
-    if report.runs:
+    if report.runs or report.partitions:
         # A purge has no single target object: the row names the retention rule instead.
         AuditEvent.objects.create(actor=None, action=AuditAction.RUNS_PURGED, target_type="retention",
                                   target_id=f"{older_than_days}d", summary=report.summary()[:300],
                                   details={"older_than_days": older_than_days, "cutoff": cutoff.isoformat(),
                                            "runs": report.runs, "attempts": report.attempts,
-                                           "stored_outputs": report.stored_outputs})
+                                           "stored_outputs": report.stored_outputs,
+                                           "partitions_dropped": report.partitions})
     log.info("retention: %s", report.summary())
     return report
 
@@ -87,6 +102,19 @@ def _outputs_only_these_runs_use(run_ids: list[int]) -> set[int]:
     kept = set(Attempt.objects.filter(output_ref_id__in=referenced).exclude(run_id__in=run_ids)
                .values_list("output_ref_id", flat=True))
     return set(StoredOutput.objects.filter(pk__in=referenced - kept).values_list("pk", flat=True))
+
+
+@transaction.atomic
+def _drop_month(month: partitions.Partition, cutoff: datetime, report: PurgeReport) -> None:
+    referenced = partitions.output_refs(month)
+    dropped = partitions.drop(month, cutoff)
+    if dropped is None:   # a kept run's attempt arrived since: its runs go row by row
+        return
+    report.attempts += dropped
+    # Outputs are stored once per content: an attempt of another month may still use one.
+    kept = set(Attempt.objects.filter(output_ref_id__in=referenced).values_list("output_ref_id", flat=True))
+    report.stored_outputs += StoredOutput.objects.filter(pk__in=referenced - kept).delete()[0]
+    report.partitions.append(month.name)
 
 
 @transaction.atomic

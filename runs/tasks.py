@@ -6,7 +6,7 @@ from celery import shared_task
 from django.conf import settings
 
 from core.outages import outage_of
-from runs import bulk
+from runs import bulk, partitions
 from runs.retention import purge_by_setting
 from runs.worker import engine, queue, sweeps
 from runs.worker.leases import INFRASTRUCTURE_ERRORS
@@ -51,3 +51,12 @@ def purge_old_runs() -> int:
     """Daily, from the scheduler: AGENTOPS_RETENTION_DAYS (0 keeps everything)."""
     report = purge_by_setting()
     return report.runs if report else 0
+
+
+@shared_task(name="runs.ensure_attempt_partitions", ignore_result=True)
+def ensure_attempt_partitions() -> int:
+    """Every six hours, from the scheduler: PostgreSQL's attempt months, created ahead (runs.partitions)."""
+    created = partitions.ensure_by_setting()
+    if created:
+        log.info("attempt partitions created: %s", ", ".join(created))
+    return len(created)
