@@ -30,7 +30,15 @@ def start_django(root: Path) -> None:
     """Migrate the database os.environ names, set Django up on it, and act in the default project."""
     os.environ["DJANGO_SETTINGS_MODULE"] = "agentops.settings"
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=root, env=os.environ, check=True)
+    if os.environ.get("AGENTOPS_BENCH_UNPARTITIONED"):   # a side-by-side figure with attempts in one table
+        unpartition_attempts(root)
     import django
 
     django.setup()
     act_in_default_project()
+
+
+def unpartition_attempts(root: Path) -> None:
+    """PostgreSQL: reverse migration runs.0033, for a side-by-side figure with attempts in one table."""
+    subprocess.run([sys.executable, "manage.py", "migrate", "runs", "0032", "-v", "0"], cwd=root, env=os.environ,
+                   check=True)

@@ -53,7 +53,7 @@ def build(runs: int, per_run: int, *, end: datetime | None = None) -> dict:
     from django.db import connection, transaction
     from pages import Loader
 
-    from runs import failures
+    from runs import failures, partitions
     from runs.models import Attempt, PlanRevision, Run, Step
 
     user, _ = User.objects.get_or_create(username="bench", defaults={"is_superuser": True, "is_staff": True})
@@ -67,6 +67,12 @@ def build(runs: int, per_run: int, *, end: datetime | None = None) -> dict:
     with connection.cursor() as cursor:
         if vendor == "postgresql":
             cursor.execute("DROP INDEX IF EXISTS attempt_search_gin_idx")
+    # PostgreSQL's attempt months for the span (the scheduler creates months ahead, never past ones).
+    months = [partitions.month_start(now - timedelta(seconds=span_s + 60))]
+    while months[-1] < partitions.month_start(now):
+        months.append(partitions.next_month(months[-1]))
+    if partitions.is_partitioned():
+        partitions.create_months(months)
     first_run = Run.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     with transaction.atomic():
         if vendor == "postgresql":
@@ -196,12 +202,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20_000)
     parser.add_argument("--attempts-per-run", type=int, default=20)
+    parser.add_argument("--unpartitioned", action="store_true",
+                        help="PostgreSQL: attempts in one table (migration runs.0033 reversed), for comparison")
     parser.add_argument("--var-dir", default=os.path.join(tempfile.gettempdir(), "agentops-bench-explorer"))
     args = parser.parse_args()
     os.environ.setdefault("AGENTOPS_VAR_DIR", args.var_dir)
     os.environ.setdefault("ALLOWED_HOSTS", "testserver")
     os.environ.setdefault("DEBUG", "true")
     benchenv.start_django(ROOT)
+    if args.unpartitioned:
+        benchenv.unpartition_attempts(ROOT)
     from django.db import connection
 
     from runs.models import Attempt, FailureGroup
@@ -212,7 +222,10 @@ def main() -> None:
                  f"{data['index_s']:.0f} s, failure groups {data['groups_s']:.0f} s")
     else:
         ready = "reused"
-    print(f"data on {connection.vendor}: {args.runs:,} runs, {Attempt.objects.count():,} attempts, "
+    from runs import partitions
+
+    layout = f", attempts in {len(partitions.partitions())} partitions" if partitions.is_partitioned() else ""
+    print(f"data on {connection.vendor}{layout}: {args.runs:,} runs, {Attempt.objects.count():,} attempts, "
           f"{FailureGroup.objects.count():,} failure groups ({ready})")
     time_pages(data["user"])
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -50,8 +49,8 @@ def main() -> None:
     os.environ.setdefault("DEBUG", "true")
     benchenv.start_django(ROOT)
     if args.unpartitioned:
-        subprocess.run([sys.executable, "manage.py", "migrate", "runs", "0032", "-v", "0"], cwd=ROOT,
-                       env=os.environ, check=True)
+        benchenv.unpartition_attempts(ROOT)
+    from django.db import connection
     from explorer import build
 
     from runs import partitions
@@ -61,7 +60,8 @@ def main() -> None:
     if partitions.is_partitioned():
         partitions.create_months([partitions.month_start(end - timedelta(days=31)), partitions.month_start(end)])
     build(args.runs, args.attempts_per_run, end=end)
-    scalar("CHECKPOINT")
+    with connection.cursor() as cursor:
+        cursor.execute("CHECKPOINT")   # the load's full-page images are not the purge's
     attempts = scalar("SELECT count(*) FROM runs_attempt")
     size_before = scalar("SELECT pg_total_relation_size('runs_attempt') + coalesce((SELECT sum("
                          "pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = 'runs_attempt'::regclass), 0)")
