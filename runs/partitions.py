@@ -104,14 +104,19 @@ def _timestamp(text: str) -> datetime:
 
 
 def ensure(*, now: datetime, ahead: int) -> list[str]:
-    """Create the months from `now`'s through `ahead` months after it that do not exist yet;
-    returns the names created. Safe to call from several processes (one at a time does the work)."""
+    """Create the months from `now`'s through `ahead` months after it that do not exist yet, and those
+    of any row the default partition holds (moving it there); returns the names created. Safe to call
+    from several processes (one at a time does the work)."""
     if not is_partitioned():
         return []
-    first = month_start(now)
-    months = [first]
+    months = [month_start(now)]
     for _ in range(ahead):
         months.append(next_month(months[-1]))
+    with connection.cursor() as cursor:   # the default partition is empty unless a tick was missed
+        cursor.execute(f"SELECT DISTINCT date_trunc('month', started_at, 'UTC') FROM \"{DEFAULT}\"")
+        # (December 9999 has no month after it to bound it: such a row stays where it is.)
+        stray = {month_start(start) for (start,) in cursor.fetchall() if start.year < 9999}
+    months = sorted(set(months) | stray)
     return create_months(months)
 
 
@@ -188,6 +193,15 @@ def count_rows(partition: Partition) -> int:
     with connection.cursor() as cursor:
         cursor.execute(f'SELECT count(*) FROM "{partition.name}"')
         return cursor.fetchone()[0]
+
+
+def estimate(partition: Partition) -> tuple[int, int]:
+    """Rows (the planner's estimate: exact after VACUUM or ANALYZE) and bytes on disk, indexes included."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT greatest(reltuples, 0)::bigint, pg_total_relation_size(oid) FROM pg_class "
+                       "WHERE oid = to_regclass(%s)", [partition.name])
+        rows, size = cursor.fetchone()
+    return rows, size
 
 
 def output_refs(partition: Partition) -> set[int]:

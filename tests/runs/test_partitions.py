@@ -86,6 +86,35 @@ class TestMonths:
             cursor.execute("SELECT id FROM runs_attempt WHERE search_vector @@ to_tsquery('simple', 'quota')")
             assert [row[0] for row in cursor.fetchall()] == [late.pk]
 
+    def test_the_scheduler_gives_the_default_partitions_rows_their_months(self, make_run, make_revision, make_step,
+                                                                          make_attempt):
+        step = make_step(make_revision(make_run()))
+        stray = make_attempt(step, started_at=datetime(2024, 7, 4, tzinfo=UTC))
+        absurd = make_attempt(step, number=2, started_at=datetime(9999, 12, 31, tzinfo=UTC))
+        assert home_of(stray) == partitions.DEFAULT
+        assert "runs_attempt_p2024_07" in partitions.ensure(now=timezone.now(), ahead=3)
+        assert home_of(stray) == "runs_attempt_p2024_07" and home_of(absurd) == partitions.DEFAULT
+
+    def test_the_command_lists_the_months_and_creates_them(self, make_run, make_revision, make_step, make_attempt):
+        from io import StringIO
+
+        from django.core.management import call_command
+        from django.core.management.base import CommandError
+
+        step = make_step(make_revision(make_run()))
+        make_attempt(step, started_at=datetime(2024, 7, 4, tzinfo=UTC))
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {partitions.DEFAULT}")
+        out = StringIO()
+        call_command("attempt_partitions", stdout=out)
+        assert "runs_attempt_default" in out.getvalue() and "--ensure moves them" in out.getvalue()
+        out = StringIO()
+        call_command("attempt_partitions", "--ensure", "--ahead", "5", stdout=out)
+        text = out.getvalue()
+        assert text.startswith("Created 3 months: runs_attempt_p2024_07, ") and "runs_attempt_p2024_07" in text
+        with pytest.raises(CommandError, match="from 1 to 120"):
+            call_command("attempt_partitions", "--ahead", "0")
+
     def test_the_scheduler_creates_them(self, db, settings):
         from agentops.settings import CELERY_BEAT_SCHEDULE
         from runs.tasks import ensure_attempt_partitions
