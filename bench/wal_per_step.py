@@ -29,6 +29,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+BLOCK = re.compile(r"blkref #0: rel \d+/\d+/(\d+)")
 RECORD = re.compile(r"rmgr: (\S+)\s+len \(rec/tot\):\s*(\d+)/\s*(\d+), tx:\s*(\d+), lsn: \S+, prev \S+, desc: (.*)")
 
 
@@ -88,8 +89,37 @@ def attribute(dump: str, oid: str) -> dict:
     for rmgr, size, _ in kept:
         by_rmgr[rmgr] += size
     fpi = sum(size for _, size, desc in kept if "FPW" in desc)
+    by_relation: Counter = Counter()
+    for _, size, desc in kept:
+        found = BLOCK.search(desc)
+        by_relation[found.group(1) if found else "(commits)"] += size
     return {"bytes": sum(size for _, size, _ in kept), "records": len(kept), "fpi_bytes": fpi,
-            "transactions": len(txs), "by_rmgr": by_rmgr}
+            "transactions": len(txs), "by_rmgr": by_rmgr, "by_relation": by_relation,
+            "run_updates": run_update_kinds(kept)}
+
+
+def run_update_kinds(kept: list) -> Counter:
+    """runs_run's heap updates by kind: HOT; not HOT with the new version on the same page (so an
+    indexed column changed); not HOT on another page (no room left on the old one)."""
+    run = psql("SELECT relfilenode FROM pg_class WHERE oid = 'runs_run'::regclass")
+    kinds: Counter = Counter()
+    for rmgr, _, desc in kept:
+        if not rmgr.startswith("Heap") or f"/{run} " not in desc + " ":
+            continue
+        if desc.startswith("HOT_UPDATE"):
+            kinds["HOT"] += 1
+        elif desc.startswith("UPDATE"):
+            kinds["not HOT, other page" if "blkref #1" in desc else "not HOT, same page"] += 1
+    return kinds
+
+
+def relation_names() -> dict[str, str]:
+    """relfilenode -> name; a TOAST table and its index are named after their table."""
+    rows = psql("SELECT c.relfilenode, coalesce(t.relname || ' (TOAST)', ti.relname || ' (TOAST index)', c.relname) "
+                "FROM pg_class c LEFT JOIN pg_class t ON t.reltoastrelid = c.oid "
+                "LEFT JOIN pg_index i ON i.indexrelid = c.oid "
+                "LEFT JOIN pg_class ti ON ti.reltoastrelid = i.indrelid WHERE c.relfilenode <> 0")
+    return dict(line.split("|", 1) for line in rows.splitlines())
 
 
 def main() -> None:
@@ -131,6 +161,11 @@ def main() -> None:
           f"{found['transactions'] / steps:.2f} transactions per step")
     for rmgr, size in found["by_rmgr"].most_common(6):
         print(f"  {rmgr:12} {size / steps / 1000:6.2f} KB per step")
+    names = relation_names()
+    print("  by relation:")
+    for relation, size in found["by_relation"].most_common(14):
+        print(f"    {names.get(relation, relation):44} {size / steps / 1000:6.2f} KB per step")
+    print(f"  runs_run's heap updates: {dict(found['run_updates'])}")
     print()
     for table in UPDATED_TABLES:
         updates = after_updates[table][0] - before_updates[table][0]

@@ -25,7 +25,6 @@ from capabilities.models import Capability, CapabilityVersion
 from capabilities.outputs import store_json, stored_output_for
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
 from runs import checkpoint, failures
-from runs.checkpoint import fresh_progress
 from runs.models import Approval, Attempt, Decision, PlanRevision, PlanSubmission, Run, Step
 from runs.services import LOST_CALL_MESSAGE, run_close_open_records
 from runs.worker.leases import Lease, can_return_from_update, fenced_update
@@ -47,9 +46,10 @@ def _at(epoch: float) -> datetime:
 
 IN_FLIGHT_MESSAGE = "in flight: sent by {worker}; the outcome is not recorded yet"
 
-# What a stop sets on indexed columns of the run row (runs.models.Run.Meta.indexes), and what its
-# checks tie to them (a stall kind only with a stalled stop reason).
-STOP_FIELDS = ("status", "stop_reason", "finished_at", "stall_kind")
+# What a stop sets on indexed columns of the run row (runs.models.Run.Meta.indexes, and the detail's
+# trigram index for the runs list's search: migration 0031), and what its checks tie to them (a
+# stall kind only with a stalled stop reason).
+STOP_FIELDS = ("status", "stop_reason", "stop_detail", "finished_at", "stall_kind")
 
 # A first plan up to this many steps is written with its pass's one statement; a longer one (a
 # plan may have thousands) goes in a transaction, its steps in INSERTs of as many as one may bind.
@@ -288,7 +288,8 @@ class PassWriter(PlannerCallIntents):
         steps' statuses would change, and every step of the new one pending (as inserted)."""
         return (other is None and not plan.triggering_attempt_id and self.previous is not None
                 and not self.previous.revision and len(plan.steps) <= ONE_STATEMENT_PLAN_STEPS
-                and all(_step_status(state, p) == StepStatus.PENDING and fresh_progress(p) for p in state.steps))
+                and all(_step_status(state, p) == StepStatus.PENDING and checkpoint.fresh_progress(p)
+                        for p in state.steps))
 
     def _run_fields(self, transition: Transition, now, stopped) -> tuple[dict[str, Any], dict[str, int]]:
         """The fields this pass owns, never cancel_requested_at or anything an operator sets."""
@@ -395,7 +396,8 @@ class PassWriter(PlannerCallIntents):
                 pairs = [(old, new) for old, new in zip(previous.steps, state.steps, strict=False) if old is not new]
             else:   # the run ended, or an approval came or went: any step's status may change
                 pairs = list(zip(previous.steps, state.steps, strict=False))
-            before = {old.step.id: (_step_status(previous, old), None if fresh_progress(old) else old.progress_dict())
+            before = {old.step.id: (_step_status(previous, old),
+                                    None if checkpoint.fresh_progress(old) else old.progress_dict())
                       for old, _new in pairs}
             changed = [new for _old, new in pairs]
         elif state.revision == self._fresh_revision and any(r == state.revision for r, _ in self._steps):
@@ -411,12 +413,11 @@ class PassWriter(PlannerCallIntents):
                 continue
             old_status, old_progress = before[progress.step.id]
             status = _step_status(state, progress)
-            new_progress = None if fresh_progress(progress) else progress.progress_dict()
-            pk = self._step(state.revision, progress.step.id)[0]
+            new_progress = None if checkpoint.fresh_progress(progress) else progress.progress_dict()
             if new_progress != old_progress:
-                writes.progress.append((pk, status, new_progress))
+                writes.progress.append((self._step(state.revision, progress.step.id)[0], status, new_progress))
             elif status != old_status:
-                writes.statuses.setdefault(status, []).append(pk)
+                writes.statuses.setdefault(status, []).append(self._step(state.revision, progress.step.id)[0])
         return writes
 
 

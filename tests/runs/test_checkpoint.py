@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 from django.apps import apps
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from runs import checkpoint, services
@@ -149,3 +149,34 @@ def test_a_forks_inherited_calls_stay_in_its_head_until_the_window_leaves_them(o
     head = Run.objects.get(pk=fork.pk).state
     kinds = [type(entry) for entry in head["history"]]
     assert kinds[:2] == [dict, dict] and set(kinds[2:]) == {str} and len(kinds) > 2
+
+
+def _run_row_updates() -> tuple[int, int]:
+    """This transaction's updates of runs_run so far, and how many of them were HOT (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'runs_run'")
+        found = cursor.fetchone()
+    return (found[0], found[1]) if found else (0, 0)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="HOT updates are PostgreSQL's")
+def test_a_pass_changes_the_run_rows_indexed_columns_in_one_update_at_most(operator, demo_capabilities):
+    """Every update that changes a column an index names writes an entry in each of the run row's
+    indexes (not HOT). A pass that neither changes the status nor stops makes none; the first
+    (queued to running) and the stop make one each: the stop's indexed fields (the trigram-indexed
+    detail too) go in its one UPDATE with the stop attempt, never also in the fenced one before it."""
+    run = plan_run(operator, 3)
+    work = Slice(run.pk)
+    not_hot = []
+    while not work.state.is_terminal:
+        status = Run.objects.get(pk=run.pk).status
+        with transaction.atomic():   # the pass's own transaction a savepoint: its counts stay readable
+            before = _run_row_updates()
+            work.step()
+            after = _run_row_updates()
+        updates, hot = after[0] - before[0], after[1] - before[1]
+        assert updates >= 1
+        not_hot.append((status, Run.objects.get(pk=run.pk).status, updates - hot))
+    assert not_hot[0] == ("queued", "running", 1)
+    assert not_hot[-1] == ("running", "stopped", 1)   # the plan done, the completion never met
+    assert all(n == 0 for _, _, n in not_hot[1:-1]), not_hot
