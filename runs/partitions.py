@@ -204,6 +204,11 @@ def estimate(partition: Partition) -> tuple[int, int]:
     return rows, size
 
 
+def lock_timed_out(error: Exception) -> bool:
+    """Did a statement give up waiting for a lock (LOCK_TIMEOUT: lock_not_available)?"""
+    return getattr(error.__cause__, "sqlstate", None) == "55P03"
+
+
 def output_refs(partition: Partition) -> set[int]:
     with connection.cursor() as cursor:
         cursor.execute(f'SELECT DISTINCT output_ref_id FROM "{partition.name}" WHERE output_ref_id IS NOT NULL')

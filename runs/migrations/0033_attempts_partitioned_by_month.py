@@ -2,18 +2,38 @@
 SQLite keeps its table. The rows are copied into the new table, which then takes the old one's name,
 constraints and indexes: the primary key and the two unique constraints gain started_at, as
 PostgreSQL requires of a partitioned table (nothing may declare a foreign key to it any more:
-migrations runs.0032 and review.0006 dropped those six constraints first)."""
+migrations runs.0032 and review.0006 dropped those six constraints first).
+
+Self-contained, as a migration must stay: what it names (the months' table names, the default
+partition) is what runs.partitions names today, copied here so a later change there cannot change
+what this migration did."""
 import re
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import migrations
 from django.utils import timezone
 
-from runs import partitions
-
-TABLE = partitions.PARENT
+TABLE = "runs_attempt"
+DEFAULT = "runs_attempt_default"
 OLD = "runs_attempt_before_rebuild"
 _KEY = re.compile(r"^(PRIMARY KEY|UNIQUE) \((.*)\)$")
+
+
+def _month_start(moment: datetime) -> datetime:
+    moment = moment.astimezone(UTC)
+    return datetime(moment.year, moment.month, 1, tzinfo=UTC)
+
+
+def _next_month(start: datetime) -> datetime:
+    return datetime(start.year + start.month // 12, start.month % 12 + 1, 1, tzinfo=UTC)
+
+
+def _stored_columns(cursor, table: str) -> list[str]:
+    """The columns an INSERT may name (a generated column may not be written)."""
+    cursor.execute("SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
+                   "AND NOT attisdropped AND attgenerated = '' ORDER BY attnum", [table])
+    return [name for (name,) in cursor.fetchall()]
 
 
 def _key(definition: str, *, partitioned: bool) -> str:
@@ -42,20 +62,20 @@ def _rebuild(cursor, *, partitioned: bool) -> None:
     like = f'LIKE "{OLD}" INCLUDING GENERATED INCLUDING CONSTRAINTS INCLUDING STORAGE INCLUDING COMMENTS'
     if partitioned:
         cursor.execute(f'CREATE TABLE "{TABLE}" ({like}) PARTITION BY RANGE (started_at)')
-        cursor.execute(f'CREATE TABLE "{partitions.DEFAULT}" PARTITION OF "{TABLE}" DEFAULT')
+        cursor.execute(f'CREATE TABLE "{DEFAULT}" PARTITION OF "{TABLE}" DEFAULT')
         cursor.execute(f'SELECT min(started_at) FROM "{OLD}"')
         first = cursor.fetchone()[0] or timezone.now()
         now = timezone.now()
-        months = [partitions.month_start(min(first, now))]
-        last = partitions.month_start(now)
-        for _ in range(settings.AGENTOPS_ATTEMPT_PARTITIONS_AHEAD):
-            last = partitions.next_month(last)
-        while months[-1] < last:
-            months.append(partitions.next_month(months[-1]))
-        partitions.create_months(months)
+        month, last = _month_start(min(first, now)), _month_start(now)
+        for _ in range(getattr(settings, "AGENTOPS_ATTEMPT_PARTITIONS_AHEAD", 3)):
+            last = _next_month(last)
+        while month <= last:   # every month of the rows there are, and the months ahead
+            cursor.execute(f'CREATE TABLE "{TABLE}_p{month:%Y_%m}" PARTITION OF "{TABLE}" FOR VALUES FROM (%s) TO (%s)',
+                           [month, _next_month(month)])
+            month = _next_month(month)
     else:
         cursor.execute(f'CREATE TABLE "{TABLE}" ({like})')
-    columns = ", ".join(f'"{c}"' for c in partitions.stored_columns(cursor, OLD))
+    columns = ", ".join(f'"{c}"' for c in _stored_columns(cursor, OLD))
     cursor.execute(f'INSERT INTO "{TABLE}" ({columns}) SELECT {columns} FROM "{OLD}"')
     cursor.execute(f'DROP TABLE "{OLD}"')   # no CASCADE: nothing may still refer to it
 

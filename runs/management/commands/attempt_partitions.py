@@ -26,11 +26,15 @@ class Command(BaseCommand):
             created = partitions.ensure(now=timezone.now(),
                                         ahead=settings.AGENTOPS_ATTEMPT_PARTITIONS_AHEAD if ahead is None else ahead)
             self.stdout.write(f"Created {len(created)} months" + (f": {', '.join(created)}." if created else "."))
+        left = 0
         for partition in partitions.partitions():
             rows, size = partitions.estimate(partition)
+            if partition.is_default:
+                # Counted, not estimated (the estimate says 0 until ANALYZE): it is empty unless a tick was missed.
+                rows = left = partitions.count_rows(partition)
             span = "rows no month holds" if partition.is_default else f"{partition.start:%Y-%m}"
             self.stdout.write(f"{partition.name:<28} {span:<20} ~{rows:>12,} rows {size / 2**20:>10.1f} MB")
-        left = partitions.estimate(partitions.partitions()[-1])[0]
         if left:
             self.stdout.write(self.style.WARNING(
-                f"The default partition holds about {left:,} rows: --ensure moves them into months of their own."))
+                f"The default partition holds {left:,} row{'' if left == 1 else 's'}: "
+                "--ensure moves them into months of their own."))
