@@ -177,6 +177,7 @@ def test_a_client_that_disconnects_mid_call_gets_the_result_by_the_same_call_run
                 await anyio.to_thread.run_sync(lambda: wait_until(
                     writes.filter(status="ok").exists, timeout=60, message="the write's outcome"))
             again = await http.post(gateway_stack.mcp, json={**call, "id": 3}, headers=headers)
+            await http.delete(gateway_stack.mcp, headers=headers)   # the session ends, as a client ends it
             return sse_message(again.text, 3)
 
     answer = run(go)
@@ -271,6 +272,9 @@ def test_an_approval_is_bound_to_the_exact_arguments(gateway_stack, agent_token,
     assert (second.state, second.arguments) == ("pending", {"note": "n2"})
     assert second.arguments_hash != first.arguments_hash
     assert [a.step.arguments for a in executed.select_related("step")] == [{"note": "n1"}]
+    # Its session ended, the run waits for that decision (not for an idle timeout) to stop.
+    services.approval_decide(approval_id=other_id, user=second_operator, approve=False, channel="api",
+                             expected_hash=bound_hash(other_id))
 
 
 def test_a_call_to_an_upstream_mcp_capability_is_proxied(gateway_stack, agent_token, stdio_allowed, settings):
