@@ -4,6 +4,7 @@ import socket
 
 from celery import shared_task
 from django.conf import settings
+from django.db import OperationalError
 
 from core.outages import outage_of
 from runs import bulk, partitions
@@ -56,7 +57,16 @@ def purge_old_runs() -> int:
 @shared_task(name="runs.ensure_attempt_partitions", ignore_result=True)
 def ensure_attempt_partitions() -> int:
     """Every six hours, from the scheduler: PostgreSQL's attempt months, created ahead (runs.partitions)."""
-    created = partitions.ensure_by_setting()
+    try:
+        created = partitions.ensure_by_setting()
+    except OperationalError as error:
+        # A long read or write on the attempts table held the lock past LOCK_TIMEOUT: months are made
+        # AGENTOPS_ATTEMPT_PARTITIONS_AHEAD ahead, so the next tick has time to try again.
+        if not partitions.lock_timed_out(error):
+            raise
+        log.warning("attempt partitions: the table's lock did not come within %s; the next tick tries again",
+                    partitions.LOCK_TIMEOUT)
+        return 0
     if created:
         log.info("attempt partitions created: %s", ", ".join(created))
     return len(created)

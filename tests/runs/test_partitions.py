@@ -123,6 +123,30 @@ class TestMonths:
         assert ensure_attempt_partitions() == 30 - 3     # the migration made three months ahead
         assert ensure_attempt_partitions() == 0
 
+    @pytest.mark.django_db(transaction=True)
+    def test_the_scheduler_leaves_the_months_to_its_next_tick_when_the_lock_does_not_come(self, settings,
+                                                                                          monkeypatch, caplog):
+        """A reader of the default partition (a long explorer query) holds what creating a month needs."""
+        import psycopg
+
+        from runs.tasks import ensure_attempt_partitions
+
+        settings.AGENTOPS_ATTEMPT_PARTITIONS_AHEAD = 5
+        monkeypatch.setattr(partitions, "LOCK_TIMEOUT", "200ms")
+        db = connection.settings_dict
+        reader = psycopg.connect(host=db["HOST"] or None, port=db["PORT"] or None, user=db["USER"], dbname=db["NAME"])
+        try:
+            reader.execute(f'LOCK TABLE "{partitions.DEFAULT}" IN ACCESS SHARE MODE')
+            assert ensure_attempt_partitions() == 0
+            assert "the next tick tries again" in caplog.text
+            reader.rollback()
+            assert ensure_attempt_partitions() == 2
+        finally:
+            reader.close()
+            with connection.cursor() as cursor:
+                for month in partitions.partitions()[-3:-1]:   # leave the migration's months as they were
+                    cursor.execute(f'DROP TABLE "{month.name}"')
+
 
 @pytest.fixture
 def old_months(make_run, make_revision, make_step, make_attempt):
