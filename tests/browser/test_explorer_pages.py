@@ -46,9 +46,14 @@ def test_an_operator_searches_calls_and_follows_one_into_its_trace(page, live_se
     login(operator)
     page.goto(f"{live_server.url}/runs/calls/")
     expect(page.locator("table.calls tbody tr")).to_have_count(3)
+    ok_call = page.get_by_role("link", name="r1·s1#1")   # the oldest call: on the second page only
+    expect(ok_call).to_have_count(0)
     page.get_by_role("link", name="Next →").click()
+    expect(ok_call).to_have_count(1)
     expect(page.locator("table.calls tbody tr")).to_have_count(3)
     page.get_by_role("link", name="← Previous").click()
+    # Both pages hold three rows: wait for the first page's own, or its answer could land after the search's.
+    expect(ok_call).to_have_count(0)
     expect(page.locator("table.calls tbody tr")).to_have_count(3)
 
     page.get_by_label("Search").fill('"contractors policy"')
