@@ -414,10 +414,13 @@ class PassWriter(PlannerCallIntents):
             old_status, old_progress = before[progress.step.id]
             status = _step_status(state, progress)
             new_progress = None if checkpoint.fresh_progress(progress) else progress.progress_dict()
+            if new_progress == old_progress and status == old_status:
+                continue
+            pk = self._step(state.revision, progress.step.id)[0]
             if new_progress != old_progress:
-                writes.progress.append((self._step(state.revision, progress.step.id)[0], status, new_progress))
-            elif status != old_status:
-                writes.statuses.setdefault(status, []).append(self._step(state.revision, progress.step.id)[0])
+                writes.progress.append((pk, status, new_progress))
+            else:
+                writes.statuses.setdefault(status, []).append(pk)
         return writes
 
 
