@@ -141,7 +141,7 @@ def agent_token_issue(*, user, agent: Agent, name: str = "", expires_in_days: in
 def agent_token_revoke(*, user, token_id: int, agent_id: int | None = None) -> AgentToken:
     """Revoke an agent token (twice is harmless). Sessions it opened are refused from then on."""
     _require_manager(user, "revoke agent tokens")
-    token = AgentToken.objects.select_for_update().select_related("agent").filter(pk=token_id).first()
+    token = AgentToken.objects.select_for_update(of=("self",)).select_related("agent").filter(pk=token_id).first()
     if token is None or (agent_id is not None and token.agent_id != agent_id):
         raise TokenNotFound("No such agent token.")
     if token.revoked_at is None:
@@ -214,13 +214,23 @@ class CallRefused(Exception):
         self.busy = busy
 
 
+def _locked_session(session_id: int) -> GatewaySession:
+    """The session and its run, their rows locked for this transaction (calls of one session take
+    turns; the run is read as it stands), without the key (FOR NO KEY UPDATE: inserts that refer to
+    them are not held up). Not the agent's and its owner's rows, which a plain FOR UPDATE over the
+    join locked too: every session of one agent took turns, and a session opening (its insert checks
+    the agent's key) deadlocked with them."""
+    return (GatewaySession.objects.select_for_update(of=("self", "run"), no_key=True)
+            .select_related("run", "agent__owner").get(pk=session_id))
+
+
 def call_submit(*, session_id: int, capability: str, arguments: dict) -> Submitted:
     """Propose one tools/call as the plan the run waits for, or pick up the call already proposed.
 
     A call answered before it concluded (approval pending, still running) is held: the same
     call again waits on that revision instead of being proposed twice."""
     with transaction.atomic():
-        session = GatewaySession.objects.select_for_update().select_related("run", "agent__owner").get(pk=session_id)
+        session = _locked_session(session_id)
         run = session.run
         if session.ended_at is not None:
             raise CallRefused(f"This session ended ({session.end_reason}); open a new one.")
@@ -269,7 +279,7 @@ def session_end(*, session_id: int, reason: str) -> bool:
     an approved call runs once and the run stops after it; a rejection or an expiry stops it as
     for any run. False when the run's owner may no longer submit for it (the deadline stops it)."""
     with transaction.atomic():
-        session = GatewaySession.objects.select_for_update().select_related("run", "agent__owner").get(pk=session_id)
+        session = _locked_session(session_id)
         if session.ended_at is None:
             GatewaySession.objects.filter(pk=session.pk).update(ended_at=timezone.now(), end_reason=reason[:200])
         run = Run.objects.get(pk=session.run_id)

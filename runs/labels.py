@@ -132,7 +132,7 @@ def run_labels_change(*, run_id: int, user, add: dict[str, str], remove: list[st
         raise InvalidInput("The labels could not be changed: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
                            fields=errors)
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
         before = dict(run.labels or {})
         after = {k: v for k, v in before.items() if k not in remove}
         after.update(add)

@@ -23,8 +23,9 @@ GRACE_S = 10
 @transaction.atomic
 def long_poll_open(*, user_id: int, run_id: int, wait_s: int) -> int:
     """Take one of the user's long-poll slots for `wait_s` seconds; raise TooBusy when all are taken."""
-    # Opens by one user are serialized on their row, so two processes never both take the last slot.
-    list(get_user_model().objects.select_for_update().filter(pk=user_id).values_list("pk", flat=True))
+    # Opens by one user are serialized on their row, so two processes never both take the last slot;
+    # FOR NO KEY UPDATE: the user's other work (rows that refer to them check their key) goes on.
+    list(get_user_model().objects.select_for_update(no_key=True).filter(pk=user_id).values_list("pk", flat=True))
     now = timezone.now()
     OpenLongPoll.objects.filter(user_id=user_id, expires_at__lte=now).delete()
     open_ends = list(OpenLongPoll.objects.filter(user_id=user_id).order_by("expires_at")

@@ -63,7 +63,7 @@ def require_manage(user, run: Run, action: str) -> None:
 def run_cancel(*, run_id: int, user) -> Run:
     """Cancel a run: at once when no worker holds it, else at the next step boundary."""
     require(user, "runs.cancel_run", "cancel runs")
-    run = Run.objects.select_for_update().get(pk=run_id)
+    run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
     require_manage(user, run, "cancel")
     if run.is_finished:
         raise Conflict(f"Run {run.pk} has already finished ({run.get_status_display()}).")
@@ -357,7 +357,7 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
 
 
     require(user, "runs.start_run", "submit plans")
-    run = Run.objects.select_for_update().get(pk=run_id)
+    run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
     require_manage(user, run, "submit plans for")
     # The API speaks for external runs; the gateway (planner="gateway") for its sessions' runs.
     if run.planner != planner:

@@ -45,7 +45,7 @@ def can_reconcile(user, run: Run) -> bool:
 def run_reconcile(*, run_id: int, user, committed: bool, evidence: str) -> Reconciliation:
     """Record whether the unknown side effect committed, with the evidence, and audit it."""
     require(user, RECONCILE_RUN, "reconcile runs")
-    run = Run.objects.select_for_update().get(pk=run_id)
+    run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
     require_manage(user, run, "reconcile")
     if run.stop_reason != OUTCOME_UNKNOWN:
         raise Conflict(f"Run {run.pk} did not stop on an unknown outcome ({run.stop_reason or run.status}): "

@@ -36,7 +36,7 @@ def sweep_expired_approvals(now=None) -> int:
                .values_list("pk", "run_id"))
     for approval_id, run_id in expired[:500]:
         with transaction.atomic():
-            run = Run.objects.select_for_update().get(pk=run_id)
+            run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
             approval = Approval.objects.select_related("step").get(pk=approval_id)
             # Decided or stopped meanwhile, or a worker holds the run: nothing to do here.
             if run.is_finished or approval.state != ApprovalState.PENDING or (
@@ -64,7 +64,7 @@ def sweep_overdue_runs(now=None) -> int:
         Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)).values_list("pk", flat=True)
     for run_id in overdue[:500]:
         with transaction.atomic():
-            run = Run.objects.select_for_update().get(pk=run_id)
+            run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
             if run.is_finished or (run.lease_expires_at and run.lease_expires_at > now):
                 continue
             waited = _waiting_for(run)
