@@ -17,6 +17,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from core.outages import DATABASE_ERRORS, DATABASE_UNAVAILABLE, outage_of
 from gateway import mcp_server, selectors
 from gateway.delivery import Delivery
 from gateway.tokens import TokenRefused, bearer_for
@@ -29,6 +30,15 @@ async def _json_error(send, status: int, code: int, message: str, headers: list 
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             *(headers or [])]})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _unavailable(send, scope, exc: BaseException) -> None:
+    """The database failed a lookup before the SDK took the request: a 503 saying so, as the web's (its
+    internals stay out of the answer)."""
+    outage = outage_of(exc) or DATABASE_UNAVAILABLE
+    mcp_server.log.warning("gateway %s %s: %s (%s)", scope.get("method"), scope.get("path"), outage.summary,
+                           type(exc).__name__)
+    await _json_error(send, 503, -32603, outage.message, [(b"retry-after", b"5")])
 
 
 def _header(scope, name: bytes) -> str | None:
@@ -55,12 +65,19 @@ class McpEndpoint:
         except TokenRefused as refused:
             await _json_error(send, 401, -32001, str(refused), [(b"www-authenticate", b'Bearer error="invalid_token"')])
             return
+        except DATABASE_ERRORS as exc:
+            await _unavailable(send, scope, exc)
+            return
         # The principal the SDK compares a session's requests against: the token, never its key.
         principal = AccessToken(token=f"agent-token-{bearer.token_id}", client_id=f"agent-token-{bearer.token_id}",
                                 scopes=[])
         session_id = _header(scope, b"mcp-session-id")
-        if (session_id is not None and session_id not in mcp_server.OPEN_CONNECTIONS
-                and await self._refuse_ended(send, session_id, bearer.token_id)):
+        try:
+            if (session_id is not None and session_id not in mcp_server.OPEN_CONNECTIONS
+                    and await self._refuse_ended(send, session_id, bearer.token_id)):
+                return
+        except DATABASE_ERRORS as exc:
+            await _unavailable(send, scope, exc)
             return
         if session_id is not None and scope.get("method") == "DELETE":
             mcp_server.session_closing(session_id, bearer.token_id, mcp_server.CLIENT_CLOSED)

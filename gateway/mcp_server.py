@@ -22,8 +22,10 @@ from django.conf import settings
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, INVALID_REQUEST
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+from pydantic import ValidationError
 
+from core.outages import outage_of
 from core.projects import project_scope
 from gateway import results, selectors, services
 from gateway.delivery import Delivery
@@ -69,6 +71,26 @@ def _connection(ctx):
 def _bearer(ctx):
     request = ctx.request
     return request.scope.get("agentops.bearer") if request is not None else None
+
+
+class Failures:
+    """Server middleware, outermost: a request that fails unexpectedly is answered with what the client can
+    act on, never the exception's text (the SDK would send a database's lock graph, a query, a path). A
+    database outage says to try again shortly, as the web's 503 does; anything else is logged here."""
+
+    async def __call__(self, ctx, call_next):
+        try:
+            return await call_next(ctx)
+        except (MCPError, ValidationError):   # the protocol's own answers (the SDK maps a ValidationError)
+            raise
+        except Exception as exc:
+            outage = outage_of(exc)
+            if outage is not None:
+                log.warning("gateway %s: %s (%s)", ctx.method, outage.summary, type(exc).__name__)
+                raise MCPError(INTERNAL_ERROR, outage.message) from None
+            log.exception("gateway %s failed", ctx.method)
+            raise MCPError(INTERNAL_ERROR, f"The gateway could not handle {ctx.method}; the error is in its "
+                                           "log. Try again; if it persists, tell the operator.") from None
 
 
 class SessionRun:
@@ -349,7 +371,7 @@ def build_server() -> Server:
                     lifespan=_lifespan,
                     instructions="AgentOps governs these tools: every call goes through its runtime's policy "
                                  "(budgets, approvals, stall detection) and is recorded as a run.")
-    server.middleware.append(SessionRun())
+    server.middleware.extend([Failures(), SessionRun()])   # outermost first
     return server
 
 

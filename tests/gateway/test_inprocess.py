@@ -231,6 +231,69 @@ class TestCalls:
         assert list(Attempt.objects.values_list("capability_name", flat=True)) == ["gw_slow"]
 
 
+class TestUnexpectedFailures:
+    """A request that fails unexpectedly gets an answer the client can act on, never the exception's text."""
+
+    def failing_call(self, token, monkeypatch, exc):
+        from gateway import services
+
+        def fail(**kwargs):
+            raise exc
+
+        monkeypatch.setattr(services, "call_submit", fail)
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                with pytest.raises(MCPError) as failed:
+                    await c.call_tool("gw_echo", {"text": "hi"})
+                # The session goes on: the next request is answered.
+                return failed.value.error, [t.name for t in (await c.list_tools()).tools]
+
+        return serve(go)
+
+    def test_a_database_outage_says_to_try_again_without_its_internals(self, agent_token, no_worker, monkeypatch):
+        from django.db import OperationalError
+
+        _agent, token = agent_token()
+        error, tools = self.failing_call(token, monkeypatch, OperationalError(
+            "deadlock detected\nDETAIL:  Process 7631 waits for ShareLock on transaction 5188\n"
+            "CONTEXT:  while locking tuple (0,1) in relation \"auth_user\""))
+        assert error.code == -32603
+        assert error.message == "The database is unavailable; try again shortly."
+        assert "gw_echo" in tools
+
+    def test_a_bug_is_logged_and_answered_without_its_text(self, agent_token, no_worker, monkeypatch, caplog):
+        _agent, token = agent_token()
+        error, _tools = self.failing_call(token, monkeypatch, RuntimeError("internal detail: /srv/secret.py"))
+        assert error.code == -32603
+        assert "tools/call" in error.message and "log" in error.message
+        assert "internal detail" not in error.message
+        assert any("internal detail" in (r.exc_text or "") or (r.exc_info and "internal detail" in str(r.exc_info[1]))
+                   for r in caplog.records if r.name == "gateway.mcp_server")
+
+
+    def test_a_database_outage_at_the_token_lookup_is_a_503(self, agent_token, monkeypatch):
+        from django.db import OperationalError
+
+        from gateway import asgi
+
+        _agent, token = agent_token()
+
+        def down(key):
+            raise OperationalError('connection to server at "db.internal" (10.0.0.5), port 5432 failed')
+
+        monkeypatch.setattr(asgi, "bearer_for", down)
+
+        async def go(http_for):
+            async with http_for(token) as http:
+                return await initialize(http)
+
+        response = serve(go)
+        assert response.status_code == 503 and response.headers["retry-after"] == "5"
+        assert response.json()["error"] == {"code": -32603, "message": "The database is unavailable; try again shortly."}
+        assert "db.internal" not in response.text
+
+
 class TestWakeUps:
     """A held call ends on the worker's wake-up (runs.wakeups); the timed re-read is only the net."""
 
