@@ -28,7 +28,8 @@ class ExternalPlanner:
         self.on_proposed = on_proposed
 
     def propose(self, request: PlanningRequest) -> PlanProposal | PlanNotReady:
-        submission = PlanSubmission.objects.filter(run_id=self.run_id, revision=request.revision).first()
+        submission = (PlanSubmission.objects.select_related("submitted_by")   # its name goes on the revision
+                      .filter(run_id=self.run_id, revision=request.revision).first())
         if submission is None:
             return PlanNotReady(f"waiting for the external agent's plan for revision {request.revision}")
         if self.on_proposed is not None:  # before the plan is validated: with its proposer's permissions too
