@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from pydantic import ValidationError
 
-from core.outages import outage_of
+from core.outages import DATABASE_ERRORS, outage_of
 from core.projects import project_scope
 from gateway import results, selectors, services
 from gateway.delivery import Delivery
@@ -196,12 +196,21 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
         raise MCPError(INVALID_REQUEST, "Another tools/call of this session is in progress: one call at a time per "
                                         "session (open another session for parallel work).")
     async with lock:
+        await _record_unheld(state)
         delivery = _delivery(ctx)
         state["in_flight"] = (name, arguments_hash(arguments), delivery)
         try:
             return await _call(ctx, state, spec, arguments, delivery)
         finally:
             state.pop("in_flight", None)
+
+
+async def _record_unheld(state) -> None:
+    """Record a hold the database failed (see _call's hold); until it is recorded, no call is proposed."""
+    held = state.get("unheld")
+    if held is not None:
+        await db(services.call_hold, state["project_id"])(**held)
+        state.pop("unheld", None)
 
 
 def _delivery(ctx) -> Delivery:
@@ -229,8 +238,15 @@ async def _call(ctx, state, spec, arguments, delivery: Delivery) -> types.CallTo
         return results.refused(run_id, str(refused), stop_reason=refused.stop_reason)
 
     async def hold() -> None:
-        await db(services.call_hold, state["project_id"])(session_id=session_pk, revision=submitted.revision,
-                                                          capability=spec.name, arguments=arguments)
+        held = {"session_id": session_pk, "revision": submitted.revision, "capability": spec.name,
+                "arguments": arguments}
+        try:
+            await db(services.call_hold, state["project_id"])(**held)
+        except DATABASE_ERRORS:
+            # The database failed the answer and the hold alike: remembered here, and recorded before the
+            # session's next call, so the same call picks up this one's outcome instead of running again.
+            state["unheld"] = held
+            raise
 
     concluded = False
     try:

@@ -272,6 +272,44 @@ class TestUnexpectedFailures:
                    for r in caplog.records if r.name == "gateway.mcp_server")
 
 
+    def test_a_call_whose_answer_and_hold_the_database_failed_is_picked_up_by_the_same_call(
+            self, agent_token, inline_worker, monkeypatch, wait_until):
+        """The database fails while a proposed call waits for its outcome, and again when the call is held:
+        the client is told to try again, and the same call then gets the first one's outcome: run once."""
+        from django.db import OperationalError
+
+        from gateway import selectors, services
+        from runs.models import Attempt
+
+        _agent, token = agent_token()
+        real_outcome, real_hold = selectors.call_outcome, services.call_hold
+        failures = {"call_outcome": 1, "call_hold": 1}
+
+        def failing(name, real):
+            def call(**kwargs):
+                if failures[name]:
+                    failures[name] -= 1
+                    raise OperationalError("server closed the connection unexpectedly")
+                return real(**kwargs)
+            return call
+
+        monkeypatch.setattr(selectors, "call_outcome", failing("call_outcome", real_outcome))
+        monkeypatch.setattr(services, "call_hold", failing("call_hold", real_hold))
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                with pytest.raises(MCPError) as failed:
+                    await c.call_tool("gw_echo", {"text": "once"})
+                await asyncio.to_thread(wait_until, lambda: Attempt.objects.filter(status="ok").exists())
+                return failed.value.error, await c.call_tool("gw_echo", {"text": "once"})
+
+        error, again = serve(go)
+        assert error.message == "The database is unavailable; try again shortly."
+        assert not again.is_error and again.structured_content == {"echo": "once"}
+        assert again.meta["agentops/attempt"] == 1
+        assert Attempt.objects.count() == 1
+
+
     def test_a_database_outage_at_the_token_lookup_is_a_503(self, agent_token, monkeypatch):
         from django.db import OperationalError
 
