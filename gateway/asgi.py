@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 
-from asgiref.sync import sync_to_async
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from core.outages import DATABASE_ERRORS, DATABASE_UNAVAILABLE, outage_of
+from core.pooled import pooled
 from gateway import mcp_server, selectors
 from gateway.delivery import Delivery
 from gateway.tokens import TokenRefused, bearer_for
@@ -41,6 +41,23 @@ async def _unavailable(send, scope, exc: BaseException) -> None:
     await _json_error(send, 503, -32603, outage.message, [(b"retry-after", b"5")])
 
 
+class _Unavailable(Exception):
+    """A lookup before the SDK takes the request failed on the database."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+async def _looked_up(fn, *args, **kwargs):
+    """A lookup of the gateway's own, before the SDK: a database failure in it is answered 503 (only
+    these: the SDK answers its own failures, and a failure after it started answering cannot be)."""
+    try:
+        return await pooled(fn)(*args, **kwargs)
+    except DATABASE_ERRORS as exc:
+        raise _Unavailable(exc) from exc
+
+
 def _header(scope, name: bytes) -> str | None:
     return next((v.decode("latin-1") for k, v in scope["headers"] if k == name), None)
 
@@ -50,6 +67,12 @@ class McpEndpoint:
         self.session_manager = session_manager
 
     async def __call__(self, scope, receive, send) -> None:
+        try:
+            await self._answer(scope, receive, send)
+        except _Unavailable as unavailable:
+            await _unavailable(send, scope, unavailable.error)
+
+    async def _answer(self, scope, receive, send) -> None:
         version = _header(scope, b"mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             await _json_error(send, 400, -32600, "This gateway speaks the session protocol (initialize and "
@@ -61,23 +84,16 @@ class McpEndpoint:
                               [(b"www-authenticate", b'Bearer realm="agentops-mcp"')])
             return
         try:
-            bearer = await sync_to_async(bearer_for, thread_sensitive=False)(authorization[1])
+            bearer = await _looked_up(bearer_for, authorization[1])
         except TokenRefused as refused:
             await _json_error(send, 401, -32001, str(refused), [(b"www-authenticate", b'Bearer error="invalid_token"')])
-            return
-        except DATABASE_ERRORS as exc:
-            await _unavailable(send, scope, exc)
             return
         # The principal the SDK compares a session's requests against: the token, never its key.
         principal = AccessToken(token=f"agent-token-{bearer.token_id}", client_id=f"agent-token-{bearer.token_id}",
                                 scopes=[])
         session_id = _header(scope, b"mcp-session-id")
-        try:
-            if (session_id is not None and session_id not in mcp_server.OPEN_CONNECTIONS
-                    and await self._refuse_ended(send, session_id, bearer.token_id)):
-                return
-        except DATABASE_ERRORS as exc:
-            await _unavailable(send, scope, exc)
+        if (session_id is not None and session_id not in mcp_server.OPEN_CONNECTIONS
+                and await self._refuse_ended(send, session_id, bearer.token_id)):
             return
         if session_id is not None and scope.get("method") == "DELETE":
             mcp_server.session_closing(session_id, bearer.token_id, mcp_server.CLIENT_CLOSED)
@@ -94,8 +110,7 @@ class McpEndpoint:
     async def _refuse_ended(self, send, session_id: str, token_id: int) -> bool:
         """A request in a session that has ended (idle, closed, lost): the 404 the protocol asks for, saying
         why and how its run stopped, so the agent learns more than "not found" (only its own token does)."""
-        session = await sync_to_async(selectors.ended_session, thread_sensitive=False)(
-            mcp_session_id=session_id, token_id=token_id)
+        session = await _looked_up(selectors.ended_session, mcp_session_id=session_id, token_id=token_id)
         if session is None:
             return False
         run = session.run

@@ -17,7 +17,6 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -25,7 +24,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from pydantic import ValidationError
 
-from core.outages import DATABASE_ERRORS, outage_of
+from core.outages import DATABASE_ERRORS, Outage, outage_of
+from core.pooled import pooled
 from core.projects import project_scope
 from gateway import results, selectors, services
 from gateway.delivery import Delivery
@@ -47,16 +47,17 @@ LIST_CHANGED_POLL_S = 2.0
 
 
 def db(fn, project_id: int | None = None):
-    """A blocking ORM call off the event loop; not thread-sensitive, so sessions do not queue on one thread.
-    With a project: the call acts in it (a session's calls act in its agent's project, nowhere else)."""
+    """A blocking ORM call off the event loop (core.pooled: sessions do not queue on one thread, and a
+    session the database dropped is replaced). With a project: the call acts in it (a session's calls
+    act in its agent's project, nowhere else)."""
     if project_id is None:
-        return sync_to_async(fn, thread_sensitive=False)
+        return pooled(fn)
 
     def scoped(*args, **kwargs):
         with project_scope(project_id):
             return fn(*args, **kwargs)
 
-    return sync_to_async(scoped, thread_sensitive=False)
+    return pooled(scoped)
 
 
 def _project(ctx) -> int:
@@ -353,20 +354,46 @@ async def _lifespan(server):
             task.cancel()
 
 
+class _Rounds:
+    """A background loop's failed rounds, logged: an outage once, as a warning, and again when it ends
+    (the loop retries every round, so a line per round would flood the log); a bug with its traceback."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.outage: Outage | None = None
+
+    def failed(self, exc: Exception) -> None:
+        outage = outage_of(exc)
+        if outage is None:
+            log.error("could not %s", self.what, exc_info=exc)
+        elif self.outage is None:
+            self.outage = outage
+            log.warning("could not %s: %s (%s); trying again each round", self.what, outage.summary,
+                        type(exc).__name__)
+
+    def succeeded(self) -> None:
+        if self.outage is not None:
+            log.warning("%s again: the %s is back", self.what, self.outage.down)
+            self.outage = None
+
+
 async def _vouch_for_sessions() -> None:
     """Tell the lost-session sweep, every quarter of its patience, that this process's sessions live."""
+    rounds = _Rounds("vouch for this process's gateway sessions")
     while True:
         try:
             open_sessions = [c.state["session_pk"] for c in list(OPEN_CONNECTIONS.values())]
             await db(services.sessions_vouch)(session_ids=open_sessions)
-        except Exception:   # a database blip: the next round vouches again
-            log.exception("could not vouch for this process's gateway sessions")
+            rounds.succeeded()
+        except Exception as exc:   # noqa: BLE001 - the next round vouches again
+            rounds.failed(exc)
         await asyncio.sleep(settings.AGENTOPS_GATEWAY_SESSION_LOST_S / 4)
 
 
 async def _announce_list_changes() -> None:
     """notifications/tools/list_changed on the open sessions of a project whose registry or agents changed."""
     stamps: dict[int, tuple] | None = None
+    rounds = _Rounds("read the registry's version")
     while True:
         try:
             latest = await db(selectors.registry_stamps)()
@@ -377,8 +404,9 @@ async def _announce_list_changes() -> None:
                     with contextlib.suppress(Exception):   # a session without a GET stream cannot be told
                         await conn.send_tool_list_changed()
             stamps = latest
-        except Exception:  # noqa: BLE001 - a database blip must not end the announcements
-            log.exception("could not read the registry's version")
+            rounds.succeeded()
+        except Exception as exc:  # noqa: BLE001 - a database blip must not end the announcements
+            rounds.failed(exc)
         await asyncio.sleep(LIST_CHANGED_POLL_S)
 
 

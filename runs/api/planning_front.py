@@ -14,15 +14,14 @@ import asyncio
 import io
 import re
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.handlers.asgi import ASGIRequest
-from django.db import close_old_connections
 from rest_framework.exceptions import APIException
 
 from core.errors import ServiceError, TooBusy
 from core.outages import DATABASE_ERRORS
+from core.pooled import pooled
 from runs.api.planning import RunPlanningApi
 from runs.planning_hold import HELD_BY_FRONT, FrontOutcome, hold_until_change
 
@@ -35,17 +34,8 @@ def is_planning_poll(scope) -> bool:
             and PLANNING_PATH.match(scope["path"]) is not None)
 
 
-def _pooled(fn):
-    """fn in the event loop's shared pool (no thread per request), on a connection checked as a request's is."""
-    def call(*args, **kwargs):
-        close_old_connections()
-        return fn(*args, **kwargs)
-    return sync_to_async(call, thread_sensitive=False)
-
-
 def _admitted(scope, run_id: int) -> tuple[int, int] | None:
     """(user id, wait) when the DRF view would accept this request and wait; else None (Django answers it)."""
-    close_old_connections()
     request = ASGIRequest(scope, io.BytesIO())
     # The session and user as Django's middleware makes them, then the view's own authenticators,
     # permission and input: the same checks, in the same order.
@@ -87,10 +77,10 @@ class PlanningLongPoll:
 
     async def _hold(self, scope, gone: asyncio.Future) -> None:
         run_id = int(PLANNING_PATH.match(scope["path"])[1])
-        admitted = await sync_to_async(_admitted, thread_sensitive=False)(scope, run_id)
+        admitted = await pooled(_admitted)(scope, run_id)
         if admitted is not None:
             user_id, wait_s = admitted
-            await hold_until_change(user_id=user_id, run_id=run_id, wait_s=wait_s, db=_pooled, gone=gone)
+            await hold_until_change(user_id=user_id, run_id=run_id, wait_s=wait_s, db=pooled, gone=gone)
 
 
 def _replaying(first_message: dict, pending: asyncio.Future | None, receive):
