@@ -272,6 +272,29 @@ class TestUnexpectedFailures:
                    for r in caplog.records if r.name == "gateway.mcp_server")
 
 
+    def test_a_background_round_logs_an_outage_once_and_its_end_and_a_bug_with_its_traceback(self, caplog):
+        """The gateway's rounds (vouching for sessions, tools/list_changed) retry every few seconds: an
+        outage is a warning when it starts and when it ends, not a traceback per round."""
+        import logging
+
+        from django.db import OperationalError
+
+        from gateway.mcp_server import _Rounds
+
+        rounds = _Rounds("read the registry's version")
+        with caplog.at_level(logging.WARNING, logger="gateway.mcp_server"):
+            for _ in range(3):
+                rounds.failed(OperationalError("connection refused"))
+            rounds.succeeded()
+            rounds.succeeded()
+            rounds.failed(KeyError("project"))
+        lines = [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records]
+        assert lines == [
+            ("WARNING", "could not read the registry's version: database unavailable (OperationalError); "
+                        "trying again each round", False),
+            ("WARNING", "read the registry's version again: the database is back", False),
+            ("ERROR", "could not read the registry's version", True)]
+
     def test_a_call_whose_answer_and_hold_the_database_failed_is_picked_up_by_the_same_call(
             self, agent_token, inline_worker, monkeypatch, wait_until):
         """The database fails while a proposed call waits for its outcome, and again when the call is held:
