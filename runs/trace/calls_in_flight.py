@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from django.db import connections
 
+from core.outages import outage_of
 from runs.models import Run
 
 log = logging.getLogger(__name__)
@@ -58,8 +59,12 @@ class AnnouncedCalls:
         try:
             Run.objects.filter(pk=self.run_id).update(call_in_flight=call)
             return True
-        except Exception:  # showing the call is a courtesy: it never fails the call
-            log.exception("run %s: could not show the call in flight", self.run_id)
+        except Exception as exc:  # showing the call is a courtesy: it never fails the call
+            outage = outage_of(exc)
+            if outage is None:
+                log.exception("run %s: could not show the call in flight", self.run_id)
+            else:   # nothing to debug: the call goes on, and the database is back or the pass says so
+                log.warning("run %s: could not show the call in flight: %s", self.run_id, outage.summary)
             return False
 
 

@@ -1,6 +1,7 @@
 """A call that takes a while is shown on the trace while it runs, and cleared when it returns."""
 import re
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -32,6 +33,25 @@ def test_a_slow_call_is_shown_while_it_runs_and_cleared_after(make_run):
     assert inner.seen["capability"] == "search_documents" and inner.seen["arguments"] == {"q": "travel"}
     assert inner.seen["timeout_s"] == 30 and inner.seen["attempt"] == 1
     assert Run.objects.get(pk=run.pk).call_in_flight is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_shown_while_the_database_is_down_is_a_warning_and_the_call_goes_on(make_run, monkeypatch, caplog):
+    from django.db import OperationalError
+    from django.db.models import QuerySet
+
+    run = make_run(status="running")
+
+    def down(self, **fields):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(QuerySet, "update", down)
+    slow = SimpleNamespace(execute=lambda spec, arguments, **kw: time.sleep(0.2) or "observation")
+    calls = AnnouncedCalls(slow, run.pk, announce_after_s=0.01)
+    assert calls.execute(SimpleNamespace(name="search_documents"), {"q": "x"}, timeout_s=30, attempt=1) == "observation"
+    (record,) = [r for r in caplog.records if r.name == "runs.trace.calls_in_flight"]
+    assert (record.levelname, record.getMessage(), record.exc_info) == (
+        "WARNING", f"run {run.pk}: could not show the call in flight: database unavailable", None)
 
 
 @pytest.mark.django_db(transaction=True)
