@@ -221,10 +221,42 @@ class FencedExecutor:
         return self.inner.in_flight(spec, idempotency_key=idempotency_key)
 
 
+# A call (or a pass) that took longer than this left the worker thread's database session idle meanwhile,
+# and a database restarted in that time has ended it: it is checked before it is used again.
+SESSION_CHECK_AFTER_S = 1.0
+
+
+def check_session() -> None:
+    """Check the thread's database session as a request's is (CONN_HEALTH_CHECKS: one ping before its
+    next query) and replace it if the database ended it, so what the call returned is written on a new
+    session instead of being lost with the old one (the next worker would find its outcome unknown).
+    Never inside a transaction (a caller's): checking there would end it."""
+    if not connection.in_atomic_block:
+        connection.close_if_unusable_or_obsolete()
+
+
+class SessionCheckedCalls:
+    """Wraps a run's executor: after a call longer than SESSION_CHECK_AFTER_S, check_session()."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):  # lookup_status, in_flight: as the inner executor has them
+        return getattr(self.inner, name)
+
+    def execute(self, spec, arguments: dict, **kw):
+        began = time.monotonic()
+        try:
+            return self.inner.execute(spec, arguments, **kw)
+        finally:
+            if time.monotonic() - began > SESSION_CHECK_AFTER_S:
+                check_session()
+
+
 def build_controller(run: Run, writer: PassWriter | None = None, registry: DjangoRegistry | None = None) -> Controller:
     registry = registry or DjangoRegistry()
-    executor = AnnouncedCalls(capability_executor(context={"run_id": run.pk}, registry_version=registry.version),
-                              run.pk)
+    executor = AnnouncedCalls(SessionCheckedCalls(capability_executor(context={"run_id": run.pk},
+                                                                      registry_version=registry.version)), run.pk)
     authorizer = OwnerAuthorizer(run.owner_id, owner=run.owner if Run.owner.is_cached(run) else None,
                                  proposer_id=latest_proposer(run))
     return Controller(registry=registry,

@@ -19,7 +19,7 @@ from runs import checkpoint, otel, wakeups
 from runs.models import PlanSubmission, Run
 from runs.planners.external import AGENT_PLANNERS, awaited_revision
 from runs.worker import queue
-from runs.worker.adapters import DjangoRegistry, build_controller
+from runs.worker.adapters import SESSION_CHECK_AFTER_S, DjangoRegistry, build_controller, check_session
 from runs.worker.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release
 from runs.worker.persistence import PassWriter
 from runtime.controller import Transition
@@ -108,9 +108,11 @@ def _advance_slice(run: Run, lease: Lease, keeper: LeaseKeeper, slice_seconds: f
     controller = build_controller(run, writer, registry)
     state = checkpoint.load(run)
     writer.previous = state
-    started = time.monotonic()
+    started = pass_began = time.monotonic()
 
     def before_pass(state: RunState) -> RunState:
+        nonlocal pass_began
+        pass_began = time.monotonic()
         # What the pass's fenced UPDATE returned: lease kept, cancel requested, registry version.
         if keeper.lost:
             raise LeaseLost(f"run {lease.run_id}: lease {lease.token} was taken over")
@@ -120,6 +122,8 @@ def _advance_slice(run: Run, lease: Lease, keeper: LeaseKeeper, slice_seconds: f
         return replace(state, cancel_requested=True) if cancelled else state
 
     def write(transition: Transition) -> None:
+        if time.monotonic() - pass_began > SESSION_CHECK_AFTER_S:   # a planner's call too
+            check_session()
         writer.commit(transition)
         otel.export_transition_on_commit(run, transition)  # committed: runs now, or with an outer transaction
 

@@ -103,12 +103,16 @@ def requeue_orphaned_runs(now=None) -> int:
     when it was sent. A run waiting its turn in a backlog is not lost, and sending
     it again would only lengthen the queue in front of it. A duplicate task is
     harmless (claim() lets one through), but each costs a place in the queue.
-    External runs wait for their agent, not a worker; plan submissions wake them.
+    An agent's run (external, gateway) waiting for its agent's plan waits for the
+    agent, not a worker (its plan's submission wakes it); carrying out a plan (a call
+    in flight when its worker died or lost the database) it needs a worker as any run.
     """
     now = now or timezone.now()
-    orphans = list(
-        Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exclude(planner__in=AGENT_PLANNERS)
-        .exclude(lease_expires_at__gte=now).filter(orphaned(now)).values_list("pk", flat=True)[:500])
+    candidates = Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exclude(
+        lease_expires_at__gte=now).filter(orphaned(now))
+    orphans = list(candidates.exclude(planner__in=AGENT_PLANNERS).values_list("pk", flat=True)[:500])
+    orphans += [run.pk for run in candidates.filter(planner__in=AGENT_PLANNERS).only("status", "state")[:500]
+                if awaited_revision(run) is None]
     # A decided approval whose run still says awaiting_approval (decided before this
     # version moved runs out of it, or a wake-up lost with its worker): queue it too.
     decided = list(

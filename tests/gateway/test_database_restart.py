@@ -138,3 +138,50 @@ def test_the_gateway_serves_again_after_its_database_restarted_without_a_restart
     assert sent == 1, "the first call after the restart is served (the web process replaced its sessions)"
     effects = effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write")
     assert [effects.get(item) for item in items] == [1, 1]
+
+
+def _write_during(product, item: str, seconds: float, *, down_after_s: float, down_s: float) -> tuple[dict, int]:
+    """One non-idempotent write of `seconds` in a session of its own, the cluster stopped `down_after_s`
+    into it for `down_s`; the call's answer (sent again while the gateway says to) and how many sends."""
+    async def go():
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {product['token']}", **RAW_HEADERS},
+                                      timeout=180) as http:
+            headers = await raw_session(http, product["mcp"])
+            box: dict = {}
+
+            async def call():
+                box["answer"] = await answer_trying_again(http, product, write(item, seconds, 1), headers)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call)
+                await anyio.sleep(down_after_s)
+                await anyio.to_thread.run_sync(restart, product["cluster"], down_s)
+            await http.delete(product["mcp"], headers=headers)
+            return box["answer"]
+
+    return run_in_thread(go)
+
+
+def test_a_write_the_database_restarted_under_answers_its_outcome_and_runs_once(product):
+    """The cluster is down for a second early in an 8 s write and back before it ends: the worker writes
+    the outcome on a new session, and the client, sending the same call again as told, gets it."""
+    item = f"during-{uuid.uuid4().hex[:8]}"
+    answer, _sent = _write_during(product, item, 8, down_after_s=1.0, down_s=1.0)
+    assert "error" not in answer and not answer["result"]["isError"], answer
+    assert answer["result"]["structuredContent"]["item"] == item
+    assert effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1
+
+
+def test_a_write_that_ended_while_the_database_was_down_is_concluded_unknown_not_stranded(product):
+    """The cluster stays down past the end of a 1 s write: its outcome cannot be written, and the write is
+    not idempotent, so it is never sent again. Once the run's lease runs out the sweep has a worker
+    conclude it (the run stops: the write may or may not have committed), and the client's call gets that
+    answer instead of waiting until it gives up (before, the run waited until its session ended)."""
+    item = f"unknown-{uuid.uuid4().hex[:8]}"
+    answer, _sent = _write_during(product, item, 1, down_after_s=0.5, down_s=3.0)
+    result = answer["result"]
+    assert result["isError"], answer
+    assert result["_meta"]["agentops/stop_reason"] == "terminal_failure:outcome_unknown", json.dumps(answer)
+    assert result["structuredContent"]["error"]["side_effect"] == "unknown"
+    assert "may or may not have committed" in result["structuredContent"]["run"]["stop_detail"]
+    assert effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1

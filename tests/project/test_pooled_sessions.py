@@ -27,13 +27,20 @@ def _terminate(pid: int) -> None:
 def test_a_pool_thread_s_next_call_gets_a_new_session_after_the_server_ended_its_own():
     loop = asyncio.new_event_loop()
     loop.set_default_executor(ThreadPoolExecutor(max_workers=1))   # one pool thread: every call meets its session
+    # The loop runs in a thread of its own: this one may have one running already (the browser tests').
+    runner = ThreadPoolExecutor(max_workers=1)
+
+    def call(fn):
+        return runner.submit(loop.run_until_complete, pooled(fn)()).result(timeout=60)
+
     try:
-        first = loop.run_until_complete(pooled(_backend)())
+        first = call(_backend)
         assert first != _backend()
         _terminate(first)                                          # as a database restart ends every session
         # Checked first (CONN_HEALTH_CHECKS), the ended session is replaced: the call is served.
-        second = loop.run_until_complete(pooled(_backend)())
+        second = call(_backend)
         assert second != first
-        loop.run_until_complete(pooled(lambda: connection.close())())   # its own thread's session
+        call(lambda: connection.close())                           # its own thread's session
     finally:
-        loop.close()
+        runner.submit(loop.close).result()
+        runner.shutdown()

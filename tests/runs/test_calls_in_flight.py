@@ -1,4 +1,5 @@
 """A call that takes a while is shown on the trace while it runs, and cleared when it returns."""
+import logging
 import re
 import threading
 import time
@@ -46,10 +47,20 @@ def test_a_call_shown_while_the_database_is_down_is_a_warning_and_the_call_goes_
         raise OperationalError("connection refused")
 
     monkeypatch.setattr(QuerySet, "update", down)
-    slow = SimpleNamespace(execute=lambda spec, arguments, **kw: time.sleep(0.2) or "observation")
-    calls = AnnouncedCalls(slow, run.pk, announce_after_s=0.01)
+    caplog.set_level(logging.WARNING, logger="runs.trace.calls_in_flight")
+
+    def shown():
+        return [r for r in caplog.records if r.name == "runs.trace.calls_in_flight"]
+
+    def slow_call(spec, arguments, **kw):   # runs until the announcement was tried (a loaded machine is slow)
+        deadline = time.monotonic() + 30
+        while not shown() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return "observation"
+
+    calls = AnnouncedCalls(SimpleNamespace(execute=slow_call), run.pk, announce_after_s=0.01)
     assert calls.execute(SimpleNamespace(name="search_documents"), {"q": "x"}, timeout_s=30, attempt=1) == "observation"
-    (record,) = [r for r in caplog.records if r.name == "runs.trace.calls_in_flight"]
+    (record,) = shown()
     assert (record.levelname, record.getMessage(), record.exc_info) == (
         "WARNING", f"run {run.pk}: could not show the call in flight: database unavailable", None)
 

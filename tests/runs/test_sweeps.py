@@ -67,6 +67,20 @@ class TestRequeueOrphanedRuns:
         assert sweeps.requeue_orphaned_runs() == 1 and sent == [run.pk]
         assert sweeps.requeue_orphaned_runs() == 0 and sent == [run.pk]
 
+    @pytest.mark.parametrize("planner", ["external", "gateway"])
+    def test_an_agents_run_carrying_out_a_plan_whose_worker_is_gone_is_sent_again(self, queued_run, sent, planner):
+        """Its call was in flight when the worker died or lost the database: a worker must conclude it."""
+        run = queued_run(sent_s_ago=20, status="running", planner=planner, state={"planning": None},
+                         lease_owner="w", lease_token=1, lease_expires_at=timezone.now() - timedelta(seconds=1))
+        assert sweeps.requeue_orphaned_runs() == 1 and sent == [run.pk]
+
+    @pytest.mark.parametrize("planner", ["external", "gateway"])
+    def test_an_agents_run_waiting_for_its_agents_plan_is_left_to_the_agent(self, queued_run, sent, planner):
+        queued_run(sent_s_ago=visibility_s() * 10, status="running", planner=planner,
+                   state={"planning": {"revision": 2}, "usage": {"plans": 1}},
+                   lease_owner="w", lease_token=1, lease_expires_at=timezone.now() - timedelta(seconds=1))
+        assert sweeps.requeue_orphaned_runs() == 0 and sent == []
+
     def test_a_countdown_counts_from_when_its_task_is_due(self, queued_run, sent):
         run = queued_run(sent_s_ago=visibility_s() * 10)
         queue.advance_later(run.pk, countdown=30)
