@@ -33,6 +33,7 @@ def test_a_saved_view_opens_with_the_filters_that_were_applied(page, live_server
     expect(page.locator("#runs-table")).not_to_contain_text("Search: find the travel policy")
     page.get_by_label("Save these filters as").fill("payments stalls")
     page.get_by_role("button", name="Save view").click()
+    expect(page.locator(".messages")).to_contain_text("Saved the view")  # the post landed before we leave
     page.goto(f"{live_server.url}/runs/")
     page.get_by_role("link", name="payments stalls").click()
     expect(page.locator("#runs-table")).to_contain_text("Payments: find the refund policy")
