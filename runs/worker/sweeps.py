@@ -25,6 +25,8 @@ from runtime.stop import StopKind, stop_reason
 
 log = logging.getLogger(__name__)
 
+BATCH = 500  # rows a sweep takes at a time; the next sweep takes the rest
+
 
 def sweep_expired_approvals(now=None) -> int:
     """Stop every run whose pending approval request has expired; returns how many."""
@@ -34,7 +36,7 @@ def sweep_expired_approvals(now=None) -> int:
                .exclude(run__status__in=FINISHED_STATUSES)
                .filter(Q(run__lease_expires_at__isnull=True) | Q(run__lease_expires_at__lt=now))
                .values_list("pk", "run_id"))
-    for approval_id, run_id in expired[:500]:
+    for approval_id, run_id in expired[:BATCH]:
         with transaction.atomic():
             run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
             approval = Approval.objects.select_related("step").get(pk=approval_id)
@@ -62,7 +64,7 @@ def sweep_overdue_runs(now=None) -> int:
     stopped = 0
     overdue = Run.objects.filter(deadline_at__lt=now).exclude(status__in=FINISHED_STATUSES).filter(
         Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)).values_list("pk", flat=True)
-    for run_id in overdue[:500]:
+    for run_id in overdue[:BATCH]:
         with transaction.atomic():
             run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
             if run.is_finished or (run.lease_expires_at and run.lease_expires_at > now):
@@ -89,7 +91,7 @@ def _wake_runs_with_submitted_plans(now) -> None:
     waiting = Run.objects.filter(planner__in=AGENT_PLANNERS, status=RunStatus.RUNNING, next_action_at__isnull=True).filter(
         Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)).filter(
         plan_submissions__isnull=False).distinct()
-    for run in waiting[:500]:
+    for run in waiting[:BATCH]:
         awaited = awaited_revision(run)
         if awaited is not None and PlanSubmission.objects.filter(run=run, revision=awaited).exists():
             queue.advance_later(run.pk)
@@ -110,9 +112,10 @@ def requeue_orphaned_runs(now=None) -> int:
     now = now or timezone.now()
     candidates = Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exclude(
         lease_expires_at__gte=now).filter(orphaned(now))
-    orphans = list(candidates.exclude(planner__in=AGENT_PLANNERS).values_list("pk", flat=True)[:500])
-    orphans += [run.pk for run in candidates.filter(planner__in=AGENT_PLANNERS).only("status", "state")[:500]
-                if awaited_revision(run) is None]
+    # In the query, not after it: agent runs idle for their agent's plan would otherwise fill
+    # the batch and hide a stranded one (planning is null, or absent, when no plan is awaited).
+    needs_worker = ~Q(planner__in=AGENT_PLANNERS) | Q(state__planning=None) | Q(state__planning__isnull=True)
+    orphans = list(candidates.filter(needs_worker).values_list("pk", flat=True)[:BATCH])
     # A decided approval whose run still says awaiting_approval (decided before this
     # version moved runs out of it, or a wake-up lost with its worker): queue it too.
     decided = list(
@@ -120,7 +123,7 @@ def requeue_orphaned_runs(now=None) -> int:
                            approvals__state__in=[ApprovalState.APPROVED, ApprovalState.REJECTED],
                            approvals__decided_at__gte=F("updated_at"))
         .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
-        .values_list("pk", flat=True).distinct()[:500])
+        .values_list("pk", flat=True).distinct()[:BATCH])
     if decided:
         Run.objects.filter(pk__in=decided, status=RunStatus.AWAITING_APPROVAL).update(status=RunStatus.QUEUED,
                                                                                        updated_at=now)

@@ -81,6 +81,18 @@ class TestRequeueOrphanedRuns:
                    lease_owner="w", lease_token=1, lease_expires_at=timezone.now() - timedelta(seconds=1))
         assert sweeps.requeue_orphaned_runs() == 0 and sent == []
 
+    def test_agents_runs_waiting_for_plans_never_hide_a_stranded_run_from_the_batch(self, queued_run, sent,
+                                                                                     monkeypatch):
+        monkeypatch.setattr(sweeps, "BATCH", 2)
+        gone = {"status": "running", "lease_owner": "w", "lease_token": 1,
+                "lease_expires_at": timezone.now() - timedelta(seconds=1)}
+        for _ in range(3):  # idle for their agents' plans, and first in the table
+            queued_run(sent_s_ago=visibility_s() * 10, planner="gateway",
+                       state={"planning": {"revision": 2}, "usage": {"plans": 1}}, **gone)
+        stranded = queued_run(sent_s_ago=20, planner="gateway", state={"planning": None}, **gone)
+        never_advanced = queued_run(sent_s_ago=visibility_s() + 1, planner="external", state={})
+        assert sweeps.requeue_orphaned_runs() == 2 and sorted(sent) == sorted([stranded.pk, never_advanced.pk])
+
     def test_a_countdown_counts_from_when_its_task_is_due(self, queued_run, sent):
         run = queued_run(sent_s_ago=visibility_s() * 10)
         queue.advance_later(run.pk, countdown=30)
