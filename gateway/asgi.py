@@ -16,8 +16,8 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from core.db_sessions import pooled
 from core.outages import DATABASE_ERRORS, DATABASE_UNAVAILABLE, outage_of
-from core.pooled import pooled
 from gateway import mcp_server, selectors
 from gateway.delivery import Delivery
 from gateway.tokens import TokenRefused, bearer_for

@@ -24,8 +24,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from pydantic import ValidationError
 
+from core.db_sessions import pooled
 from core.outages import DATABASE_ERRORS, Outage, outage_of
-from core.pooled import pooled
 from core.projects import project_scope
 from gateway import results, selectors, services
 from gateway.delivery import Delivery
@@ -47,7 +47,7 @@ LIST_CHANGED_POLL_S = 2.0
 
 
 def db(fn, project_id: int | None = None):
-    """A blocking ORM call off the event loop (core.pooled: sessions do not queue on one thread, and a
+    """A blocking ORM call off the event loop (core.db_sessions: sessions do not queue on one thread, and a
     session the database dropped is replaced). With a project: the call acts in it (a session's calls
     act in its agent's project, nowhere else)."""
     if project_id is None:

@@ -19,9 +19,9 @@ from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.handlers.asgi import ASGIRequest
 from rest_framework.exceptions import APIException
 
+from core.db_sessions import pooled
 from core.errors import ServiceError, TooBusy
 from core.outages import DATABASE_ERRORS
-from core.pooled import pooled
 from runs.api.planning import RunPlanningApi
 from runs.planning_hold import HELD_BY_FRONT, FrontOutcome, hold_until_change
 

@@ -15,6 +15,7 @@ from capabilities.executors.fence import Fence
 from capabilities.models import Capability
 from capabilities.wiring import capability_executor
 from core.choices import ApprovalState
+from core.db_sessions import SESSION_CHECK_AFTER_S, check_session
 from runs.models import Approval, PlanSubmission, Run
 from runs.planners import planner_for
 from runs.quotas import ProjectQuotas
@@ -219,20 +220,6 @@ class FencedExecutor:
 
     def in_flight(self, spec: CapabilitySpec, *, idempotency_key: str | None) -> bool:
         return self.inner.in_flight(spec, idempotency_key=idempotency_key)
-
-
-# A call (or a pass) that took longer than this left the worker thread's database session idle meanwhile,
-# and a database restarted in that time has ended it: it is checked before it is used again.
-SESSION_CHECK_AFTER_S = 1.0
-
-
-def check_session() -> None:
-    """Check the thread's database session as a request's is (CONN_HEALTH_CHECKS: one ping before its
-    next query) and replace it if the database ended it, so what the call returned is written on a new
-    session instead of being lost with the old one (the next worker would find its outcome unknown).
-    Never inside a transaction (a caller's): checking there would end it."""
-    if not connection.in_atomic_block:
-        connection.close_if_unusable_or_obsolete()
 
 
 class SessionCheckedCalls:

@@ -14,12 +14,13 @@ import time
 from dataclasses import replace
 
 from capabilities.executors.open_calls import OPEN_CALLS
+from core.db_sessions import SESSION_CHECK_AFTER_S, check_session
 from core.projects import project_scope
 from runs import checkpoint, otel, wakeups
 from runs.models import PlanSubmission, Run
 from runs.planners.external import AGENT_PLANNERS, awaited_revision
 from runs.worker import queue
-from runs.worker.adapters import SESSION_CHECK_AFTER_S, DjangoRegistry, build_controller, check_session
+from runs.worker.adapters import DjangoRegistry, build_controller
 from runs.worker.leases import INFRASTRUCTURE_ERRORS, Lease, LeaseKeeper, claim, release
 from runs.worker.persistence import PassWriter
 from runtime.controller import Transition

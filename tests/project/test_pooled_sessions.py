@@ -1,4 +1,4 @@
-"""The event loop's pool threads (the gateway's and the planning long poll's ORM calls: core.pooled)
+"""The event loop's pool threads (the gateway's and the planning long poll's ORM calls: core.db_sessions)
 replace a database session the server ended, as a request thread does; without that check a pool
 thread failed every call after a database restart until the web process was restarted."""
 import asyncio
@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connection
 
-from core.pooled import pooled
+from core.db_sessions import pooled
 
 pytestmark = pytest.mark.django_db(transaction=True)   # outside a test transaction, as in the web process
 
