@@ -32,7 +32,10 @@ def _result(payload: dict[str, Any], *, is_error: bool, meta: dict[str, Any]) ->
 
 def _observation(attempt: Attempt) -> dict[str, Any]:
     return {"status": attempt.status, "error_code": attempt.error_code, "error_category": attempt.error_category,
-            "retryable": attempt.status == "retryable", "retry_guidance": attempt.retry_guidance,
+            # Whether calling again is safe: not while the call may have committed (a second call
+            # may repeat its effect), whatever its error class says.
+            "retryable": attempt.status == "retryable" and attempt.side_effect_status != "unknown",
+            "retry_guidance": attempt.retry_guidance,
             "retry_after_s": attempt.retry_after_s, "side_effect": attempt.side_effect_status,
             "message": attempt.error_message}
 

@@ -78,6 +78,12 @@ _GUIDANCE = {
 }
 
 
+def guidance_for(category: ErrorCategory, side_effect: SideEffectStatus) -> str:
+    """What the caller should do next. A failure whose side effect may have committed must not be
+    repeated blindly, whatever its error class (a timeout, a lost worker): repeating it may do it twice."""
+    return _GUIDANCE[ErrorCategory.UNKNOWN_OUTCOME if side_effect is SideEffectStatus.UNKNOWN else category]
+
+
 def category_for(code: ErrorCode | str) -> ErrorCategory:
     return _CATEGORY[ErrorCode(code)]
 
@@ -153,7 +159,7 @@ class Observation:
         category = category_for(code)
         status = Status.RETRYABLE if code in RETRYABLE_CODES else Status.TERMINAL
         return cls(status=status, error_code=code, error_category=category, error_message=message,
-                   retry_guidance=_GUIDANCE[category], side_effect=side_effect, **kw)
+                   retry_guidance=guidance_for(category, side_effect), side_effect=side_effect, **kw)
 
     def with_timing(self, *, latency_s: float, attempt: int, trace_id: str = "", span_id: str = "") -> Observation:
         return replace(self, latency_s=latency_s, attempt=attempt, trace_id=trace_id, span_id=span_id)

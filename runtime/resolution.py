@@ -18,7 +18,7 @@ from .calls import Action, Attempt, call, call_timeout, count_call, count_commit
 from .capability import CapabilitySpec
 from .history import AttemptKind
 from .intents import CallIntent
-from .observation import AdmissionRefused, ErrorCode, Observation, SideEffectStatus
+from .observation import AdmissionRefused, ErrorCode, Observation, SideEffectStatus, guidance_for
 from .pass_context import Pass
 from .records import replace
 from .retry import retry_allowed
@@ -172,6 +172,8 @@ def _look_up(p: Pass, action: Action, unknown: Attempt) -> Attempt | None:
     else:
         # Not committed: the failure is an ordinary one, and retrying it is safe.
         observation = replace(original, side_effect=SideEffectStatus.NOT_COMMITTED,
+                              retry_guidance=guidance_for(original.error_category, SideEffectStatus.NOT_COMMITTED)
+                              if original.error_category else original.retry_guidance,
                               extra={**original.extra, "resolved_by": "status_lookup"})
     ended = p.ports.clock.now()
     observation = observation.with_timing(latency_s=ended - started, attempt=progress.attempts,

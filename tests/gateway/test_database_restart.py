@@ -183,5 +183,6 @@ def test_a_write_that_ended_while_the_database_was_down_is_concluded_unknown_not
     assert result["isError"], answer
     assert result["_meta"]["agentops/stop_reason"] == "terminal_failure:outcome_unknown", json.dumps(answer)
     assert result["structuredContent"]["error"]["side_effect"] == "unknown"
+    assert result["structuredContent"]["error"]["retryable"] is False  # calling again might write twice
     assert "may or may not have committed" in result["structuredContent"]["run"]["stop_detail"]
     assert effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1

@@ -511,6 +511,19 @@ class TestResultMapping:
         error = result.structured_content["error"]
         assert (error["retryable"], error["retry_after_s"], error["retry_guidance"]) == (True, 2.5, "retry after 2.5 s")
 
+    def test_a_call_that_may_have_committed_is_not_retryable_whatever_its_error_class(self):
+        """A non-idempotent write lost with its worker: repeating it (from a new session, say) may do it twice."""
+        from gateway import results
+        from runtime.observation import ErrorCategory, SideEffectStatus, guidance_for
+
+        unknown = guidance_for(ErrorCategory.TRANSIENT, SideEffectStatus.UNKNOWN)
+        attempt = self.attempt(status="retryable", error_code="connection_error", side_effect_status="unknown",
+                               retry_guidance=unknown)
+        error = results.concluded(7, self.concluded(attempt, stop_reason="terminal_failure:outcome_unknown")
+                                  ).structured_content["error"]
+        assert (error["retryable"], error["side_effect"]) == (False, "unknown")
+        assert "never repeat blindly" in error["retry_guidance"]
+
     def test_rejected_arguments_are_invalid_arguments(self):
         from gateway import results
 
