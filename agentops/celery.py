@@ -3,8 +3,10 @@ import os
 
 from celery import Celery, signals
 from celery.concurrency import get_implementation
-from django.db import close_old_connections, connections
+from django.db import connections
 from kombu.transport import TRANSPORT_ALIASES
+
+from core.db_sessions import check_session
 
 # CELERY_BROKER_URL "embedded://" (the default) is the crash-safe filesystem broker.
 TRANSPORT_ALIASES.setdefault("embedded", "agentops.embedded_broker:Transport")
@@ -50,4 +52,4 @@ def close_old_database_connections(sender=None, signal=None, **_kwargs) -> None:
     if _TASKS_IN_NEW_GREENLETS and signal is signals.task_postrun:
         connections.close_all()
     else:
-        close_old_connections()
+        check_session()

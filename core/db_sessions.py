@@ -1,14 +1,15 @@
 """A thread's database session checked before it is used again, where no request does it.
 
-Django checks a session at each request's start and end (close_old_connections). Two places run
-ORM code outside requests and must check it themselves, or a database restart leaves them failing on
-their old session for ever:
+Django checks a session at each request's start and end (close_old_connections). ORM code outside
+requests checks it here, with the same check, or a database restart leaves it failing on its old
+session for ever:
+- a Celery task's start and end, and each round of the lease renewer;
 - the event loop's pool threads (the gateway's and the planning long poll's ORM calls), which keep
   their session between calls: `pooled` checks it before each call;
 - a worker that waited on a long capability or planner call, during which the database may have
-  ended its idle session: it checks it before writing what the call returned (check_session), so
-  the outcome is written on a new session instead of being lost with the old one (the next worker
-  would find it unknown).
+  ended its idle session: it checks it before writing what the call returned, so the outcome is
+  written on a new session instead of being lost with the old one (the next worker would find it
+  unknown).
 """
 from __future__ import annotations
 

@@ -16,13 +16,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection, connections
+from django.db import connection, connections
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from capabilities.models import Capability
 from core.choices import FINISHED_STATUSES
+from core.db_sessions import check_session
 from core.outages import DATABASE_ERRORS
 from runs.models import Attempt, PlannerCall, Run
 from runs.worker.sql import Columns, execute, from_row
@@ -265,7 +266,7 @@ class _Renewer:
             now = time.monotonic()
             due = [keeper for keeper in held if keeper.due <= now]
             if due:
-                close_old_connections()  # as Django does around a request: a broken or too old session
+                check_session()  # as Django does around a request: a broken or too old session
             for keeper in due:
                 self._renew(keeper)
             with self._lock:
@@ -285,7 +286,7 @@ class _Renewer:
                 self.let_go(keeper)
         except INFRASTRUCTURE_ERRORS:
             log.warning("could not renew the lease of run %s; retrying", keeper.lease.run_id)
-            close_old_connections()
+            check_session()
             keeper.due = time.monotonic() + 1.0
         except Exception:  # never let one bad renewal end the renewals of every run in the process
             log.exception("renewing the lease of run %s failed; retrying", keeper.lease.run_id)
