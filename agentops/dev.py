@@ -52,6 +52,28 @@ def ensure_venv(extras: str) -> None:
     stamp.write_text(digest)
 
 
+# The LangGraph client's environment: its MCP adapters need mcp<2, which AgentOps's own venv cannot hold.
+CLIENT_VENV = ROOT / ".venv-langgraph"
+CLIENT_REQUIREMENTS = ROOT / "tests" / "gateway" / "langgraph-requirements.txt"
+
+
+def ensure_client_venv() -> None:
+    """Make .venv-langgraph for the gateway's LangGraph test; without it that test is skipped, saying why."""
+    python = CLIENT_VENV / "bin" / "python"
+    digest = hashlib.sha256(CLIENT_REQUIREMENTS.read_bytes()).hexdigest()
+    stamp = CLIENT_VENV / ".installed"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    try:
+        if not python.exists():
+            run(find_python311(), "-m", "venv", str(CLIENT_VENV))
+        run(str(python), "-m", "pip", "install", "--quiet", "-r", str(CLIENT_REQUIREMENTS))
+    except subprocess.CalledProcessError:
+        print("Could not install the LangGraph client (.venv-langgraph): its test will be skipped.", flush=True)
+        return
+    stamp.write_text(digest)
+
+
 def ensure_chromium() -> None:
     """Browser tests drive Debian's Chromium; install it when we may."""
     if Path("/usr/bin/chromium").exists():
@@ -128,6 +150,7 @@ def test(args: list[str]) -> int:
     if not args and (status := check([])):
         return status
     ensure_venv("test")
+    ensure_client_venv()
     ensure_chromium()
     # Collecting static files needs no real SECRET_KEY (tests get theirs from agentops.pytest_env).
     manage("collectstatic", "--noinput", "--verbosity", "0",
