@@ -4,7 +4,8 @@ Run by the Python of `.venv-langgraph` (tests/gateway/langgraph-requirements.txt
 `mcp<2`, which cannot be installed beside AgentOps's `mcp` 2, so the client lives in an environment of
 its own, as it would on an agent team's machine. Everything in it is real (the adapters' streamable
 HTTP client, LangGraph's graph and ToolNode) except the model: a node that proposes the tool calls the
-test scripts, one per turn, then answers "done".
+test scripts, one per turn (a call whose approval is pending is made again, as its guidance says),
+then answers "done".
 
     python langgraph_client.py URL '[["gw_echo", {"text": "hello"}], ...]'   (token: AGENTOPS_MCP_TOKEN)
 
@@ -26,9 +27,16 @@ from langgraph.prebuilt import ToolNode, tools_condition
 
 def scripted_model(script: list[list]):
     turns = iter(script)
+    asked = {"turn": None, "again": 0}
 
     def model(state: MessagesState) -> dict:
-        turn = next(turns, None)
+        last = state["messages"][-1]
+        # As the result's retry guidance says: an approval still pending is asked again, same arguments.
+        if isinstance(last, ToolMessage) and '"approval_pending"' in text_of(last.content) and asked["again"] < 60:
+            asked["again"] += 1
+            turn = asked["turn"]
+        else:
+            turn = asked["turn"] = next(turns, None)
         if turn is None:
             return {"messages": [AIMessage("done")]}
         name, arguments = turn

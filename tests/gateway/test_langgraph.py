@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,14 @@ HERE = Path(__file__).resolve().parent
 CLIENT_PYTHON = Path(os.environ.get("AGENTOPS_LANGGRAPH_PYTHON") or HERE.parents[1] / ".venv-langgraph/bin/python")
 
 
-def run_langgraph_agent(url: str, token: str, script: list) -> dict:
+def require_client() -> None:
     if not CLIENT_PYTHON.exists():
         pytest.skip(f"the LangGraph client's environment is missing ({CLIENT_PYTHON}): "
                     "`python3 agentops/dev.py test` makes it from tests/gateway/langgraph-requirements.txt")
+
+
+def run_langgraph_agent(url: str, token: str, script: list) -> dict:
+    require_client()
     env = {"PATH": os.environ.get("PATH", ""), "AGENTOPS_MCP_TOKEN": token}  # the token never on the command line
     done = subprocess.run([str(CLIENT_PYTHON), str(HERE / "langgraph_client.py"), url, json.dumps(script)],
                           capture_output=True, text=True, timeout=120, env=env)
@@ -65,3 +70,40 @@ def test_a_langgraph_agent_repeating_a_failing_call_is_stalled_and_told_so(gatew
     assert (run.status, run.stop_reason) == ("stopped", "stalled")
     assert Attempt.objects.filter(run=run, capability_name="gw_echo").count() == 0
 
+
+
+def test_a_langgraph_agent_gets_the_result_of_a_call_an_operator_approved_run_once(gateway_stack, agent_token,
+                                                                                     second_operator, wait_until):
+    from runs import services
+    from runs.models import Approval, Attempt
+    from tests.binding import bound_hash
+
+    _, token = agent_token(name="langgraph-approval")
+    box: dict = {}
+
+    def run_agent():
+        try:
+            box["out"] = run_langgraph_agent(gateway_stack.mcp, token, [["gw_approved", {"note": "rotate the keys"}]])
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            box["error"] = exc
+
+    require_client()
+    agent = threading.Thread(target=run_agent, name="langgraph-agent")
+    agent.start()
+    try:
+        wait_until(lambda: Approval.objects.filter(state="pending", capability_name="gw_approved").exists(),
+                   timeout=60, message="the agent's approval request")
+        approval = Approval.objects.get(capability_name="gw_approved")
+        services.approval_decide(approval_id=approval.pk, user=second_operator, approve=True, channel="api",
+                                 expected_hash=bound_hash(approval.pk))
+    finally:
+        agent.join(timeout=150)
+    if "error" in box:
+        raise box["error"]
+    results = box["out"]["results"]
+    # Held, then told "approval pending" (the stack holds 2 s) as often as it asked before the decision;
+    # the call after it gets the approved write's result.
+    assert all('"approval_pending"' in r["text"] for r in results[:-1])
+    assert results[-1]["status"] == "success" and results[-1]["structured"] == {"written": "rotate the keys"}
+    assert list(Attempt.objects.filter(run_id=approval.run_id).values_list("capability_name", "status")) == [
+        ("gw_approved", "ok")]
