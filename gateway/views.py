@@ -64,7 +64,8 @@ def _detail(request, agent, *, form=None, token_form=None, new_key=None, notice=
     """The agent's page, or to htmx only its tokens section (what issuing and revoking change)."""
     context = {"agent": agent, "form": form, "token_form": token_form or AgentTokenForm(), "new_key": new_key,
                "tokens": selectors.agent_tokens(agent), "sessions": selectors.agent_sessions(agent),
-               "can_manage": allowed(request.user, services.MANAGE), "now": timezone.now(), "notice": notice}
+               "can_manage": allowed(request.user, services.MANAGE), "now": timezone.now(), "notice": notice,
+               "mcp_url": request.build_absolute_uri("/mcp/")}
     template = "gateway/agent.html#tokens" if request.htmx else "gateway/agent.html"
     return render(request, template, context, status=status)
 

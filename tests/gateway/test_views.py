@@ -72,6 +72,20 @@ class TestAgentDetail:
         html = client_for(viewer).get(f"/agents/{agent.pk}/").content.decode()
         assert "max_tool_calls=9" in html and "Issue token" not in html and "Save agent" not in html
 
+    def test_it_says_how_to_connect_each_client_to_this_servers_gateway(self, client_for, viewer, agent):
+        html = client_for(viewer).get(f"/agents/{agent.pk}/").content.decode()
+        section = html.split('id="agent-connect"')[1].split("</section>")[0]
+        assert 'id="agent-mcp-url">http://testserver/mcp/<' in section
+        for client in ("MCPServerStreamableHttp", "MultiServerMCPClient", "agentops-mcp-stdio"):
+            assert client in section
+        assert section.count("AGENTOPS_MCP_TOKEN") == 4   # read from the environment, never written here
+
+    def test_a_new_key_is_shown_once_and_never_in_the_connection_snippets(self, client_for, registry_admin, agent):
+        html = client_for(registry_admin).post(f"/agents/{agent.pk}/tokens/", {"name": "ci", "expires_in_days": "3"}
+                                               ).content.decode()
+        key = html.split('id="new-agent-token-key">')[1].split("<")[0]
+        assert html.count(key) == 1 and key not in html.split('id="agent-connect"')[1]
+
     def test_an_unknown_agent_is_a_404(self, client_for, viewer):
         assert client_for(viewer).get("/agents/999/").status_code == 404
 
