@@ -1,7 +1,6 @@
 """The per-user cap on open planning long polls (runs.long_polls), and the API's answer at the cap."""
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 import pytest
@@ -11,6 +10,7 @@ from core.errors import TooBusy
 from runs import services
 from runs.long_polls import GRACE_S, long_poll_close, long_poll_open
 from runs.models import OpenLongPoll
+from tests.conftest import off_the_event_loop
 
 STEP = {"id": "s1", "capability": "search_documents", "arguments": {"q": "travel"}, "expected_outcome": "x"}
 
@@ -63,32 +63,24 @@ class TestTheCap:
         assert timedelta(seconds=25 + GRACE_S - 2) < slot.expires_at - timezone.now() <= timedelta(seconds=25 + GRACE_S)
 
 
+@pytest.mark.django_db(transaction=True)   # the request may be served on a thread of its own (below)
 class TestTheApiAtTheCap:
-    """Through the DRF view as WSGI serves it (the view holds the wait itself, with a slot)."""
-
-    @pytest.fixture(autouse=True)
-    def a_thread_as_wsgi_gives_it(self):
-        # WSGI serves a request on a thread without an event loop; Playwright's sync API leaves its
-        # loop running on this xdist worker's thread after a browser test, where the view's
-        # async_to_sync cannot run (the ASGI path is tested in tests/security/test_web_starvation.py).
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        pytest.skip("an event loop runs on this thread (a browser test ran before on this worker)")
+    """Through the DRF view as WSGI serves it (the view holds the wait itself, with a slot), on a thread
+    without an event loop (tests.conftest.off_the_event_loop: after a browser test, Playwright's loop
+    runs on this one). The ASGI path is tested in tests/security/test_web_starvation.py."""
 
     def test_one_more_long_poll_is_answered_429_with_retry_after(self, cap, waiting_run, viewer, api_for):
         for _ in range(cap):
             long_poll_open(user_id=viewer.pk, run_id=waiting_run.pk, wait_s=25)
-        response = api_for(viewer).get(f"/api/runs/{waiting_run.pk}/planning/", {"wait": 1})
+        response = off_the_event_loop(api_for(viewer).get, f"/api/runs/{waiting_run.pk}/planning/", {"wait": 1})
         assert response.status_code == 429, response.content
         assert int(response["Retry-After"]) >= 1
         assert response.json()["error"]["code"] == "too_many_requests"
         # A read that waits for nothing takes no slot and is not refused.
-        assert api_for(viewer).get(f"/api/runs/{waiting_run.pk}/planning/").status_code == 200
+        assert off_the_event_loop(api_for(viewer).get, f"/api/runs/{waiting_run.pk}/planning/").status_code == 200
 
     def test_a_long_poll_gives_its_slot_back_when_it_answers(self, cap, waiting_run, viewer, api_for):
-        response = api_for(viewer).get(f"/api/runs/{waiting_run.pk}/planning/", {"wait": 1})
+        response = off_the_event_loop(api_for(viewer).get, f"/api/runs/{waiting_run.pk}/planning/", {"wait": 1})
         assert response.status_code == 200 and response.json()["plan_submitted"] is True
         assert not OpenLongPoll.objects.exists()
 
@@ -100,5 +92,5 @@ class TestTheApiAtTheCap:
                                  completion={"capability": "search_documents", "path": "a", "exists": True})
         for _ in range(cap):
             long_poll_open(user_id=viewer.pk, run_id=run.pk, wait_s=25)
-        response = api_for(viewer).get(f"/api/runs/{run.pk}/planning/", {"wait": 25})
+        response = off_the_event_loop(api_for(viewer).get, f"/api/runs/{run.pk}/planning/", {"wait": 25})
         assert response.status_code == 200 and response.json()["needs_plan"] is True
