@@ -12,7 +12,9 @@ import logging
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, IntegerField, OuterRef, Q, Value
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus
@@ -87,14 +89,19 @@ def _waiting_for(run: Run) -> str:
 
 
 def _wake_runs_with_submitted_plans(now) -> None:
-    """Safety net: a plan submitted while a worker was finishing the pass that found none."""
-    waiting = Run.objects.filter(planner__in=AGENT_PLANNERS, status=RunStatus.RUNNING, next_action_at__isnull=True).filter(
-        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)).filter(
-        plan_submissions__isnull=False).distinct()
-    for run in waiting[:BATCH]:
-        awaited = awaited_revision(run)
-        if awaited is not None and PlanSubmission.objects.filter(run=run, revision=awaited).exists():
-            queue.advance_later(run.pk)
+    """Safety net: a plan submitted while a worker was finishing the pass that found none.
+
+    Decided in one query (the awaited revision is external.awaited_revision's, in SQL): however many
+    agent runs wait for their agents, no run's checkpoint is loaded and nothing is asked per run."""
+    awaited = Coalesce(Cast(KT("state__usage__plans"), IntegerField()), Value(0)) + 1
+    waiting = (Run.objects.filter(planner__in=AGENT_PLANNERS, status=RunStatus.RUNNING, next_action_at__isnull=True,
+                                  state__planning__has_key="reason_code")   # a plan is awaited
+               .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+               .annotate(awaited=awaited)
+               .filter(Exists(PlanSubmission.objects.filter(run=OuterRef("pk"), revision=OuterRef("awaited"))))
+               .values_list("pk", flat=True))
+    for run_id in waiting[:BATCH]:
+        queue.advance_later(run_id)
 
 
 def requeue_orphaned_runs(now=None) -> int:

@@ -124,3 +124,28 @@ class TestAdvanceLater:
 
     def test_the_sweeps_patience_is_the_brokers_visibility_timeout_on_either_broker(self, settings):
         assert visibility_s() == settings.TASK_VISIBILITY_TIMEOUT_S > settings.AGENTOPS_RUN_LEASE_SECONDS
+
+
+class TestWakeRunsWithSubmittedPlans:
+    """The safety net for a plan submitted while the worker finished the pass that found none."""
+
+    def test_only_a_run_whose_awaited_plan_arrived_is_woken_in_one_query(self, queued_run, sent, operator,
+                                                                          django_assert_max_num_queries):
+        from runs.models import PlanSubmission
+
+        def awaiting(plans_done, submitted):
+            run = queued_run(sent_s_ago=5, status="running", planner="gateway", lease_owner="w", lease_token=1,
+                             lease_expires_at=timezone.now() - timedelta(seconds=1),
+                             state={"planning": {"reason_code": "initial"}, "usage": {"plans": plans_done}})
+            for revision in submitted:
+                PlanSubmission.objects.create(run=run, revision=revision, plan=[], submitted_by=operator)
+            return run
+
+        for _ in range(5):   # idle: their plans so far carried out, the next not submitted yet
+            awaiting(2, [1, 2])
+        arrived = awaiting(2, [1, 2, 3])
+        first = queued_run(sent_s_ago=5, status="running", planner="external", state={})   # never advanced
+        PlanSubmission.objects.create(run=first, revision=1, plan=[], submitted_by=operator)
+        with django_assert_max_num_queries(3):   # the query, then the one wake-up's send record
+            sweeps._wake_runs_with_submitted_plans(timezone.now())
+        assert sent == [arrived.pk]
