@@ -207,7 +207,14 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
 
 
 async def _record_unheld(state) -> None:
-    """Record a hold the database failed (see _call's hold); until it is recorded, no call is proposed."""
+    """Settle what the database failed before the session's next call (until then, no call is proposed):
+    a proposal that may have been stored (see _call), and a hold (see _call's hold)."""
+    unsure = state.get("unsure")
+    if unsure is not None:
+        revision = await db(services.call_settle, state["project_id"])(**unsure)
+        state.pop("unsure", None)
+        if revision is not None:
+            state["revision"] = max(state.get("revision", 0), revision)
     held = state.get("unheld")
     if held is not None:
         await db(services.call_hold, state["project_id"])(**held)
@@ -237,6 +244,13 @@ async def _call(ctx, state, spec, arguments, delivery: Delivery) -> types.CallTo
         submitted = await _submit(ctx, state, spec.name, arguments)
     except services.CallRefused as refused:
         return results.refused(run_id, str(refused), stop_reason=refused.stop_reason)
+    except DATABASE_ERRORS:
+        # The proposal may be stored all the same (a commit whose acknowledgement was lost): settled
+        # before the session's next call, so the same call then picks it up instead of proposing it twice.
+        state["unsure"] = {"session_id": session_pk, "capability": spec.name, "arguments": arguments,
+                           "above": state.get("revision", 0)}
+        raise
+    state["revision"] = max(state.get("revision", 0), submitted.revision)
 
     async def hold() -> None:
         held = {"session_id": session_pk, "revision": submitted.revision, "capability": spec.name,

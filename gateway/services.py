@@ -25,7 +25,7 @@ from gateway.models import Agent, AgentToken, GatewaySession
 from gateway.tokens import default_expiry, new_key
 from runs import services as run_services
 from runs.labels import labels_errors
-from runs.models import Run, RunStatus
+from runs.models import PlanSubmission, Run, RunStatus
 from runs.planners.external import awaited_revision, next_plan_revision
 from runtime.completion import completion_errors
 from runtime.signatures import arguments_hash
@@ -241,9 +241,11 @@ def call_submit(*, session_id: int, capability: str, arguments: dict) -> Submitt
         if session.held_revision is not None:
             if (session.held_capability, session.held_arguments_hash) == (capability, args_hash):
                 return Submitted(session.held_revision, new=False)
-            if awaited_revision(run) is None:
+            awaited = awaited_revision(run)
+            if awaited is None or awaited <= session.held_revision:
                 # Still awaiting its approval: only the same call gets its answer. Decided and being
-                # carried out: the run wants this call shortly (worth waiting for, as for any busy run).
+                # carried out, or not yet taken up by a worker: the run wants this call shortly (worth
+                # waiting for, as for any busy run).
                 raise CallRefused(f"The earlier call of {session.held_capability} (revision {session.held_revision}) "
                                   "has not concluded (it may await an approval): repeat that call with the same "
                                   "arguments to get its result.", busy=run.status != RunStatus.AWAITING_APPROVAL)
@@ -259,6 +261,29 @@ def call_submit(*, session_id: int, capability: str, arguments: dict) -> Submitt
             GatewaySession.objects.filter(pk=session.pk).update(held_revision=None, held_capability="",
                                                                 held_arguments_hash="")
         return Submitted(revision, new=True)
+
+
+def call_settle(*, session_id: int, capability: str, arguments: dict, above: int) -> int | None:
+    """A call_submit the database failed: was its proposal stored anyway (the commit's acknowledgement
+    lost)? If the run holds a plan above revision `above` (the last one the session knew) proposing this
+    call, it is held, so the same call picks up its outcome instead of being proposed twice, and the run
+    is woken (the commit's wake-up was lost with it). Returns that revision; None if nothing was stored."""
+    with transaction.atomic():
+        session = _locked_session(session_id)
+        stored = (PlanSubmission.objects.filter(run_id=session.run_id, revision__gt=above, no_further_plan=False)
+                  .order_by("revision").values_list("revision", "plan").first())
+        if stored is None:
+            return None
+        revision, steps = stored
+        args_hash = arguments_hash(arguments)
+        if not (isinstance(steps, list) and len(steps) == 1 and steps[0].get("capability") == capability
+                and arguments_hash(steps[0].get("arguments")) == args_hash):
+            return None
+        GatewaySession.objects.filter(pk=session.pk).update(held_revision=revision, held_capability=capability,
+                                                            held_arguments_hash=args_hash)
+        if awaited_revision(session.run) == revision:
+            run_services.run_wake(run_id=session.run_id)
+        return revision
 
 
 def call_hold(*, session_id: int, revision: int, capability: str, arguments: dict) -> None:

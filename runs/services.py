@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.audit import audit
@@ -46,6 +46,12 @@ def _send_advance(run_id: int, countdown: float | None) -> None:
     except Exception:  # the change is committed: a broker outage must not turn it into an error page
         log.exception("could not queue run %s; the orphaned-run sweep will queue it again", run_id)
 
+
+
+def run_wake(*, run_id: int) -> None:
+    """Queue a pass for the run once this transaction commits: a wake-up a change's commit may have
+    lost (its acknowledgement failed, so its on_commit never ran)."""
+    _enqueue_advance(run_id)
 
 
 def can_manage_run(user, run: Run) -> bool:
@@ -353,9 +359,6 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
     not checked here beyond its shape: the runtime validates it exactly as it would a
     plan from any other planner, and a rejection comes back through GET .../planning/.
     """
-    from django.db import IntegrityError
-
-
     require(user, "runs.start_run", "submit plans")
     run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
     require_manage(user, run, "submit plans for")

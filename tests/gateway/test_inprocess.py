@@ -333,6 +333,78 @@ class TestUnexpectedFailures:
         assert Attempt.objects.count() == 1
 
 
+    def submit_failing_once(self, monkeypatch, wait_until, *, committed: bool):
+        """call_submit fails once with a database error: after its commit (the acknowledgement lost, and
+        with it the commit's wake-up of the worker) or before it (nothing stored). The first proposal is
+        made once the run waits for it with no worker holding it, so only a new wake-up advances it."""
+        from django.db import OperationalError
+
+        from gateway import services
+        from runs.models import Run
+        from runs.planners.external import awaited_revision
+        from runs.worker import queue
+
+        real_submit, failures = services.call_submit, [1]
+
+        def submit(**kwargs):
+            if not failures:
+                return real_submit(**kwargs)
+            failures.pop()
+            wait_until(lambda: (lambda run: awaited_revision(run) == 1 and run.lease_expires_at is None)(
+                Run.objects.get()), timeout=20, message="the run waits for its first call")
+            if committed:
+                with pytest.MonkeyPatch.context() as lost:
+                    lost.setattr(queue, "advance_later", lambda run_id, countdown=None: None)
+                    real_submit(**kwargs)
+            raise OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(services, "call_submit", submit)
+
+    @pytest.mark.parametrize("committed", [True, False], ids=["acknowledgement-lost", "not-committed"])
+    def test_a_call_whose_proposal_the_database_failed_runs_once_when_called_again(
+            self, agent_token, inline_worker, monkeypatch, wait_until, committed):
+        """The database fails the proposal: the client is told to try again. Whether or not the proposal
+        was stored (its commit's acknowledgement lost, or no commit at all), the same call again runs the
+        capability once and answers its result; a stored proposal is not proposed a second time, and the
+        run is woken for it (the commit's wake-up was lost with the acknowledgement)."""
+        from runs.models import Attempt, PlanSubmission
+
+        _agent, token = agent_token()
+        self.submit_failing_once(monkeypatch, wait_until, committed=committed)
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                with pytest.raises(MCPError) as failed:
+                    await c.call_tool("gw_echo", {"text": "once"})
+                return failed.value.error, await c.call_tool("gw_echo", {"text": "once"})
+
+        error, again = serve(go)
+        assert error.message == "The database is unavailable; try again shortly."
+        assert not again.is_error and again.structured_content == {"echo": "once"}
+        assert again.meta["agentops/attempt"] == 1
+        assert Attempt.objects.count() == 1
+        assert list(PlanSubmission.objects.filter(no_further_plan=False).values_list("revision", flat=True)) == [1]
+
+    def test_another_call_after_a_stored_proposal_the_database_failed_runs_after_it(
+            self, agent_token, inline_worker, monkeypatch, wait_until):
+        """The stored proposal (its acknowledgement lost) is carried out once, and a different call next
+        waits for it and is then proposed as the revision after it, never over it."""
+        from runs.models import Attempt
+
+        _agent, token = agent_token()
+        self.submit_failing_once(monkeypatch, wait_until, committed=True)
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                with pytest.raises(MCPError):
+                    await c.call_tool("gw_echo", {"text": "first"})
+                return await c.call_tool("gw_echo", {"text": "second"})
+
+        other = serve(go)
+        assert not other.is_error and other.structured_content == {"echo": "second"}
+        assert sorted(Attempt.objects.values_list("step__revision__number", "output__echo")) == [
+            (1, "first"), (2, "second")]
+
     def test_a_database_outage_at_the_token_lookup_is_a_503(self, agent_token, monkeypatch):
         from django.db import OperationalError
 
