@@ -243,7 +243,7 @@ async def _call(ctx, state, spec, arguments, delivery: Delivery) -> types.CallTo
     try:
         submitted = await _submit(ctx, state, spec.name, arguments)
     except services.CallRefused as refused:
-        return results.refused(run_id, str(refused), stop_reason=refused.stop_reason)
+        return results.refused(run_id, str(refused), stop_reason=refused.stop_reason, error_code=refused.error_code)
     except DATABASE_ERRORS:
         # The proposal may be stored all the same (a commit whose acknowledgement was lost): settled
         # before the session's next call, so the same call then picks it up instead of proposing it twice.

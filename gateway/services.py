@@ -206,9 +206,10 @@ class Submitted:
 class CallRefused(Exception):
     """The call was not proposed: the run stopped, or it waits on something else. The message says why."""
 
-    def __init__(self, message: str, *, stop_reason: str = "", approval_id: int | None = None, busy: bool = False):
+    def __init__(self, message: str, *, stop_reason: str = "", approval_id: int | None = None, busy: bool = False,
+                 error_code: str = "refused"):
         super().__init__(message)
-        self.stop_reason = stop_reason
+        self.stop_reason, self.error_code = stop_reason, error_code
         self.approval_id = approval_id
         # The run will want this call shortly (it has not asked for its first plan yet): worth waiting for.
         self.busy = busy
@@ -255,8 +256,17 @@ def call_submit(*, session_id: int, capability: str, arguments: dict) -> Submitt
                               busy=True)
         step = {"id": f"call{revision}", "capability": capability, "arguments": arguments,
                 "expected_outcome": "the MCP client's tools/call"}
-        run_services.plan_submit(run_id=run.pk, user=session.agent.owner, revision=revision, steps=[step],
-                                 reason="tools/call", planner="gateway")
+        owner = session.agent.owner
+        try:
+            run_services.plan_submit(run_id=run.pk, user=owner, revision=revision, steps=[step],
+                                     reason="tools/call", planner="gateway")
+        except NotAllowed:
+            # The owner lost the role this run's calls are made with (runs.start_run) since the session
+            # opened: no call of it can be proposed until an operator restores it; trying again won't help.
+            raise CallRefused(f"The agent's owner ({owner.get_username()}) may no longer start runs or propose "
+                              "calls in this project, so no call can be made for it: an operator must restore "
+                              "the owner's role, or give the agent another owner.",
+                              error_code="permission_denied") from None
         if session.held_revision is not None:   # the held call concluded: this one replaces it
             GatewaySession.objects.filter(pk=session.pk).update(held_revision=None, held_capability="",
                                                                 held_arguments_hash="")

@@ -230,6 +230,39 @@ class TestCalls:
         assert not first.is_error and first.structured_content == {"slept": 1.0}
         assert list(Attempt.objects.values_list("capability_name", flat=True)) == ["gw_slow"]
 
+    def test_a_call_after_the_owner_lost_the_role_to_start_runs_is_refused_as_permission_denied(
+            self, agent_token, inline_worker, operator, caplog):
+        """Not "try again": no call of the session can be proposed until an operator restores the
+        owner's role, and the client is told so (terminal, not retryable), with nothing logged as a bug."""
+        import logging
+
+        from asgiref.sync import sync_to_async
+
+        from core.models import ProjectMembership
+        from core.project_access import grant_role
+        from runs.models import Attempt
+
+        _agent, token = agent_token()
+
+        def demote():   # still sees the capabilities (a viewer does), may no longer start runs
+            ProjectMembership.objects.filter(user=operator, role__name="operator").delete()
+            grant_role(operator, "viewer")
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                first = await c.call_tool("gw_echo", {"text": "a"})
+                await sync_to_async(demote)()
+                return first, await c.call_tool("gw_echo", {"text": "b"})
+
+        with caplog.at_level(logging.WARNING, logger="gateway.mcp_server"):
+            first, refused = serve(go)
+        assert not first.is_error
+        error = refused.structured_content["error"]
+        assert refused.is_error and error["error_code"] == "permission_denied" and error["retryable"] is False
+        assert "otto" in error["message"] and "restore" in error["message"]
+        assert list(Attempt.objects.values_list("output__echo", flat=True)) == ["a"]
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
 
 class TestUnexpectedFailures:
     """A request that fails unexpectedly gets an answer the client can act on, never the exception's text."""
