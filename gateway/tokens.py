@@ -49,8 +49,11 @@ def bearer_for(key: str) -> Bearer:
         raise TokenRefused("This agent token was revoked.")
     if token.expires_at <= now:
         raise TokenRefused("This agent token has expired; issue a new one.")
-    if not token.agent.enabled or not token.agent.owner.is_active:
+    if not token.agent.enabled:
         raise TokenRefused(f"Agent {token.agent.name!r} is disabled.")
+    if not token.agent.owner.is_active:
+        raise TokenRefused(f"Agent {token.agent.name!r} acts with the roles of {token.agent.owner.get_username()!r}, "
+                           "whose account is deactivated: an operator must give the agent an active owner.")
     # At most one write a minute per token, not one per request.
     if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
         AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)

@@ -139,6 +139,19 @@ class TestTokenAuth:
         response = serve(go)
         assert response.status_code == 401 and "disabled" in response.text
 
+    def test_an_agent_whose_owner_was_deactivated_is_refused_saying_so(self, agent_token, operator):
+        agent, token = agent_token()
+        operator.is_active = False
+        operator.save(update_fields=["is_active"])
+
+        async def go(http_for):
+            async with http_for(token) as http:
+                return await initialize(http)
+
+        response = serve(go)
+        assert response.status_code == 401
+        assert "'otto'" in response.text and "deactivated" in response.text and "active owner" in response.text
+
 
 class TestToolsList:
     def test_it_lists_only_the_agents_enabled_capabilities_its_owner_may_use(self, agent_token):
