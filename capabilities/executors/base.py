@@ -24,6 +24,7 @@ from capabilities.executors.secrets import Redactor, redactor_for, secret_env_na
 from runtime.capability import CapabilitySpec
 from runtime.ids import random_hex
 from runtime.observation import ErrorCode, Observation, OutputRef, SideEffectStatus
+from runtime.storable import NUL, json_without_nul, text_without_nul
 from runtime.validation import argument_errors
 
 PREVIEW_CHARS = 500
@@ -172,7 +173,7 @@ class BaseExecutor(ABC):
             except Exception as exc:  # an executor bug must still come back as one observation
                 observation = Observation.failure(ErrorCode.SERVER_ERROR, f"executor error: {type(exc).__name__}: {exc}")
         observation = self._redacted(spec, observation)
-        observation = self._store_large_output(spec, observation)
+        observation = self._storable(spec, observation)
         return replace(observation, latency_s=round(time.monotonic() - started, 6),
                        trace_id=trace_id, span_id=span_id)
 
@@ -202,7 +203,7 @@ class BaseExecutor(ABC):
                                               side_effect=SideEffectStatus.COMMITTED)
         else:
             observation = Observation.success(None, side_effect=SideEffectStatus.NOT_COMMITTED)
-        return self._store_large_output(spec, observation)
+        return self._storable(spec, observation)
 
     # For subclasses -------------------------------------------------------------
 
@@ -270,10 +271,16 @@ class BaseExecutor(ABC):
         return replace(observation, error_message=redact(observation.error_message),
                        output=redact.json_value(observation.output))
 
-    def _store_large_output(self, spec: CapabilitySpec, observation: Observation) -> Observation:
+    def _storable(self, spec: CapabilitySpec, observation: Observation) -> Observation:
+        """What the records can hold: each NUL character of the output or the error as U+FFFD (both
+        databases alike: runtime.storable), and an output over the limit kept aside by reference."""
+        if NUL in observation.error_message:
+            observation = replace(observation, error_message=text_without_nul(observation.error_message))
         if observation.output is None:
             return observation
         content = canonical_json(observation.output)
+        if b"\\u0000" in content:
+            content = json_without_nul(content.decode("utf-8")).encode("utf-8")
         if len(content) <= spec.max_output_bytes:
             # Normalise to plain JSON so what is stored equals what was observed.
             return replace(observation, output=json.loads(content))

@@ -60,6 +60,11 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/slow":
             time.sleep(float(query.get("s", ["2"])[0]))
             return self.reply(200, {"slow": True})
+        if path == "/nul":   # NUL characters in a value, a key and a text body; and the literal text \u0000
+            if query.get("as") == ["text"]:
+                return self.reply(200, "a\x00b", content_type="text/plain")
+            return self.reply(int(query.get("status", ["200"])[0]),
+                              {"v": "a\x00b", "k\x00": 1, "literal": "\\u0000"})
         if path == "/text":
             return self.reply(200, "plain words", content_type="text/plain")
         if path == "/latin1":

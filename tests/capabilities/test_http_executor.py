@@ -91,6 +91,15 @@ class TestRequests:
     def test_a_non_json_body_becomes_text(self, executor, http_server):
         assert run(executor, http_spec(f"{http_server}/text")).output == "plain words"
 
+    def test_nul_characters_in_an_answer_are_kept_as_the_replacement_character(self, executor, http_server):
+        """PostgreSQL keeps no NUL in JSON or text: the answer must be storable on either database."""
+        observation = run(executor, http_spec(f"{http_server}/nul"))
+        assert observation.output == {"v": "a\ufffdb", "k\ufffd": 1, "literal": "\\u0000"}
+        assert run(executor, http_spec(f"{http_server}/nul?as=text")).output == "a\ufffdb"
+        failed = run(executor, http_spec(f"{http_server}/nul?status=500"))
+        assert failed.status == Status.RETRYABLE and failed.output["v"] == "a\ufffdb"
+        assert "\x00" not in failed.error_message
+
     def test_a_text_body_is_decoded_with_its_charset(self, executor, http_server):
         assert run(executor, http_spec(f"{http_server}/latin1")).output == "café"
 

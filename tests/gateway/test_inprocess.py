@@ -7,6 +7,7 @@ inline worker (a thread running the real engine, runs.worker.engine.run_advance)
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from datetime import timedelta
 
@@ -208,6 +209,44 @@ class TestCalls:
             assert out[name].structured_content["error"]["error_code"] == "invalid_arguments", name
         assert out["unknown"] == -32602
         assert not PlanRevision.objects.exists()
+
+    def test_nul_characters_in_an_answer_are_kept_as_the_replacement_character_and_refused_in_arguments(
+            self, agent_token, inline_worker):
+        """PostgreSQL keeps no NUL in JSON or text: a tool answering one must not leave its run unwritable
+        (before, every pass failed on PostgreSQL and the call hung until the call wait ended)."""
+        from capabilities.kinds.python.sync import python_capabilities_sync
+        from runs.models import Attempt, Run
+
+        python_capabilities_sync(modules=("capabilities.demo.functions", "gw_capabilities", "nul_capabilities"))
+        _agent, token = agent_token(capabilities=("gw_echo", "gw_nul_output", "gw_nul_error"))
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                return (await c.call_tool("gw_echo", {"text": "a\x00b"}), await c.call_tool("gw_nul_output", {"text": "a"}),
+                        await c.call_tool("gw_nul_error", {"text": "x"}))
+
+        refused, output, error = serve(go)
+        assert refused.is_error and refused.structured_content["error"]["error_code"] == "invalid_arguments"
+        assert "NUL character" in refused.structured_content["error"]["message"]
+        assert not output.is_error and output.structured_content == {"v": "a\ufffdb", "k\ufffd": 1}
+        assert error.is_error and "bad\ufffdx" in error.structured_content["error"]["message"]
+        assert [a.output for a in Attempt.objects.order_by("started_at")][:1] == [{"v": "a\ufffdb", "k\ufffd": 1}]
+        assert Run.objects.get().status != "internal_error"
+
+    def test_a_client_whose_name_holds_a_nul_character_opens_its_session(self, agent_token):
+        from runs.models import Run
+
+        _agent, token = agent_token()
+        init = json.dumps({**INIT, "params": {**INIT["params"], "clientInfo": {"name": "ra\x00w", "version": "0\x00"}}})
+
+        async def go(http_for):
+            async with http_for(token) as http:
+                return await http.post("/mcp/", content=init.encode(),
+                                       headers={"Accept": ACCEPT, "Content-Type": "application/json"})
+
+        response = serve(go)
+        assert response.status_code == 200 and '"error"' not in response.text
+        assert Run.objects.get().goal == "MCP session of agent tester (ra\ufffdw 0\ufffd)"
 
     def test_another_token_using_the_session_id_is_refused(self, agent_token):
         agent, token = agent_token()
