@@ -80,6 +80,17 @@ class TestImport:
         policy = suggested_policy(tool)
         assert (policy["side_effect"], policy["requires_approval"], policy["idempotent"]) == ("external", False, True)
 
+    def test_a_tools_text_with_nul_characters_is_kept_as_the_records_can_hold_it(self):
+        """PostgreSQL keeps no NUL in text or JSON: an import must not fail on a server's description."""
+        import mcp_types as types
+
+        from capabilities.kinds.mcp.executor import _tool_info
+
+        tool = _tool_info(types.Tool(name="t", title="T\x00", description="Adds\x00.", input_schema={
+            "type": "object", "properties": {"a": {"type": "string", "description": "x\x00"}}}))
+        assert (tool.title, tool.description) == ("T\ufffd", "Adds\ufffd.")
+        assert tool.input_schema["properties"]["a"]["description"] == "x\ufffd"
+
     def test_listing_a_server_that_cannot_start_is_a_connection_error(self):
         with pytest.raises(CapabilityError) as caught:
             list_tools({"transport": "stdio", "command": "/nonexistent/mcp-server"}, timeout_s=5,
