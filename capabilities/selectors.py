@@ -7,7 +7,7 @@ from django.urls import reverse
 from capabilities.models import Capability, CapabilityVersion, McpServer
 from capabilities.policy import capability_version_diff
 from core.models import AuditEvent
-from runtime.storable import text_without_nul
+from runtime.storable import text_storable
 
 # -- the registry list ---------------------------------------------------------------------
 
@@ -16,7 +16,7 @@ def capability_list(*, search: str = "", kind: str = "", side_effect: str = "",
     """Capabilities with their current version, filtered as the list page and API ask."""
     qs = Capability.objects.select_related("current_version", "mcp_server").order_by("name")
     # From the address as typed: a NUL character would fail the query on PostgreSQL (runtime.storable).
-    search, kind, side_effect = (text_without_nul(value or "") for value in (search, kind, side_effect))
+    search, kind, side_effect = (text_storable(value or "") for value in (search, kind, side_effect))
     search = search.strip()
     if search:
         qs = qs.filter(Q(name__icontains=search) | Q(current_version__description__icontains=search))

@@ -5,7 +5,7 @@ Every JSON body the API parses and every JSON text a form field holds goes throu
 in jsonschema or in the database adapter) or a huge text is refused with one clear
 message instead of a 500. Non-finite numbers (NaN, Infinity, 1e309) are refused too:
 they are not JSON (RFC 8259), and PostgreSQL and SQLite's JSON_VALID reject them. So is
-text with a NUL character (\u0000), which PostgreSQL keeps in neither text nor JSON.
+text with a NUL character (\u0000) or a lone surrogate (runtime.storable): no database keeps it.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from runtime.storable import NUL_REFUSED, json_has_nul
+from runtime.storable import UNSTORABLE, value_unstorable
 
 
 class JSONLimitError(ValueError):
@@ -72,6 +72,6 @@ def loads(text: str | bytes, *, max_bytes: int | None = None) -> Any:
     except ValueError as exc:  # JSONDecodeError and undecodable bytes
         raise JSONLimitError(f"Not valid JSON: {exc}") from None
     check_depth(value)
-    if json_has_nul(text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text):
-        raise JSONLimitError(f"JSON {NUL_REFUSED}.")
+    if value_unstorable(value, text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text):
+        raise JSONLimitError(f"JSON {UNSTORABLE}.")
     return value

@@ -29,7 +29,7 @@ from runs.models import PlanSubmission, Run, RunStatus
 from runs.planners.external import awaited_revision, next_plan_revision
 from runtime.completion import completion_errors
 from runtime.signatures import arguments_hash
-from runtime.storable import text_without_nul
+from runtime.storable import text_storable
 
 MANAGE = "gateway.manage_agents"
 
@@ -160,8 +160,8 @@ def session_open(*, agent_id: int, token_id: int | None, mcp_session_id: str, cl
                  client_version: str) -> GatewaySession:
     """An MCP client initialized a session: start its run (queued like any run) and record it."""
     agent = Agent.objects.select_related("owner").get(pk=agent_id)
-    # As the client said them, each NUL character as U+FFFD (the database keeps none).
-    client_name, client_version = text_without_nul(client_name), text_without_nul(client_version)
+    # As the client said them, each NUL character or lone surrogate as U+FFFD (runtime.storable).
+    client_name, client_version = text_storable(client_name), text_storable(client_version)
     labels = {"agent": agent.name, "mcp_client": (client_name or "unknown")[:200]}
     if client_version:
         labels["mcp_client_version"] = client_version[:200]

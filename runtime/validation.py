@@ -13,7 +13,7 @@ from .capability import CapabilitySpec
 from .plan import Plan, PlanError
 from .ports import Authorizer, CapabilityRegistry
 from .signatures import canonical_json
-from .storable import NUL_REFUSED, json_has_nul
+from .storable import UNSTORABLE, json_unstorable
 
 # Validation errors are PlanErrors (code, message, step_id), the same type parse errors use.
 ValidationError = PlanError
@@ -67,12 +67,12 @@ def argument_problems(schema: dict[str, Any] | None, arguments: Any, max_bytes: 
         return [PlanError(ErrorCodes.INVALID_ARGUMENTS, "arguments must be a JSON object", step_id)]
     errors: list[PlanError] = []
     text = canonical_json(arguments)
-    size = len(text.encode("utf-8"))
+    size = len(text.encode("utf-8", "surrogatepass"))   # a lone surrogate is refused below, not an error here
     if max_bytes is not None and size > max_bytes:
         errors.append(PlanError(ErrorCodes.ARGUMENTS_TOO_LARGE,
                                 f"arguments are {size} bytes, over the limit of {max_bytes}", step_id))
-    if json_has_nul(text):
-        errors.append(PlanError(ErrorCodes.INVALID_ARGUMENTS, f"arguments: {NUL_REFUSED}", step_id))
+    if json_unstorable(text):
+        errors.append(PlanError(ErrorCodes.INVALID_ARGUMENTS, f"arguments: {UNSTORABLE}", step_id))
     for where, message in schemas.errors(schema, arguments):
         if where == "schema":
             errors.append(PlanError(ErrorCodes.INVALID_SCHEMA, message, step_id))

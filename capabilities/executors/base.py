@@ -24,7 +24,7 @@ from capabilities.executors.secrets import Redactor, redactor_for, secret_env_na
 from runtime.capability import CapabilitySpec
 from runtime.ids import random_hex
 from runtime.observation import ErrorCode, Observation, OutputRef, SideEffectStatus
-from runtime.storable import NUL, json_without_nul, text_without_nul
+from runtime.storable import json_storable, text_storable
 from runtime.validation import argument_errors
 
 PREVIEW_CHARS = 500
@@ -103,14 +103,15 @@ def default_output_store() -> FileOutputStore:
     return FileOutputStore(Path(tempfile.gettempdir()) / "agentops-outputs")
 
 
-def canonical_json(value: Any) -> bytes:
-    """The canonical JSON form used for size limits and hashes.
+def storable_json(value: Any) -> bytes:
+    """An output's canonical JSON, as its size limit and hash count it and the records keep it.
 
-    Values JSON cannot hold (datetimes, decimals, objects) become their str():
-    an output must be storable in a JSON column whatever a function returned.
+    Values JSON cannot hold (datetimes, decimals, objects) become their str(), and each NUL
+    character and lone surrogate U+FFFD (runtime.storable): an output must be storable in a
+    JSON column, on either database, whatever a function or a service returned.
     """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str).encode("utf-8")
+    return json_storable(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                    default=str)).encode("utf-8")
 
 
 # -- tracing -----------------------------------------------------------------------
@@ -272,15 +273,13 @@ class BaseExecutor(ABC):
                        output=redact.json_value(observation.output))
 
     def _storable(self, spec: CapabilitySpec, observation: Observation) -> Observation:
-        """What the records can hold: each NUL character of the output or the error as U+FFFD (both
-        databases alike: runtime.storable), and an output over the limit kept aside by reference."""
-        if NUL in observation.error_message:
-            observation = replace(observation, error_message=text_without_nul(observation.error_message))
+        """What the records can hold: each NUL character and lone surrogate of the output or the error as
+        U+FFFD (both databases alike: runtime.storable), and an output over the limit kept aside by reference."""
+        if text_storable(observation.error_message) != observation.error_message:
+            observation = replace(observation, error_message=text_storable(observation.error_message))
         if observation.output is None:
             return observation
-        content = canonical_json(observation.output)
-        if b"\\u0000" in content:
-            content = json_without_nul(content.decode("utf-8")).encode("utf-8")
+        content = storable_json(observation.output)
         if len(content) <= spec.max_output_bytes:
             # Normalise to plain JSON so what is stored equals what was observed.
             return replace(observation, output=json.loads(content))

@@ -47,7 +47,7 @@ from runtime.planning import PlannerCallCeiling, PlanningRequest, PlanProposal
 from runtime.records import declared_numbers
 from runtime.retry import jittered_backoff_s
 from runtime.stop import ReplanReason
-from runtime.storable import json_without_nul, text_without_nul
+from runtime.storable import storable_value, text_storable
 
 # How much of one observation's output the model sees: enough to plan on, bounded.
 OUTPUT_CHARS = 2_000
@@ -338,11 +338,12 @@ def _json(value: Any) -> str:
 
 def proposal_from_answer(content: str, *, tokens: int, cost: float) -> PlanProposal | None:
     """Turn the model's text into a proposal; anything but a plan object is rejected, clearly."""
-    # The model's NUL characters (raw or escaped) are kept as U+FFFD, as a tool's are (runtime.storable).
-    content = text_without_nul(content)
-    text = json_without_nul(_strip_fence(content))
+    # The model's NUL characters and lone surrogates (raw or escaped) are kept as U+FFFD, as a
+    # tool's are (runtime.storable).
+    content = text_storable(content)
+    text = _strip_fence(content)
     try:
-        data = json.loads(text)
+        data = storable_value(json.loads(text), text)
     except ValueError as exc:
         return _malformed(content, f"the model's answer is not valid JSON ({exc})", tokens, cost)
     except RecursionError:

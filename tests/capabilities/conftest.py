@@ -64,7 +64,7 @@ class Handler(BaseHTTPRequestHandler):
             if query.get("as") == ["text"]:
                 return self.reply(200, "a\x00b", content_type="text/plain")
             return self.reply(int(query.get("status", ["200"])[0]),
-                              {"v": "a\x00b", "k\x00": 1, "literal": "\\u0000"})
+                              {"v": "a\x00b", "k\x00": 1, "literal": "\\u0000", "lone": "\ud800"})
         if path == "/text":
             return self.reply(200, "plain words", content_type="text/plain")
         if path == "/latin1":

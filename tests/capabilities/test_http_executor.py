@@ -91,10 +91,12 @@ class TestRequests:
     def test_a_non_json_body_becomes_text(self, executor, http_server):
         assert run(executor, http_spec(f"{http_server}/text")).output == "plain words"
 
-    def test_nul_characters_in_an_answer_are_kept_as_the_replacement_character(self, executor, http_server):
-        """PostgreSQL keeps no NUL in JSON or text: the answer must be storable on either database."""
+    def test_nul_characters_and_lone_surrogates_in_an_answer_are_kept_as_the_replacement_character(
+            self, executor, http_server):
+        """PostgreSQL keeps no NUL in JSON or text, and no driver encodes a lone surrogate (a JSON \\ud800
+        escape): the answer must be storable on either database."""
         observation = run(executor, http_spec(f"{http_server}/nul"))
-        assert observation.output == {"v": "a\ufffdb", "k\ufffd": 1, "literal": "\\u0000"}
+        assert observation.output == {"v": "a\ufffdb", "k\ufffd": 1, "literal": "\\u0000", "lone": "\ufffd"}
         assert run(executor, http_spec(f"{http_server}/nul?as=text")).output == "a\ufffdb"
         failed = run(executor, http_spec(f"{http_server}/nul?status=500"))
         assert failed.status == Status.RETRYABLE and failed.output["v"] == "a\ufffdb"

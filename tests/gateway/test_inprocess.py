@@ -210,7 +210,7 @@ class TestCalls:
         assert out["unknown"] == -32602
         assert not PlanRevision.objects.exists()
 
-    def test_nul_characters_in_an_answer_are_kept_as_the_replacement_character_and_refused_in_arguments(
+    def test_nul_characters_and_lone_surrogates_in_an_answer_are_kept_as_the_replacement_character(
             self, agent_token, inline_worker):
         """PostgreSQL keeps no NUL in JSON or text: a tool answering one must not leave its run unwritable
         (before, every pass failed on PostgreSQL and the call hung until the call wait ended)."""
@@ -228,9 +228,10 @@ class TestCalls:
         refused, output, error = serve(go)
         assert refused.is_error and refused.structured_content["error"]["error_code"] == "invalid_arguments"
         assert "NUL character" in refused.structured_content["error"]["message"]
-        assert not output.is_error and output.structured_content == {"v": "a\ufffdb", "k\ufffd": 1}
-        assert error.is_error and "bad\ufffdx" in error.structured_content["error"]["message"]
-        assert [a.output for a in Attempt.objects.order_by("started_at")][:1] == [{"v": "a\ufffdb", "k\ufffd": 1}]
+        kept = {"v": "a\ufffdb", "k\ufffd": 1, "lone": "\ufffd"}
+        assert not output.is_error and output.structured_content == kept
+        assert error.is_error and "bad\ufffdx\ufffd" in error.structured_content["error"]["message"]
+        assert [a.output for a in Attempt.objects.order_by("started_at")][:1] == [kept]
         assert Run.objects.get().status != "internal_error"
 
     def test_a_client_whose_name_holds_a_nul_character_opens_its_session(self, agent_token):

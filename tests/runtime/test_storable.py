@@ -1,4 +1,5 @@
-"""runtime.storable: NUL characters, which PostgreSQL keeps in neither text nor JSON."""
+"""runtime.storable: NUL characters (PostgreSQL keeps none in text or JSON) and lone surrogates
+(no database driver can encode them), which JSON's escapes can carry."""
 from __future__ import annotations
 
 import json
@@ -6,27 +7,34 @@ import json
 import pytest
 
 from runtime.capability import CapabilitySpec, Kind
-from runtime.storable import json_has_nul, json_without_nul, text_without_nul
+from runtime.storable import json_storable, json_unstorable, storable_value, text_storable, value_unstorable
 from runtime.validation import argument_errors
 
 
-@pytest.mark.parametrize("value,has", [
+@pytest.mark.parametrize("value,unstorable", [
     ("a\x00b", True),
     ({"key\x00": 1}, True),
     (["x", ["\x00"]], True),
     ("\\u0000", False),          # the literal text backslash-u0000: an escaped backslash, then "u0000"
     ("\\\x00", True),            # a backslash, then a NUL
+    ("a\ud800b", True),          # a lone high surrogate
+    ({"\udfff": "x"}, True),     # a lone low surrogate, in a key
+    ("\U0001f600 ok", False),    # a character beyond the BMP: a valid pair in JSON, one character here
     ("plain", False),
 ])
-def test_a_nul_is_found_in_json_text_and_only_a_real_one(value, has):
+def test_nul_characters_and_lone_surrogates_are_found_and_kept_as_the_replacement_character(value, unstorable):
     text = json.dumps(value, ensure_ascii=False)
-    assert json_has_nul(text) is has
-    assert json.loads(json_without_nul(text)) == replaced(value)
+    assert json_unstorable(text) is unstorable
+    assert json.loads(json_storable(text)) == replaced(value)
+    escaped = json.dumps(value)   # as a client sends it: \u escapes
+    parsed = json.loads(escaped)
+    assert value_unstorable(parsed, escaped) is unstorable
+    assert storable_value(parsed, escaped) == replaced(value)
 
 
 def replaced(value):
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
+        return text_storable(value)
     if isinstance(value, list):
         return [replaced(v) for v in value]
     if isinstance(value, dict):
@@ -34,14 +42,15 @@ def replaced(value):
     return value
 
 
-def test_text_keeps_its_nul_characters_as_the_replacement_character():
-    assert text_without_nul("bad\x00message\x00") == "bad\ufffdmessage\ufffd"
-    assert text_without_nul("fine") == "fine"
+def test_text_keeps_nul_characters_and_lone_surrogates_as_the_replacement_character():
+    assert text_storable("bad\x00message\ud800") == "bad\ufffdmessage\ufffd"
+    assert text_storable("fine \U0001f600") == "fine \U0001f600"
 
 
-def test_arguments_with_a_nul_character_are_refused_and_a_literal_escape_is_not():
+@pytest.mark.parametrize("text", ["a\x00b", "a\udc00b"])
+def test_arguments_holding_one_are_refused_and_a_literal_escape_is_not(text):
     spec = CapabilitySpec(name="echo", kind=Kind.PYTHON,
                           schema={"type": "object", "properties": {"text": {"type": "string"}}})
-    errors = argument_errors(spec, {"text": "a\x00b"})
+    errors = argument_errors(spec, {"text": text})
     assert [e.code for e in errors] == ["invalid_arguments"] and "NUL character" in errors[0].message
-    assert argument_errors(spec, {"text": "\\u0000"}) == []
+    assert argument_errors(spec, {"text": "\\u0000 \\ud800"}) == []

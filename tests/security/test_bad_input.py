@@ -61,9 +61,15 @@ class TestApiBodies:
                 checked += 1
         assert checked >= 8
 
-    def test_every_api_endpoint_refuses_a_nul_character_with_400(self, api):
-        """PostgreSQL keeps no NUL in text or JSON: a 400 on both stacks, never a 500 on one."""
-        body = '{"goal": "a\\u0000b", "completion": {"capability": "search_documents\\u0000", "exists": true}}'
+    @pytest.mark.parametrize("body", [
+        '{"goal": "a\\u0000b", "completion": {"capability": "search_documents\\u0000", "exists": true}}',
+        '{"goal": "g", "completion": {"capability": "search_documents", "path": "a", "equals": "\\udfff"}}',
+    ], ids=["nul", "lone-surrogate"])
+    def test_every_api_endpoint_refuses_a_nul_character_or_a_lone_surrogate_with_400(self, api, body):
+        """PostgreSQL keeps no NUL in text or JSON, and no driver encodes a lone surrogate: a 400 on both
+        stacks (before: a 500 on PostgreSQL for a NUL, on both for a surrogate, with the run started)."""
+        from runs.models import Run
+
         checked = 0
         for url in _api_routes():
             response = _timed(lambda url=url: api.post(url, data=body, content_type="application/json"))
@@ -72,6 +78,7 @@ class TestApiBodies:
                 assert "NUL character" in response.json()["error"]["message"], url
                 checked += 1
         assert checked >= 8
+        assert not Run.objects.exists()
 
     def test_the_literal_text_backslash_u0000_is_not_a_nul_character(self, api):
         response = api.post("/api/runs/start/", data='{"goal": "escape \\\\u0000 in docs", "completion": '

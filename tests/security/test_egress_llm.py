@@ -54,15 +54,15 @@ def test_a_deeply_nested_model_answer_is_a_rejected_plan_not_a_crash():
     assert proposal.errors[0].code == "malformed_plan" and proposal.tokens == 5
 
 
-def test_nul_characters_in_a_model_answer_are_kept_as_the_replacement_character():
-    """PostgreSQL keeps no NUL in text or JSON: the answer (raw or escaped NULs) stays storable."""
+def test_nul_characters_and_lone_surrogates_in_a_model_answer_are_kept_as_the_replacement_character():
+    """PostgreSQL keeps no NUL in text or JSON, no driver encodes a lone surrogate: the answer stays storable."""
     from runs.planners.llm import proposal_from_answer
 
-    answer = ('{"steps": [{"id": "s1", "capability": "search_documents", "arguments": {"query": "a\\u0000b"}}], '
+    answer = ('{"steps": [{"id": "s1", "capability": "search_documents", "arguments": {"query": "a\\u0000b\\ud800"}}], '
               '"reason": "r\x00"}')
     proposal = proposal_from_answer(answer, tokens=5, cost=0.0)
     assert not proposal.errors
-    assert proposal.plan["steps"][0]["arguments"] == {"query": "a\ufffdb"}
+    assert proposal.plan["steps"][0]["arguments"] == {"query": "a\ufffdb\ufffd"}
     assert proposal.reason == "r\ufffd" and "\x00" not in proposal.raw_output
 
 

@@ -53,7 +53,7 @@ from capabilities.kinds.mcp import pool as mcp_pool
 from capabilities.netguard import NetGuard, URLRefused, guarded_async_transport
 from runtime.capability import CapabilitySpec
 from runtime.observation import ErrorCode, Observation, SideEffectStatus
-from runtime.storable import json_without_nul, text_without_nul
+from runtime.storable import json_storable, text_storable
 
 # A protocol-level "invalid params" error: the arguments, not the connection.
 JSONRPC_INVALID_PARAMS = -32602
@@ -380,15 +380,15 @@ def _tool_info(tool: Any) -> ToolInfo:
     schema = json.dumps(dict(tool.input_schema or {"type": "object"}), ensure_ascii=False)
     return ToolInfo(
         name=tool.name,
-        description=text_without_nul(tool.description or ""),
-        input_schema=json.loads(json_without_nul(schema)),
+        description=text_storable(tool.description or ""),
+        input_schema=json.loads(json_storable(schema)),
         annotations=ToolHints(
             read_only_hint=getattr(hints, "read_only_hint", None),
             destructive_hint=getattr(hints, "destructive_hint", None),
             idempotent_hint=getattr(hints, "idempotent_hint", None),
             open_world_hint=getattr(hints, "open_world_hint", None),
         ),
-        title=text_without_nul(getattr(tool, "title", None) or getattr(hints, "title", None) or ""),
+        title=text_storable(getattr(tool, "title", None) or getattr(hints, "title", None) or ""),
     )
 
 
