@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from capabilities.executors.base import FileOutputStore, canonical_json, traceparent
+from capabilities.executors.base import FileOutputStore, storable_json, traceparent
 from capabilities.executors.dispatch import CapabilityExecutor
 from runtime.capability import CapabilitySpec, Kind
 from runtime.observation import ErrorCode, Observation
@@ -11,7 +11,7 @@ from runtime.observation import ErrorCode, Observation
 
 def test_the_file_store_is_content_addressed(tmp_path):
     store = FileOutputStore(tmp_path)
-    content = canonical_json({"b": 1, "a": [1, 2]})
+    content = storable_json({"b": 1, "a": [1, 2]})
     assert content == b'{"a":[1,2],"b":1}'
     uri = store.save(content, "a" * 64)
     assert uri == "output:" + "a" * 64
