@@ -14,7 +14,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 sys.path.append(str(ROOT / "tests" / "chaos"))   # chaos_ledger (after ours: its conftest is not ours)
-MODULES = "capabilities.demo.functions,gw_capabilities"
+MODULES = "capabilities.demo.functions,gw_capabilities,nul_capabilities"
 
 
 

@@ -45,6 +45,28 @@ def test_it_lists_the_agents_tools_and_calls_one_as_a_governed_run(gateway_stack
     assert body["planner"] == "gateway" and body["labels"]["agent"] == "tester"
 
 
+def test_an_answer_holding_nul_characters_and_lone_surrogates_is_recorded_and_returned(gateway_stack, agent_token):
+    """Through the real worker on either database: kept as U+FFFD (before, on PostgreSQL, every pass of
+    the run failed to write and the call hung until the call wait ended)."""
+    from capabilities.kinds.python.sync import python_capabilities_sync
+    from runs.models import Attempt
+
+    python_capabilities_sync(modules=("capabilities.demo.functions", "gw_capabilities", "nul_capabilities"))
+    agent, token = agent_token(capabilities=("gw_echo", "gw_nul_output", "gw_nul_error"))
+
+    async def go():
+        async with client(gateway_stack.mcp, token) as c:
+            return await c.call_tool("gw_nul_output", {"text": "a"}), await c.call_tool("gw_nul_error", {"text": "x"})
+
+    output, error = run(go)
+    kept = {"v": "a\ufffdb", "k\ufffd": 1, "lone": "\ufffd"}
+    assert not output.is_error and output.structured_content == kept
+    assert Attempt.objects.get(capability_name="gw_nul_output").output == kept
+    # A ValueError is the function refusing its arguments: terminal, so the run stops with that reason.
+    assert error.is_error and "bad\ufffdx\ufffd" in error.structured_content["error"]["message"]
+    assert error.meta["agentops/stop_reason"] == "terminal_failure:invalid_arguments"
+
+
 def test_a_repeated_failing_call_stalls_the_run_and_later_calls_are_refused(gateway_stack, agent_token):
     agent, token = agent_token()
 
@@ -112,6 +134,7 @@ def test_bad_input_gets_clear_errors(gateway_stack, agent_token):
                 out["unknown"] = e.error.code
             out["wrong_type"] = await c.call_tool("gw_echo", {"text": 5})
             out["oversized"] = await c.call_tool("gw_echo", {"text": "x" * 100_000})
+            out["nul"] = await c.call_tool("gw_echo", {"text": "a\x00b"})
             out["ok"] = await c.call_tool("gw_echo", {"text": "still fine"})
         async with httpx2.AsyncClient() as http:
             out["no_token"] = (await http.post(gateway_stack.mcp, json={"jsonrpc": "2.0", "id": 1, "method": "x"})
@@ -125,6 +148,7 @@ def test_bad_input_gets_clear_errors(gateway_stack, agent_token):
     assert out["wrong_type"].is_error and out["wrong_type"].structured_content["error"]["error_code"] == \
         "invalid_arguments"
     assert out["oversized"].is_error
+    assert out["nul"].structured_content["error"]["error_code"] == "invalid_arguments"
     assert not out["ok"].is_error
     assert out["no_token"] == 401
     assert out["garbage"] == 400
