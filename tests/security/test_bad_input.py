@@ -49,17 +49,21 @@ def _timed(call):
 
 
 class TestApiBodies:
-    @pytest.mark.parametrize("body", [DEEP, DEEP_OBJECT], ids=["array", "object"])
-    def test_every_api_endpoint_refuses_deep_json_with_400(self, api, body):
+    @staticmethod
+    def refused_by_every_endpoint(api, body: str, message: str) -> None:
         checked = 0
         for url in _api_routes():
             response = _timed(lambda url=url: api.post(url, data=body, content_type="application/json"))
             # 404: an endpoint on a missing object, which never reads the body.
             assert response.status_code in (400, 404, 405), (url, response.status_code)
             if response.status_code == 400:
-                assert "nested more than" in response.json()["error"]["message"], url
+                assert message in response.json()["error"]["message"], url
                 checked += 1
         assert checked >= 8
+
+    @pytest.mark.parametrize("body", [DEEP, DEEP_OBJECT], ids=["array", "object"])
+    def test_every_api_endpoint_refuses_deep_json_with_400(self, api, body):
+        self.refused_by_every_endpoint(api, body, "nested more than")
 
     @pytest.mark.parametrize("body", [
         '{"goal": "a\\u0000b", "completion": {"capability": "search_documents\\u0000", "exists": true}}',
@@ -70,14 +74,7 @@ class TestApiBodies:
         stacks (before: a 500 on PostgreSQL for a NUL, on both for a surrogate, with the run started)."""
         from runs.models import Run
 
-        checked = 0
-        for url in _api_routes():
-            response = _timed(lambda url=url: api.post(url, data=body, content_type="application/json"))
-            assert response.status_code in (400, 404, 405), (url, response.status_code)
-            if response.status_code == 400:
-                assert "NUL character" in response.json()["error"]["message"], url
-                checked += 1
-        assert checked >= 8
+        self.refused_by_every_endpoint(api, body, "NUL character")
         assert not Run.objects.exists()
 
     def test_the_literal_text_backslash_u0000_is_not_a_nul_character(self, api):
