@@ -60,10 +60,13 @@ def check_depth(value: Any, *, limit: int | None = None) -> None:
 def loads(text: str | bytes, *, max_bytes: int | None = None) -> Any:
     """Parse JSON text within the size and depth limits; JSONLimitError otherwise."""
     max_bytes = settings.AGENTOPS_JSON_FIELD_MAX_BYTES if max_bytes is None else max_bytes
-    size = len(text.encode() if isinstance(text, str) else text)
+    size = len(text.encode(errors="surrogatepass") if isinstance(text, str) else text)
     if size > max_bytes:
         raise JSONTooLarge(f"JSON text is {size} bytes; the limit is {max_bytes}.")
     try:
+        if isinstance(text, bytes):
+            # Strict UTF-8 (json.loads would let the bytes of a lone surrogate through as one).
+            text = text.decode("utf-8-sig")
         value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
         raise JSONTooLarge(f"JSON nested more than {max_depth()} levels deep is refused.") from None
@@ -72,6 +75,6 @@ def loads(text: str | bytes, *, max_bytes: int | None = None) -> Any:
     except ValueError as exc:  # JSONDecodeError and undecodable bytes
         raise JSONLimitError(f"Not valid JSON: {exc}") from None
     check_depth(value)
-    if value_unstorable(value, text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text):
+    if value_unstorable(value, text):
         raise JSONLimitError(f"JSON {UNSTORABLE}.")
     return value

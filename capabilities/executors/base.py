@@ -275,8 +275,9 @@ class BaseExecutor(ABC):
     def _storable(self, spec: CapabilitySpec, observation: Observation) -> Observation:
         """What the records can hold: each NUL character and lone surrogate of the output or the error as
         U+FFFD (both databases alike: runtime.storable), and an output over the limit kept aside by reference."""
-        if text_storable(observation.error_message) != observation.error_message:
-            observation = replace(observation, error_message=text_storable(observation.error_message))
+        message = text_storable(observation.error_message)
+        if message != observation.error_message:
+            observation = replace(observation, error_message=message)
         if observation.output is None:
             return observation
         content = storable_json(observation.output)

@@ -4,6 +4,7 @@ calls of one MCP session. The web process serves again once the database is back
 its own, and each non-idempotent write runs once: its effects are counted in a ledger outside the product."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -37,26 +38,37 @@ HERE = Path(__file__).resolve().parent
 @pytest.fixture(scope="module")
 def product(tmp_path_factory):
     cluster = Cluster(f"agentops-gwrestart-{os.getpid()}", free_port())
-    var = tmp_path_factory.mktemp("var")
+    try:
+        cluster.create()
+        cluster.start()
+        with serving(cluster, tmp_path_factory.mktemp("var"), "restarts") as served:
+            yield served
+    finally:
+        cluster.drop()
+
+
+@contextlib.contextmanager
+def serving(cluster: Cluster, var: Path, agent: str, *, database_port: int | None = None):
+    """The production processes (`manage.py serve`) on `cluster` (reached at `database_port`, a proxy's,
+    if given), an agent allowed gw_slow_write and its token, the ledger in `var`."""
+    database = f"127.0.0.1:{database_port or cluster.port}"
     env = {"PATH": os.environ["PATH"], "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE), str(ROOT / "tests" / "chaos")]),
-           "DATABASE_URL": f"postgres://postgres@127.0.0.1:{cluster.port}/agentops",
+           "DATABASE_URL": f"postgres://postgres@{database}/agentops?sslmode=disable",
            "AGENTOPS_VAR_DIR": str(var), "CHAOS_LEDGER": str(var / "ledger.jsonl"),
            # The production broker, on a queue of this test's own (the suite's workers take theirs).
-           "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"], "AGENTOPS_TASK_QUEUE": f"gwrestart-{os.getpid()}",
+           "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"], "AGENTOPS_TASK_QUEUE": f"gw{agent}-{os.getpid()}",
            "AGENTOPS_CAPABILITY_MODULES": "capabilities.demo.functions,gw_capabilities",
            "AGENTOPS_RUN_LEASE_SECONDS": "6", "SECRET_KEY": "g" * 50, "ALLOWED_HOSTS": "127.0.0.1",
            "SECURE_SSL_REDIRECT": "false", "DEBUG": "false"}
     manage = [sys.executable, "manage.py"]
     serve = None
     try:
-        cluster.create()
-        cluster.start()
         cluster.sql("CREATE DATABASE agentops")
         for command in (["migrate", "--no-input"], ["seed_demo", "--no-runs"],
                         ["sync_capabilities", "--module", "gw_capabilities"]):
             subprocess.run([*manage, *command], cwd=ROOT, env=env, check=True, capture_output=True)
-        token = subprocess.run([*manage, "create_agent", "restarts", "--owner", "admin", "--capability",
+        token = subprocess.run([*manage, "create_agent", agent, "--owner", "admin", "--capability",
                                 "gw_slow_write"], cwd=ROOT, env=env, check=True, capture_output=True,
                                text=True).stdout.strip().splitlines()[-1]
         port = free_port()
@@ -70,7 +82,6 @@ def product(tmp_path_factory):
         if serve is not None:
             serve.send_signal(signal.SIGINT)
             serve.wait(timeout=60)
-        cluster.drop()
         _forget_queue(env)
 
 

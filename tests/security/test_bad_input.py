@@ -77,6 +77,15 @@ class TestApiBodies:
         self.refused_by_every_endpoint(api, body, "NUL character")
         assert not Run.objects.exists()
 
+    def test_every_api_endpoint_refuses_a_body_that_is_not_utf8_with_400(self, api):
+        """The bytes UTF-8 would give a lone surrogate (ED A0 80): Python's JSON decoder passes them
+        through as one, so the body is decoded strictly first (before: such a run was started)."""
+        from runs.models import Run
+
+        body = b'{"goal": "g\xed\xa0\x80", "completion": {"capability": "search_documents", "exists": true}}'
+        self.refused_by_every_endpoint(api, body, "Not valid JSON")
+        assert not Run.objects.exists()
+
     def test_the_literal_text_backslash_u0000_is_not_a_nul_character(self, api):
         response = api.post("/api/runs/start/", data='{"goal": "escape \\\\u0000 in docs", "completion": '
                                                       '{"capability": "search_documents", "exists": true}}',

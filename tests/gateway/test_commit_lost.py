@@ -1,0 +1,96 @@
+"""A call's commit lost on the wire, through the production processes (`manage.py serve`: uvicorn, a Celery
+worker, Celery beat, on Redis) and a PostgreSQL cluster of the test's own reached through a proxy
+(commit_proxy) that cuts the web process's connection at the COMMIT storing the call's proposal:
+
+- after the server committed it: the proposal is stored, its wake-up of a worker is lost, and the client
+  is told the database is unavailable; the same call sent again must pick up that proposal, not
+  propose it a second time;
+- before the server saw it: nothing is stored, and the same call sent again is proposed and runs.
+
+Either way each non-idempotent write has one effect, counted in a ledger outside the product."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import httpx2
+import pytest
+from chaos_ledger import effects_by_item
+from commit_proxy import CommitProxy
+from test_database_restart import answer_trying_again, serving, write
+from test_mcp_client import RAW_HEADERS, raw_session
+from threaded import run_in_thread  # noqa: E402 - tests/gateway is on sys.path (its conftest)
+
+from tests.project.test_database_outage import free_port
+from tests.project.test_read_replica import Cluster
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+                                 reason="PostgreSQL stage only (the cluster is the test's own)"),
+              pytest.mark.skipif(not Path("/usr/bin/pg_createcluster").exists(),
+                                 reason="needs Debian's PostgreSQL cluster tools")]
+
+PROPOSALS = "runs_plansubmission"
+
+
+@pytest.fixture(scope="module")
+def product(tmp_path_factory):
+    cluster = Cluster(f"agentops-gwcommit-{os.getpid()}", free_port())
+    proxy = None
+    try:
+        cluster.create()
+        cluster.start()
+        proxy = CommitProxy(cluster.port)
+        with serving(cluster, tmp_path_factory.mktemp("var"), "commits", database_port=proxy.port) as served:
+            yield {**served, "proxy": proxy}
+    finally:
+        if proxy is not None:
+            proxy.close()
+        cluster.drop()
+
+
+def _calls(product, *calls: tuple[str | None, dict]) -> list[tuple[dict, int]]:
+    """Each call of one session in turn, the proxy armed first with its mode (None: not armed); each call's
+    answer (sent again while the gateway says the database is unavailable) and how many sends it took."""
+    async def go():
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {product['token']}", **RAW_HEADERS},
+                                      timeout=120) as http:
+            headers = await raw_session(http, product["mcp"])
+            answers = []
+            for mode, call in calls:
+                if mode is not None:
+                    product["proxy"].arm(mode, PROPOSALS)
+                answers.append(await answer_trying_again(http, product, call, headers))
+                if mode is not None:
+                    assert product["proxy"].cut.is_set(), f"the proxy did not cut the commit ({mode})"
+            await http.delete(product["mcp"], headers=headers)
+            return answers
+
+    return run_in_thread(go)
+
+
+def _succeeded(answer: dict, item: str) -> dict:
+    assert "error" not in answer and not answer["result"]["isError"], answer
+    assert answer["result"]["structuredContent"]["item"] == item
+    return answer["result"]["_meta"]
+
+
+def test_a_call_whose_commit_acknowledgement_was_lost_runs_once_when_sent_again(product):
+    items = [f"acklost-{uuid.uuid4().hex[:8]}", f"next-{uuid.uuid4().hex[:8]}"]
+    (first, sent), (second, _) = _calls(product, ("ack_lost", write(items[0], 0.1, 1)),
+                                        (None, write(items[1], 0.1, 2)))
+    assert sent == 2, "the first send was told the database is unavailable, the second got the outcome"
+    meta = _succeeded(first, items[0])
+    assert meta["agentops/attempt"] == 1
+    _succeeded(second, items[1])   # a different call next is proposed after the stored one, not against it
+    effects = effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write")
+    assert [effects.get(item) for item in items] == [1, 1]
+
+
+def test_a_call_whose_commit_never_reached_the_database_runs_once_when_sent_again(product):
+    item = f"commitlost-{uuid.uuid4().hex[:8]}"
+    [(answer, sent)] = _calls(product, ("commit_lost", write(item, 0.1, 1)))
+    assert sent == 2
+    assert _succeeded(answer, item)["agentops/attempt"] == 1
+    assert effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1
