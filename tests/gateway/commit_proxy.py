@@ -11,6 +11,7 @@ type byte + length) so the COMMIT is recognised as a whole message; the server's
 bytes. The product must connect with `sslmode=disable` (the proxy reads plaintext)."""
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -141,8 +142,6 @@ class _Link:
 
     def close(self) -> None:
         for end in (self.client, self.server):
-            try:
+            with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             end.close()
