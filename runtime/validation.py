@@ -13,7 +13,7 @@ from .capability import CapabilitySpec
 from .plan import Plan, PlanError
 from .ports import Authorizer, CapabilityRegistry
 from .signatures import canonical_json
-from .storable import UNSTORABLE, json_unstorable
+from .storable import NON_FINITE, UNSTORABLE, json_unstorable, non_finite
 
 # Validation errors are PlanErrors (code, message, step_id), the same type parse errors use.
 ValidationError = PlanError
@@ -73,6 +73,8 @@ def argument_problems(schema: dict[str, Any] | None, arguments: Any, max_bytes: 
                                 f"arguments are {size} bytes, over the limit of {max_bytes}", step_id))
     if json_unstorable(text):
         errors.append(PlanError(ErrorCodes.INVALID_ARGUMENTS, f"arguments: {UNSTORABLE}", step_id))
+    if ("NaN" in text or "Infinity" in text) and non_finite(arguments):
+        errors.append(PlanError(ErrorCodes.INVALID_ARGUMENTS, f"arguments: {NON_FINITE}", step_id))
     for where, message in schemas.errors(schema, arguments):
         if where == "schema":
             errors.append(PlanError(ErrorCodes.INVALID_SCHEMA, message, step_id))

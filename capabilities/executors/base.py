@@ -24,7 +24,7 @@ from capabilities.executors.secrets import Redactor, redactor_for, secret_env_na
 from runtime.capability import CapabilitySpec
 from runtime.ids import random_hex
 from runtime.observation import ErrorCode, Observation, OutputRef, SideEffectStatus
-from runtime.storable import json_storable, text_storable
+from runtime.storable import storable_dumps, text_storable
 from runtime.validation import argument_errors
 
 PREVIEW_CHARS = 500
@@ -106,12 +106,12 @@ def default_output_store() -> FileOutputStore:
 def storable_json(value: Any) -> bytes:
     """An output's canonical JSON, as its size limit and hash count it and the records keep it.
 
-    Values JSON cannot hold (datetimes, decimals, objects) become their str(), and each NUL
-    character and lone surrogate U+FFFD (runtime.storable): an output must be storable in a
-    JSON column, on either database, whatever a function or a service returned.
+    Values JSON cannot hold (datetimes, decimals, objects) become their str(), each NaN and
+    infinite number its name, and each NUL character and lone surrogate U+FFFD (runtime.storable):
+    an output must be storable in a JSON column, on either database, whatever a function or a
+    service returned.
     """
-    return json_storable(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                                    default=str)).encode("utf-8")
+    return storable_dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
 
 
 # -- tracing -----------------------------------------------------------------------

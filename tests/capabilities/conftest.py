@@ -65,6 +65,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(200, "a\x00b", content_type="text/plain")
             return self.reply(int(query.get("status", ["200"])[0]),
                               {"v": "a\x00b", "k\x00": 1, "literal": "\\u0000", "lone": "\ud800"})
+        if path == "/nonfinite":   # what Python's json writes for NaN and infinities (PostgreSQL's JSON refuses them)
+            return self.reply(200, '{"n": NaN, "i": [Infinity, -Infinity], "big": 1e400, "name": "NaN"}')
         if path == "/text":
             return self.reply(200, "plain words", content_type="text/plain")
         if path == "/latin1":

@@ -102,6 +102,10 @@ class TestRequests:
         assert failed.status == Status.RETRYABLE and failed.output["v"] == "a\ufffdb"
         assert "\x00" not in failed.error_message
 
+    def test_numbers_json_cannot_write_in_an_answer_are_kept_as_their_names(self, executor, http_server):
+        observation = run(executor, http_spec(f"{http_server}/nonfinite"))
+        assert observation.output == {"n": "NaN", "i": ["Infinity", "-Infinity"], "big": "Infinity", "name": "NaN"}
+
     def test_a_text_body_is_decoded_with_its_charset(self, executor, http_server):
         assert run(executor, http_spec(f"{http_server}/latin1")).output == "café"
 

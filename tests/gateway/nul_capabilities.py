@@ -1,5 +1,5 @@
-"""Capabilities whose answers carry NUL characters (PostgreSQL keeps none in JSON or text) and lone
-surrogates (no database driver encodes one)."""
+"""Capabilities whose answers carry what no database keeps as it is: NUL characters (PostgreSQL keeps
+none in JSON or text), lone surrogates (no database driver encodes one), NaN and infinities (not JSON)."""
 from capabilities.kinds.python.registry import capability
 
 
@@ -13,3 +13,9 @@ def gw_nul_output(text: str) -> dict:
 def gw_nul_error(text: str) -> dict:
     """Fails with a NUL character and a lone surrogate in its message."""
     raise ValueError(f"bad\x00{text}\udfff")
+
+
+@capability(timeout_s=5)
+def gw_nonfinite_output(x: float) -> dict:
+    """Answers NaN and infinities beside its argument."""
+    return {"x": x, "nan": float("nan"), "inf": [float("inf"), float("-inf")]}

@@ -234,6 +234,40 @@ class TestCalls:
         assert [a.output for a in Attempt.objects.order_by("started_at")][:1] == [kept]
         assert Run.objects.get().status != "internal_error"
 
+    def test_numbers_json_cannot_write_are_refused_in_arguments_and_kept_as_their_names_in_answers(
+            self, agent_token, inline_worker):
+        """PostgreSQL's JSON has no NaN or Infinity: a call's arguments holding one were proposed and the
+        proposal's write failed ("could not handle tools/call"); a tool answering one must not leave its
+        run unwritable."""
+        from capabilities.kinds.python.sync import python_capabilities_sync
+        from runs.models import Attempt, Run
+
+        python_capabilities_sync(modules=("capabilities.demo.functions", "gw_capabilities", "nul_capabilities"))
+        _agent, token = agent_token(capabilities=("gw_nonfinite_output",))
+
+        async def go(http_for):
+            async with http_for(token) as http:   # raw: the official client writes NaN as null
+                headers = {"Accept": ACCEPT, "Content-Type": "application/json", "Mcp-Protocol-Version": "2025-06-18",
+                           "Mcp-Session-Id": (await initialize(http)).headers["mcp-session-id"]}
+                await http.post("/mcp/", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+                answers = []
+                for n, x in enumerate(("NaN", "-Infinity", "1e400", "2.5"), start=2):
+                    body = (f'{{"jsonrpc": "2.0", "id": {n}, "method": "tools/call", "params": '
+                            f'{{"name": "gw_nonfinite_output", "arguments": {{"x": {x}}}}}}}')
+                    answer = await http.post("/mcp/", content=body.encode(), headers=headers)
+                    answers.append(next(json.loads(line[5:]) for line in answer.text.splitlines()
+                                        if line.startswith("data:") and line[5:].strip())["result"])
+                return answers
+
+        *refused, answered = serve(go)
+        for result in refused:
+            assert result["isError"] and result["structuredContent"]["error"]["error_code"] == "invalid_arguments"
+            assert "NaN, Infinity" in result["structuredContent"]["error"]["message"]
+        named = {"x": 2.5, "nan": "NaN", "inf": ["Infinity", "-Infinity"]}
+        assert not answered["isError"] and answered["structuredContent"] == named
+        assert Attempt.objects.get().output == named
+        assert Run.objects.get().status != "internal_error"
+
     def test_a_client_whose_name_holds_a_nul_character_opens_its_session(self, agent_token):
         from runs.models import Run
 

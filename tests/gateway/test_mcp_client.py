@@ -46,22 +46,27 @@ def test_it_lists_the_agents_tools_and_calls_one_as_a_governed_run(gateway_stack
 
 
 def test_an_answer_holding_nul_characters_and_lone_surrogates_is_recorded_and_returned(gateway_stack, agent_token):
-    """Through the real worker on either database: kept as U+FFFD (before, on PostgreSQL, every pass of
-    the run failed to write and the call hung until the call wait ended)."""
+    """Through the real worker on either database: kept as U+FFFD, and NaN and infinities as their names
+    (before, on PostgreSQL, every pass of the run failed to write and the call hung until the call wait
+    ended)."""
     from capabilities.kinds.python.sync import python_capabilities_sync
     from runs.models import Attempt
 
     python_capabilities_sync(modules=("capabilities.demo.functions", "gw_capabilities", "nul_capabilities"))
-    agent, token = agent_token(capabilities=("gw_echo", "gw_nul_output", "gw_nul_error"))
+    agent, token = agent_token(capabilities=("gw_echo", "gw_nul_output", "gw_nul_error", "gw_nonfinite_output"))
 
     async def go():
         async with client(gateway_stack.mcp, token) as c:
-            return await c.call_tool("gw_nul_output", {"text": "a"}), await c.call_tool("gw_nul_error", {"text": "x"})
+            return (await c.call_tool("gw_nul_output", {"text": "a"}), await c.call_tool("gw_nonfinite_output", {"x": 1}),
+                    await c.call_tool("gw_nul_error", {"text": "x"}))
 
-    output, error = run(go)
+    output, nonfinite, error = run(go)
     kept = {"v": "a\ufffdb", "k\ufffd": 1, "lone": "\ufffd"}
     assert not output.is_error and output.structured_content == kept
     assert Attempt.objects.get(capability_name="gw_nul_output").output == kept
+    named = {"x": 1, "nan": "NaN", "inf": ["Infinity", "-Infinity"]}   # NaN and infinities: not JSON
+    assert not nonfinite.is_error and nonfinite.structured_content == named
+    assert Attempt.objects.get(capability_name="gw_nonfinite_output").output == named
     # A ValueError is the function refusing its arguments: terminal, so the run stops with that reason.
     assert error.is_error and "bad\ufffdx\ufffd" in error.structured_content["error"]["message"]
     assert error.meta["agentops/stop_reason"] == "terminal_failure:invalid_arguments"

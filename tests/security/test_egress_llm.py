@@ -66,6 +66,15 @@ def test_nul_characters_and_lone_surrogates_in_a_model_answer_are_kept_as_the_re
     assert proposal.reason == "r\ufffd" and "\x00" not in proposal.raw_output
 
 
+def test_numbers_json_cannot_write_in_a_model_answer_are_kept_as_their_names():
+    """PostgreSQL's JSON has no NaN or Infinity (Python's json reads them, and 1e400 as Infinity)."""
+    from runs.planners.llm import proposal_from_answer
+
+    answer = '{"steps": [{"id": "s1", "capability": "search_documents", "arguments": {"k": NaN, "n": [1e400]}}]}'
+    proposal = proposal_from_answer(answer, tokens=5, cost=0.0)
+    assert proposal.plan["steps"][0]["arguments"] == {"k": "NaN", "n": ["Infinity"]}
+
+
 def test_deeply_nested_arguments_are_refused_by_the_executor(tmp_path):
     from capabilities.executors.base import FileOutputStore
     from capabilities.kinds.python.executor import PythonExecutor

@@ -53,7 +53,7 @@ from capabilities.kinds.mcp import pool as mcp_pool
 from capabilities.netguard import NetGuard, URLRefused, guarded_async_transport
 from runtime.capability import CapabilitySpec
 from runtime.observation import ErrorCode, Observation, SideEffectStatus
-from runtime.storable import json_storable, text_storable
+from runtime.storable import storable_dumps, text_storable
 
 # A protocol-level "invalid params" error: the arguments, not the connection.
 JSONRPC_INVALID_PARAMS = -32602
@@ -377,11 +377,10 @@ def _stderr_note(stderr: str) -> str:
 def _tool_info(tool: Any) -> ToolInfo:
     """A tool as the server described it; its text kept as the records can hold it (runtime.storable)."""
     hints = tool.annotations
-    schema = json.dumps(dict(tool.input_schema or {"type": "object"}), ensure_ascii=False)
     return ToolInfo(
         name=tool.name,
         description=text_storable(tool.description or ""),
-        input_schema=json.loads(json_storable(schema)),
+        input_schema=json.loads(storable_dumps(dict(tool.input_schema or {"type": "object"}))),
         annotations=ToolHints(
             read_only_hint=getattr(hints, "read_only_hint", None),
             destructive_hint=getattr(hints, "destructive_hint", None),
