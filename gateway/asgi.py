@@ -5,8 +5,9 @@ session to the token that opened it (another token using the session's id gets 4
 gateway speaks the session protocol (initialize, Mcp-Session-Id), because a session is a
 run: a client probing for the sessionless 2026 protocol is answered so it falls back. It also
 watches each request for the gateway's bookkeeping: whether the answer reached the client
-(gateway.delivery), a client's DELETE (so the run says the client closed its session), and a
-request in a session that has ended (answered 404 with why, instead of the SDK's bare one).
+(gateway.delivery), a client's DELETE (so the run says the client closed its session), a
+request in a session that has ended (answered 404 with why, instead of the SDK's bare one), and
+JSON-RPC the SDK would mistake (a batch, a request id neither a string nor an integer: 400).
 """
 from __future__ import annotations
 
@@ -62,6 +63,43 @@ def _header(scope, name: bytes) -> str | None:
     return next((v.decode("latin-1") for k, v in scope["headers"] if k == name), None)
 
 
+async def _buffered(receive, limit: int):
+    """A POST's body, read ahead (up to just past `limit`: the SDK answers a larger one 413), and a
+    receive that hands the SDK the same messages, then the rest."""
+    messages, size = [], 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False) or size > limit:
+            break
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+
+    async def replay():
+        return messages.pop(0) if messages else await receive()
+
+    return body, replay
+
+
+def _malformed(body: bytes) -> str | None:
+    """What the SDK would take for something else: a batch (MCP has none since 2025-06-18; the SDK answers
+    a pydantic dump) and a request whose id is neither a string nor an integer (the SDK takes it for a
+    notification and never answers). None for everything else, the SDK's own checks included."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None   # the SDK answers a parse error
+    if isinstance(message, list):
+        return "Invalid Request: a JSON-RPC batch; send one message per request (MCP has no batches)."
+    if isinstance(message, dict) and "method" in message and "id" in message:
+        request_id = message["id"]
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            return "Invalid Request: a request's id must be a string or an integer."
+    return None
+
+
 class McpEndpoint:
     def __init__(self, session_manager):
         self.session_manager = session_manager
@@ -97,6 +135,12 @@ class McpEndpoint:
             return
         if session_id is not None and scope.get("method") == "DELETE":
             mcp_server.session_closing(session_id, bearer.token_id, mcp_server.CLIENT_CLOSED)
+        if scope.get("method") == "POST":
+            body, receive = await _buffered(receive, mcp_server.MAX_BODY_BYTES)
+            malformed = _malformed(body) if len(body) <= mcp_server.MAX_BODY_BYTES else None
+            if malformed is not None:
+                await _json_error(send, 400, -32600, malformed)
+                return
         # Whether this request's answer reached the client (a tools/call's handler reads it: gateway.delivery).
         delivery = Delivery()
         scope = {**scope, "user": AuthenticatedUser(principal), "agentops.bearer": bearer,

@@ -44,6 +44,7 @@ WOKEN_FIRST_S, WOKEN_MAX_S = 0.05, 1.0
 POLL_FIRST_S, POLL_MAX_S = 0.002, 0.1
 PROGRESS_EVERY_S = 5.0
 LIST_CHANGED_POLL_S = 2.0
+MAX_BODY_BYTES = 1_048_576   # a request's body: more is answered 413
 
 
 def db(fn, project_id: int | None = None):
@@ -435,5 +436,5 @@ def build_server() -> Server:
 
 def build_session_manager() -> StreamableHTTPSessionManager:
     return StreamableHTTPSessionManager(build_server(), session_idle_timeout=settings.AGENTOPS_GATEWAY_IDLE_TIMEOUT_S,
-                                        max_request_body_size=1_048_576)
+                                        max_request_body_size=MAX_BODY_BYTES)
 

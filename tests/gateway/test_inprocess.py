@@ -268,6 +268,39 @@ class TestCalls:
         assert Attempt.objects.get().output == named
         assert Run.objects.get().status != "internal_error"
 
+    def test_malformed_json_rpc_is_a_clear_invalid_request_and_runs_nothing(self, agent_token, inline_worker):
+        """A request id that is neither a string nor an integer was taken by the SDK for a notification:
+        202 and never an answer, the client waiting forever; a batch got a pydantic dump."""
+        from runs.models import Attempt
+
+        _agent, token = agent_token()
+        call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "gw_echo", "arguments": {"text": "x"}}}
+        bodies = {"object id": json.dumps({**call, "id": {"a": 1}}), "true id": json.dumps({**call, "id": True}),
+                  "float id": json.dumps({**call, "id": 1.5}), "null id": json.dumps({**call, "id": None}),
+                  "empty batch": "[]", "batch": json.dumps([{**call, "id": 7}, {**call, "id": 8}])}
+
+        async def go(http_for):
+            async with http_for(token) as http:
+                headers = {"Accept": ACCEPT, "Content-Type": "application/json", "Mcp-Protocol-Version": "2025-06-18",
+                           "Mcp-Session-Id": (await initialize(http)).headers["mcp-session-id"]}
+                await http.post("/mcp/", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+                answers = {name: await http.post("/mcp/", content=body.encode(), headers=headers)
+                           for name, body in bodies.items()}
+                answers["too large"] = await http.post("/mcp/", content=b" " * 1_100_000 + b"{}", headers=headers)
+                answers["string id"] = await http.post("/mcp/", json={**call, "id": "s-1"}, headers=headers)
+                return answers
+
+        answers = serve(go)
+        for name in bodies:
+            assert answers[name].status_code == 400, name
+            error = answers[name].json()["error"]
+            assert error["code"] == -32600 and "Invalid Request" in error["message"], name
+        assert "batch" in answers["batch"].json()["error"]["message"]
+        assert "string or an integer" in answers["object id"].json()["error"]["message"]
+        assert answers["too large"].status_code == 413
+        assert answers["string id"].status_code == 200 and '"id":"s-1"' in answers["string id"].text
+        assert Attempt.objects.count() == 1   # the well-formed call alone
+
     def test_a_client_whose_name_holds_a_nul_character_opens_its_session(self, agent_token):
         from runs.models import Run
 
