@@ -194,6 +194,8 @@ class TestStatusCodes:
     def test_retry_after_parsing(self):
         assert retry_after_seconds("0") == 0
         assert retry_after_seconds("2.5") == 2.5
+        # Not a number of seconds (stored, an infinity made every JSON answer about the attempt a 500).
+        assert [retry_after_seconds(v) for v in ("inf", "-Infinity", "nan", "1e400")] == [None] * 4
         assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0  # in the past
         assert retry_after_seconds("soon") is None
         assert retry_after_seconds(None) is None

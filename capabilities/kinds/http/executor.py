@@ -46,6 +46,7 @@ import functools
 import http.client
 import io
 import json
+import math
 import os
 import socket
 import ssl
@@ -583,9 +584,12 @@ def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> fl
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        # "inf", "nan" and "1e400" parse as floats but say nothing (and no JSON can carry them): ignored.
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
