@@ -14,7 +14,7 @@ from core import api_accounts, api_audit  # noqa: E402
 
 urlpatterns += [
     path("tokens/", api_accounts.TokenListCreateApi.as_view(), name="api-token-list"),
-    path("tokens/<int:token_id>/revoke/", api_accounts.TokenRevokeApi.as_view(), name="api-token-revoke"),
+    path("tokens/<id:token_id>/revoke/", api_accounts.TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("auth/token/", api_accounts.TokenLoginApi.as_view(), name="api-token-login"),
     path("audit/", api_audit.AuditLogApi.as_view(), name="api-audit"),
     path("audit/export/", api_audit.AuditExportApi.as_view(), name="api-audit-export"),

@@ -17,7 +17,7 @@ urlpatterns = [
     path("logout/", identity_views.logout, name="logout"),
     path("oidc/", include("identity.urls")),
     path("account/tokens/", accounts.token_list, name="account-tokens"),
-    path("account/tokens/<int:token_id>/revoke/", accounts.token_revoke, name="account-token-revoke"),
+    path("account/tokens/<id:token_id>/revoke/", accounts.token_revoke, name="account-token-revoke"),
     path("account/slack/", slack_views.account_slack, name="account-slack"),
     path("account/password/", accounts.PasswordChangeView.as_view(), name="account-password"),
     path("roles/", views_roles.role_list, name="roles"),

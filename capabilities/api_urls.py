@@ -10,6 +10,6 @@ urlpatterns = [
     path("capabilities/<str:name>/versions/", api.CapabilityVersionsApi.as_view(), name="api-capability-versions"),
     path("capabilities/<str:name>/try/", api.CapabilityTryApi.as_view(), name="api-capability-try"),
     path("mcp-servers/", api.McpServerCreateApi.as_view(), name="api-mcp-servers"),
-    path("mcp-servers/<int:server_id>/tools/", api.McpServerToolsApi.as_view(), name="api-mcp-server-tools"),
-    path("mcp-servers/<int:server_id>/import/", api.McpServerImportApi.as_view(), name="api-mcp-server-import"),
+    path("mcp-servers/<id:server_id>/tools/", api.McpServerToolsApi.as_view(), name="api-mcp-server-tools"),
+    path("mcp-servers/<id:server_id>/import/", api.McpServerImportApi.as_view(), name="api-mcp-server-import"),
 ]

@@ -1,6 +1,9 @@
 from django.apps import AppConfig
 from django.db.models.signals import pre_save
+from django.urls import register_converter
+from django.urls.converters import get_converters
 
+from core.converters import IdConverter
 from core.projects import in_active_project
 
 
@@ -21,3 +24,5 @@ class CoreConfig(AppConfig):
         from core import tokens  # noqa: F401  (revokes tokens when a password changes)
 
         pre_save.connect(_fill_project, dispatch_uid="core.projects.fill_project")
+        if "id" not in get_converters():   # before any URLconf is loaded
+            register_converter(IdConverter, "id")

@@ -12,24 +12,24 @@ urlpatterns = [
     path("runs/start/", api.RunStartApi.as_view(), name="api-run-start"),
     path("runs/bulk/", api_bulk.BulkStartApi.as_view(), name="api-run-bulk"),
     path("runs/bulk/preview/", api_bulk.BulkPreviewApi.as_view(), name="api-run-bulk-preview"),
-    path("runs/bulk/<int:job_id>/", api_bulk.BulkDetailApi.as_view(), name="api-run-bulk-detail"),
+    path("runs/bulk/<id:job_id>/", api_bulk.BulkDetailApi.as_view(), name="api-run-bulk-detail"),
     path("runs/compare/", api_compare.RunCompareApi.as_view(), name="api-run-compare"),
-    path("runs/<int:run_id>/", api.RunDetailApi.as_view(), name="api-run-detail"),
-    path("runs/<int:run_id>/cancel/", api.RunCancelApi.as_view(), name="api-run-cancel"),
-    path("runs/<int:run_id>/reconcile/", api.RunReconcileApi.as_view(), name="api-run-reconcile"),
-    path("runs/<int:run_id>/fork/", api.RunForkApi.as_view(), name="api-run-fork"),
-    path("runs/<int:run_id>/revisions/", api.RunRevisionsApi.as_view(), name="api-run-revisions"),
-    path("runs/<int:run_id>/attempts/", api.RunAttemptsApi.as_view(), name="api-run-attempts"),
+    path("runs/<id:run_id>/", api.RunDetailApi.as_view(), name="api-run-detail"),
+    path("runs/<id:run_id>/cancel/", api.RunCancelApi.as_view(), name="api-run-cancel"),
+    path("runs/<id:run_id>/reconcile/", api.RunReconcileApi.as_view(), name="api-run-reconcile"),
+    path("runs/<id:run_id>/fork/", api.RunForkApi.as_view(), name="api-run-fork"),
+    path("runs/<id:run_id>/revisions/", api.RunRevisionsApi.as_view(), name="api-run-revisions"),
+    path("runs/<id:run_id>/attempts/", api.RunAttemptsApi.as_view(), name="api-run-attempts"),
     path("approvals/", api.ApprovalListApi.as_view(), name="api-approval-list"),
-    path("approvals/<int:approval_id>/decide/", api.ApprovalDecideApi.as_view(), name="api-approval-decide"),
+    path("approvals/<id:approval_id>/decide/", api.ApprovalDecideApi.as_view(), name="api-approval-decide"),
 ]
 
 # The external planner: an agent reads what the run needs and submits plans.
 from runs.api import planning as api_planning  # noqa: E402
 
 urlpatterns += [
-    path("runs/<int:run_id>/planning/", api_planning.RunPlanningApi.as_view(), name="api-run-planning"),
-    path("runs/<int:run_id>/plans/", api_planning.RunPlanSubmitApi.as_view(), name="api-run-plan-submit"),
+    path("runs/<id:run_id>/planning/", api_planning.RunPlanningApi.as_view(), name="api-run-planning"),
+    path("runs/<id:run_id>/plans/", api_planning.RunPlanSubmitApi.as_view(), name="api-run-plan-submit"),
 ]
 
 # Saved views of the runs list (runs.search).
@@ -37,7 +37,7 @@ from runs.api import search as api_search  # noqa: E402
 
 urlpatterns += [
     path("saved-views/", api_search.SavedViewListApi.as_view(), name="api-saved-view-list"),
-    path("saved-views/<int:view_id>/", api_search.SavedViewDetailApi.as_view(), name="api-saved-view-detail"),
+    path("saved-views/<id:view_id>/", api_search.SavedViewDetailApi.as_view(), name="api-saved-view-detail"),
 ]
 
 # Usage and cost across runs (runs.dashboard.usage).
