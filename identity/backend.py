@@ -7,6 +7,7 @@ issuer, audience, expiry and issue time are checked, not only its signature and 
 are found by (issuer, sub), never by e-mail address."""
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -18,6 +19,9 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from core.backends import NoGlobalRoles
 from identity import provider as op
 from identity.services import sso_sign_in
+from runtime.storable import storable_value
+
+SUBJECT_MAX = 255   # OpenID Connect Core 1.0, 2: sub "MUST NOT exceed 255 ASCII characters"
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +141,11 @@ class OidcBackend(NoGlobalRoles, OIDCAuthenticationBackend):
         claims = self.get_userinfo(access_token, id_token, payload)
         if not self.verify_claims(claims):
             raise SignInRefused("The provider sent no subject.")
+        if len(str(claims["sub"])) > SUBJECT_MAX:
+            raise SignInRefused(f"The provider's subject identifier is longer than OpenID Connect allows "
+                                f"({SUBJECT_MAX} characters); ask its administrator.")
+        # What the provider sent, as the database can keep it: each NUL character and lone surrogate as U+FFFD.
+        claims = storable_value(claims, json.dumps(claims))
         user = sso_sign_in(issuer=self.provider.issuer, claims=claims)
         if user is None:
             log.info("sign-in refused: no user linked to this provider account and AGENTOPS_OIDC_CREATE_USERS is off")

@@ -81,6 +81,18 @@ class TestSignIn:
         assert roles_of("otto") == {"operator"}
 
 
+    def test_claims_holding_nul_characters_sign_in_with_them_as_the_replacement_character(self, oidc, browserless):
+        """PostgreSQL keeps no NUL in text or JSON: claims holding one made the callback a 500 there."""
+        oidc.add_user("nula", groups=["ops\x00x", "ops"], given_name="Ni\x00na", email="nu\x00la@example.com",
+                      sub="sub-nu\x00la")
+        hops = browserless.sign_in("nula")
+        assert hops["callback"].status_code == 302, hops["callback"].text[:300]
+        user = get_user_model().objects.get(username="nula")
+        assert (user.first_name, user.email) == ("Ni\ufffdna", "nu\ufffdla@example.com")
+        assert user.oidc_identities.get().subject == "sub-nu\ufffdla"
+        assert user.oidc_identities.get().groups == ["ops\ufffdx", "ops"] and roles_of("nula") == {"operator"}
+
+
 class TestRefusals:
     def test_a_user_disabled_at_the_provider_is_refused(self, oidc, browserless):
         oidc.add_user("carol", groups=["ops"], disabled=True)
@@ -89,6 +101,13 @@ class TestRefusals:
         assert "refused the sign-in (access_denied)" in hops["callback"].text
         assert browserless.signed_in_as() is None
         assert not get_user_model().objects.filter(username="carol").exists()
+
+    def test_a_subject_longer_than_openid_connect_allows_is_refused(self, oidc, browserless):
+        """OpenID Connect's sub is at most 255 characters; a longer one failed the write on PostgreSQL (a 500)."""
+        oidc.add_user("long", groups=["ops"], sub="s" * 256)
+        hops = browserless.sign_in("long")
+        assert hops["callback"].status_code == 403 and "255 characters" in hops["callback"].text
+        assert not get_user_model().objects.filter(username="long").exists()
 
     def test_a_user_disabled_in_agentops_is_refused(self, oidc, browserless):
         oidc.add_user("dave", groups=["ops"])
