@@ -1,17 +1,20 @@
-"""A TCP proxy between the product and a PostgreSQL cluster that can lose one commit on its way, as a
-network or a crashed pooler does: every byte is relayed unchanged until the proxy is armed; then the first
-connection that inserts into a given table and commits is cut at that COMMIT, either
+"""A TCP proxy between the product and a PostgreSQL cluster that can lose one write on its way, as a
+network or a crashed pooler does: every byte is relayed unchanged until the proxy is armed with a
+statement's pattern; then the first connection that sends a matching statement is cut, at the COMMIT of
+its transaction (`at="commit"`) or at the statement itself (`at="statement"`: one the client runs in
+autocommit), either
 
 - after the server has committed it (`ack_lost`: the effect is stored, the client only learns that its
   connection broke), or
-- before the server sees it (`commit_lost`: the server rolls the transaction back).
+- before the server sees it (`commit_lost`: the server rolls it back, or never runs it).
 
 Protocol: the client's stream is read as PostgreSQL frontend messages (an untyped startup message, then
-type byte + length) so the COMMIT is recognised as a whole message; the server's stream is relayed as
+type byte + length) so a statement is recognised as a whole message; the server's stream is relayed as
 bytes. The product must connect with `sslmode=disable` (the proxy reads plaintext)."""
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import struct
 import threading
@@ -25,16 +28,17 @@ class CommitProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._lock = threading.Lock()
-        self._armed: tuple[str, bytes] | None = None
+        self._armed: tuple[str, re.Pattern[bytes], str] | None = None
         self.cut = threading.Event()
         self._closed = False
         threading.Thread(target=self._accept, daemon=True, name="commit-proxy").start()
 
-    def arm(self, mode: str, table: str) -> None:
-        """Cut the next commit of a transaction that inserts into `table` (mode ack_lost or commit_lost)."""
-        assert mode in ("ack_lost", "commit_lost"), mode
+    def arm(self, mode: str, pattern: bytes, *, at: str = "commit") -> None:
+        """Cut the next statement matching `pattern` (a regex), or its transaction's COMMIT (mode ack_lost
+        or commit_lost)."""
+        assert mode in ("ack_lost", "commit_lost") and at in ("commit", "statement"), (mode, at)
         with self._lock:
-            self._armed = (mode, f'INSERT INTO "{table}"'.encode())
+            self._armed = (mode, re.compile(pattern), at)
             self.cut.clear()
 
     def close(self) -> None:
@@ -83,7 +87,7 @@ class CommitProxy:
                 return
 
     def _relay_requests(self, link: _Link) -> None:
-        buffer, startup, inserting = b"", True, False
+        buffer, startup, marked = b"", True, False
         while True:
             try:
                 data = link.client.recv(65536)
@@ -104,11 +108,14 @@ class CommitProxy:
                 with self._lock:
                     armed = self._armed
                     if armed is not None and typed:
-                        if armed[1] in text:
-                            inserting = True
+                        if armed[1].search(text):
+                            if armed[2] == "statement":
+                                mode, self._armed = armed[0], None
+                            else:
+                                marked = True
                         elif message[:1] == b"Q" and text.startswith(b"ROLLBACK"):
-                            inserting = False
-                        elif inserting and message[:1] == b"Q" and text.startswith(b"COMMIT"):
+                            marked = False
+                        elif marked and message[:1] == b"Q" and text.startswith(b"COMMIT"):
                             mode, self._armed = armed[0], None
                 if mode == "commit_lost":
                     self.cut.set()

@@ -31,7 +31,8 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not Path("/usr/bin/pg_createcluster").exists(),
                                  reason="needs Debian's PostgreSQL cluster tools")]
 
-PROPOSALS = "runs_plansubmission"
+PROPOSAL = rb'INSERT INTO "runs_plansubmission"'   # call_submit's transaction
+HOLD = rb'UPDATE "gateway_gatewaysession" SET "held_revision" = \d'   # call_hold, in autocommit
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,8 @@ def product(tmp_path_factory):
         cluster.create()
         cluster.start()
         proxy = CommitProxy(cluster.port)
-        with serving(cluster, tmp_path_factory.mktemp("var"), "commits", database_port=proxy.port) as served:
+        with serving(cluster, tmp_path_factory.mktemp("var"), "commits", database_port=proxy.port,
+                     AGENTOPS_GATEWAY_CALL_WAIT_S="2") as served:
             yield {**served, "proxy": proxy}
     finally:
         if proxy is not None:
@@ -50,20 +52,30 @@ def product(tmp_path_factory):
         cluster.drop()
 
 
-def _calls(product, *calls: tuple[str | None, dict]) -> list[tuple[dict, int]]:
-    """Each call of one session in turn, the proxy armed first with its mode (None: not armed); each call's
-    answer (sent again while the gateway says the database is unavailable) and how many sends it took."""
+def _calls(product, *calls: tuple[tuple | None, dict]) -> list[tuple[dict, int]]:
+    """Each call of one session in turn, the proxy armed first with its (mode, pattern, at) if given; each
+    call's concluded answer (the same call sent again while the gateway says the database is unavailable
+    or the call is still running, as it tells a client to) and how many sends it took."""
     async def go():
         async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {product['token']}", **RAW_HEADERS},
                                       timeout=120) as http:
             headers = await raw_session(http, product["mcp"])
             answers = []
-            for mode, call in calls:
-                if mode is not None:
-                    product["proxy"].arm(mode, PROPOSALS)
-                answers.append(await answer_trying_again(http, product, call, headers))
-                if mode is not None:
-                    assert product["proxy"].cut.is_set(), f"the proxy did not cut the commit ({mode})"
+            for arming, call in calls:
+                if arming is not None:
+                    mode, pattern, at = arming
+                    product["proxy"].arm(mode, pattern, at=at)
+                sends = 0
+                while True:
+                    answer, sent = await answer_trying_again(http, product, {**call, "id": call["id"] + 1000 * sends},
+                                                             headers)
+                    sends += sent
+                    error = answer.get("result", {}).get("structuredContent", {}).get("error", {})
+                    if error.get("error_code") != "still_running":
+                        break
+                answers.append((answer, sends))
+                if arming is not None:
+                    assert product["proxy"].cut.is_set(), f"the proxy did not cut the write ({arming})"
             await http.delete(product["mcp"], headers=headers)
             return answers
 
@@ -78,7 +90,7 @@ def _succeeded(answer: dict, item: str) -> dict:
 
 def test_a_call_whose_commit_acknowledgement_was_lost_runs_once_when_sent_again(product):
     items = [f"acklost-{uuid.uuid4().hex[:8]}", f"next-{uuid.uuid4().hex[:8]}"]
-    (first, sent), (second, _) = _calls(product, ("ack_lost", write(items[0], 0.1, 1)),
+    (first, sent), (second, _) = _calls(product, (("ack_lost", PROPOSAL, "commit"), write(items[0], 0.1, 1)),
                                         (None, write(items[1], 0.1, 2)))
     assert sent == 2, "the first send was told the database is unavailable, the second got the outcome"
     meta = _succeeded(first, items[0])
@@ -90,7 +102,20 @@ def test_a_call_whose_commit_acknowledgement_was_lost_runs_once_when_sent_again(
 
 def test_a_call_whose_commit_never_reached_the_database_runs_once_when_sent_again(product):
     item = f"commitlost-{uuid.uuid4().hex[:8]}"
-    [(answer, sent)] = _calls(product, ("commit_lost", write(item, 0.1, 1)))
+    [(answer, sent)] = _calls(product, (("commit_lost", PROPOSAL, "commit"), write(item, 0.1, 1)))
     assert sent == 2
+    assert _succeeded(answer, item)["agentops/attempt"] == 1
+    assert effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1
+
+
+@pytest.mark.parametrize("mode", ["ack_lost", "commit_lost"])
+def test_a_call_answered_still_running_whose_hold_was_lost_runs_once_when_sent_again(product, mode):
+    """A write longer than the call wait (2 s here) is answered "still running" and held, so the same call
+    picks up its outcome. The hold's write is cut: the client is told the database is unavailable, and
+    sends the same call again. Were the hold lost (commit_lost) and not recorded before that call, the call
+    would be proposed again once the first had run, and written twice."""
+    item = f"hold-{mode}-{uuid.uuid4().hex[:8]}"
+    [(answer, sends)] = _calls(product, ((mode, HOLD, "statement"), write(item, 5, 1)))
+    assert sends >= 2
     assert _succeeded(answer, item)["agentops/attempt"] == 1
     assert effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1

@@ -48,9 +48,9 @@ def product(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def serving(cluster: Cluster, var: Path, agent: str, *, database_port: int | None = None):
+def serving(cluster: Cluster, var: Path, agent: str, *, database_port: int | None = None, **settings: str):
     """The production processes (`manage.py serve`) on `cluster` (reached at `database_port`, a proxy's,
-    if given), an agent allowed gw_slow_write and its token, the ledger in `var`."""
+    if given), with these settings, an agent allowed gw_slow_write and its token, the ledger in `var`."""
     database = f"127.0.0.1:{database_port or cluster.port}"
     env = {"PATH": os.environ["PATH"], "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE), str(ROOT / "tests" / "chaos")]),
@@ -60,7 +60,7 @@ def serving(cluster: Cluster, var: Path, agent: str, *, database_port: int | Non
            "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"], "AGENTOPS_TASK_QUEUE": f"gw{agent}-{os.getpid()}",
            "AGENTOPS_CAPABILITY_MODULES": "capabilities.demo.functions,gw_capabilities",
            "AGENTOPS_RUN_LEASE_SECONDS": "6", "SECRET_KEY": "g" * 50, "ALLOWED_HOSTS": "127.0.0.1",
-           "SECURE_SSL_REDIRECT": "false", "DEBUG": "false"}
+           "SECURE_SSL_REDIRECT": "false", "DEBUG": "false", **settings}
     manage = [sys.executable, "manage.py"]
     serve = None
     try:
