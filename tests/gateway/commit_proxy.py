@@ -1,8 +1,8 @@
 """A TCP proxy between the product and a PostgreSQL cluster that can lose one write on its way, as a
 network or a crashed pooler does: every byte is relayed unchanged until the proxy is armed with a
-statement's pattern; then the first connection that sends a matching statement is cut, at the COMMIT of
-its transaction (`at="commit"`) or at the statement itself (`at="statement"`: one the client runs in
-autocommit), either
+statement's pattern; then the first connection that sends a matching statement is cut where it becomes
+durable: at the COMMIT of its transaction, or at the statement itself when it runs outside one
+(autocommit: no BEGIN before it), either
 
 - after the server has committed it (`ack_lost`: the effect is stored, the client only learns that its
   connection broke), or
@@ -28,17 +28,17 @@ class CommitProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._lock = threading.Lock()
-        self._armed: tuple[str, re.Pattern[bytes], str] | None = None
+        self._armed: tuple[str, re.Pattern[bytes]] | None = None
         self.cut = threading.Event()
         self._closed = False
         threading.Thread(target=self._accept, daemon=True, name="commit-proxy").start()
 
-    def arm(self, mode: str, pattern: bytes, *, at: str = "commit") -> None:
-        """Cut the next statement matching `pattern` (a regex), or its transaction's COMMIT (mode ack_lost
-        or commit_lost)."""
-        assert mode in ("ack_lost", "commit_lost") and at in ("commit", "statement"), (mode, at)
+    def arm(self, mode: str, pattern: bytes) -> None:
+        """Cut where the next statement matching `pattern` (a regex) becomes durable (mode ack_lost or
+        commit_lost)."""
+        assert mode in ("ack_lost", "commit_lost"), mode
         with self._lock:
-            self._armed = (mode, re.compile(pattern), at)
+            self._armed = (mode, re.compile(pattern))
             self.cut.clear()
 
     def close(self) -> None:
@@ -87,7 +87,7 @@ class CommitProxy:
                 return
 
     def _relay_requests(self, link: _Link) -> None:
-        buffer, startup, marked = b"", True, False
+        buffer, startup, marked, in_transaction = b"", True, False, False
         while True:
             try:
                 data = link.client.recv(65536)
@@ -104,19 +104,23 @@ class CommitProxy:
                 if startup and not (len(message) == 8 and struct.unpack("!I", message[4:8])[0] in _NEGOTIATION_CODES):
                     startup = False
                 text = message[5:] if typed else b""
+                simple = typed and message[:1] == b"Q"
+                ending = simple and text.startswith((b"COMMIT", b"ROLLBACK"))
                 mode = None
                 with self._lock:
                     armed = self._armed
                     if armed is not None and typed:
                         if armed[1].search(text):
-                            if armed[2] == "statement":
-                                mode, self._armed = armed[0], None
-                            else:
+                            if in_transaction:
                                 marked = True
-                        elif message[:1] == b"Q" and text.startswith(b"ROLLBACK"):
-                            marked = False
-                        elif marked and message[:1] == b"Q" and text.startswith(b"COMMIT"):
+                            else:
+                                mode, self._armed = armed[0], None
+                        elif marked and simple and text.startswith(b"COMMIT"):
                             mode, self._armed = armed[0], None
+                if simple and text.startswith(b"BEGIN"):
+                    in_transaction = True
+                elif ending:
+                    in_transaction = marked = False
                 if mode == "commit_lost":
                     self.cut.set()
                     link.close()

@@ -31,8 +31,9 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not Path("/usr/bin/pg_createcluster").exists(),
                                  reason="needs Debian's PostgreSQL cluster tools")]
 
-PROPOSAL = rb'INSERT INTO "runs_plansubmission"'   # call_submit's transaction
-HOLD = rb'UPDATE "gateway_gatewaysession" SET "held_revision" = \d'   # call_hold, in autocommit
+PROPOSAL = rb'INSERT INTO "runs_plansubmission"'   # call_submit's transaction (the web process)
+HOLD = rb'UPDATE "gateway_gatewaysession" SET "held_revision" = \d'   # call_hold, in autocommit (the web process)
+OUTCOME = rb'UPDATE "runs_attempt" SET "in_flight" = false'   # a write's outcome (the worker)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def product(tmp_path_factory):
 
 
 def _calls(product, *calls: tuple[tuple | None, dict]) -> list[tuple[dict, int]]:
-    """Each call of one session in turn, the proxy armed first with its (mode, pattern, at) if given; each
+    """Each call of one session in turn, the proxy armed first with its (mode, pattern) if given; each
     call's concluded answer (the same call sent again while the gateway says the database is unavailable
     or the call is still running, as it tells a client to) and how many sends it took."""
     async def go():
@@ -63,8 +64,7 @@ def _calls(product, *calls: tuple[tuple | None, dict]) -> list[tuple[dict, int]]
             answers = []
             for arming, call in calls:
                 if arming is not None:
-                    mode, pattern, at = arming
-                    product["proxy"].arm(mode, pattern, at=at)
+                    product["proxy"].arm(*arming)
                 sends = 0
                 while True:
                     answer, sent = await answer_trying_again(http, product, {**call, "id": call["id"] + 1000 * sends},
@@ -90,7 +90,7 @@ def _succeeded(answer: dict, item: str) -> dict:
 
 def test_a_call_whose_commit_acknowledgement_was_lost_runs_once_when_sent_again(product):
     items = [f"acklost-{uuid.uuid4().hex[:8]}", f"next-{uuid.uuid4().hex[:8]}"]
-    (first, sent), (second, _) = _calls(product, (("ack_lost", PROPOSAL, "commit"), write(items[0], 0.1, 1)),
+    (first, sent), (second, _) = _calls(product, (("ack_lost", PROPOSAL), write(items[0], 0.1, 1)),
                                         (None, write(items[1], 0.1, 2)))
     assert sent == 2, "the first send was told the database is unavailable, the second got the outcome"
     meta = _succeeded(first, items[0])
@@ -102,7 +102,7 @@ def test_a_call_whose_commit_acknowledgement_was_lost_runs_once_when_sent_again(
 
 def test_a_call_whose_commit_never_reached_the_database_runs_once_when_sent_again(product):
     item = f"commitlost-{uuid.uuid4().hex[:8]}"
-    [(answer, sent)] = _calls(product, (("commit_lost", PROPOSAL, "commit"), write(item, 0.1, 1)))
+    [(answer, sent)] = _calls(product, (("commit_lost", PROPOSAL), write(item, 0.1, 1)))
     assert sent == 2
     assert _succeeded(answer, item)["agentops/attempt"] == 1
     assert effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1
@@ -115,7 +115,23 @@ def test_a_call_answered_still_running_whose_hold_was_lost_runs_once_when_sent_a
     sends the same call again. Were the hold lost (commit_lost) and not recorded before that call, the call
     would be proposed again once the first had run, and written twice."""
     item = f"hold-{mode}-{uuid.uuid4().hex[:8]}"
-    [(answer, sends)] = _calls(product, ((mode, HOLD, "statement"), write(item, 5, 1)))
+    [(answer, sends)] = _calls(product, ((mode, HOLD), write(item, 5, 1)))
     assert sends >= 2
     assert _succeeded(answer, item)["agentops/attempt"] == 1
+    assert effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1
+
+
+@pytest.mark.parametrize("mode", ["ack_lost", "commit_lost"])
+def test_a_write_whose_outcome_the_worker_could_not_record_is_never_sent_twice(product, mode):
+    """The worker's record of a write's outcome is cut. Stored all the same (ack_lost): the call gets that
+    outcome. Not stored (commit_lost): its intent, committed before the write was sent, says it may have
+    landed, and a non-idempotent write is never sent again: the run stops outcome_unknown."""
+    item = f"outcome-{mode}-{uuid.uuid4().hex[:8]}"
+    [(answer, _sends)] = _calls(product, ((mode, OUTCOME), write(item, 0.1, 1)))
+    if mode == "ack_lost":
+        assert _succeeded(answer, item)["agentops/attempt"] == 1
+    else:
+        result = answer["result"]
+        assert result["isError"] and result["_meta"]["agentops/stop_reason"] == "terminal_failure:outcome_unknown"
+        assert result["structuredContent"]["error"]["retryable"] is False
     assert effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1
