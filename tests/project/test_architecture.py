@@ -114,3 +114,14 @@ def test_nothing_outside_the_kinds_table_branches_on_a_capability_kind():
         offenders += [f"{path.relative_to(ROOT)}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1)
                       if re.search(r"""kind\s*==\s*["'](?:python|http|mcp)["']""", line)]
     assert offenders == []
+
+
+def test_ids_in_paths_use_the_id_converter():
+    """`<id:...>` (core.converters) names nothing past 18 digits; Django's `<int:...>` takes any number
+    of digits, and an id past the database's integers was a 500 on SQLite."""
+    offenders = []
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*urls.py"):
+            offenders += [f"{path.relative_to(ROOT)}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1)
+                          if "<int:" in line]
+    assert offenders == []
