@@ -5,8 +5,10 @@ Starts uvicorn (agentops.asgi, the gateway at /mcp/) and a Celery worker on the 
 database and broker, registers an agent for a no-op python capability (bench_noop), then:
 
 1. Latency: one MCP session (the official mcp client over loopback HTTP) makes --calls calls,
-   one after another; beside it the same capability's function is called directly. Printed:
-   p50 and p99 of each, and the gateway's overhead (tools/call minus the direct call).
+   one after another; beside it the same capability's function is called directly, and called
+   through the MCP SDK alone (bench/bare_mcp.py: the same SDK server and client, nothing of
+   AgentOps). Printed: p50 and p99 of each, and the gateway's overhead (tools/call minus the
+   direct call); the SDK's own share of it is the bare line.
 2. Concurrency: --sessions sessions at once, each making --per-session calls; printed: calls/s,
    p50 and p99 per call, and what was lost: every call must return its own result, and every
    session's run must hold exactly its calls, each executed once.
@@ -53,7 +55,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_processes(args, workdir: Path, port: int) -> dict[str, subprocess.Popen]:
+def start_processes(args, workdir: Path, port: int, bare_port: int) -> dict[str, subprocess.Popen]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "AGENTOPS_CAPABILITY_MODULES": MODULES,
            "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])}
     commands = {
@@ -62,6 +64,8 @@ def start_processes(args, workdir: Path, port: int) -> dict[str, subprocess.Pope
                    "--without-gossip", "--hostname", f"gwbench-{os.getpid()}@bench"],
         "web": [sys.executable, "-m", "uvicorn", "agentops.asgi:application", "--host", "127.0.0.1",
                 "--port", str(port), "--log-level", "warning", "--no-access-log"],
+        "bare": [sys.executable, "-m", "uvicorn", "bare_mcp:app", "--host", "127.0.0.1",
+                 "--port", str(bare_port), "--log-level", "warning", "--no-access-log"],
     }
     return {name: subprocess.Popen(command, cwd=ROOT, env=env, stdout=open(workdir / f"{name}.log", "w"),
                                    stderr=subprocess.STDOUT) for name, command in commands.items()}
@@ -77,13 +81,14 @@ def stop(procs) -> None:
             proc.kill()
 
 
-def wait_up(port: int, timeout: float = 60) -> None:
+def wait_up(port: int, bare_port: int, timeout: float = 60) -> None:
     from agentops.celery import app
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5), \
+                    socket.create_connection(("127.0.0.1", bare_port), timeout=0.5):
                 if app.control.ping(destination=[f"gwbench-{os.getpid()}@bench"], timeout=1.0):
                     return
         except OSError:
@@ -129,6 +134,25 @@ async def session(url: str, token: str, calls: int, offset: int, latencies: list
     return run_id
 
 
+async def bare_calls(url: str, calls: int) -> list[float]:
+    """The same calls through the MCP SDK alone (bench/bare_mcp.py), after a warm-up."""
+    import httpx2
+    import mcp_types as types
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    latencies: list[float] = []
+    async with Client(streamable_http_client(url, http_client=httpx2.AsyncClient(timeout=60)),
+                      client_info=types.Implementation(name="bench", version="1")) as client:
+        for n in range(20 + calls):
+            started = time.perf_counter()
+            result = await client.call_tool(CAPABILITY, {"i": n})
+            if n >= 20:
+                latencies.append(time.perf_counter() - started)
+            assert result.structured_content == {"i": n}, result
+    return latencies
+
+
 def direct_calls(calls: int) -> list[float]:
     from gw_bench_capabilities import bench_noop
 
@@ -154,12 +178,13 @@ def lost(run_ids: list[int], per_run: int) -> list[str]:
             for r in run_ids if counts.get(r, 0) != per_run or distinct.get(r, 0) != per_run]
 
 
-async def measure(args, url: str, token: str) -> dict:
+async def measure(args, url: str, token: str, bare_url: str) -> dict:
     problems: list[str] = []
     gateway: list[float] = []
     await session(url, token, 20, 0, [], problems)   # warm-up: connections, caches, the worker's threads
     latency_run = await session(url, token, args.calls, 0, gateway, problems)
     direct = direct_calls(args.calls)
+    bare = await bare_calls(bare_url, args.calls)
     together: list[float] = []
     started = time.perf_counter()
     run_ids = await asyncio.gather(*(session(url, token, args.per_session, s * args.per_session, together, problems)
@@ -174,6 +199,7 @@ async def measure(args, url: str, token: str) -> dict:
         "calls": args.calls, "tools_call_p50_ms": ms(pct(gateway, .5)), "tools_call_p95_ms": ms(pct(gateway, .95)),
         "tools_call_p99_ms": ms(pct(gateway, .99)),
         "direct_p50_ms": ms(pct(direct, .5)), "direct_p95_ms": ms(pct(direct, .95)), "direct_p99_ms": ms(pct(direct, .99)),
+        "bare_sdk_p50_ms": ms(pct(bare, .5)), "bare_sdk_p95_ms": ms(pct(bare, .95)), "bare_sdk_p99_ms": ms(pct(bare, .99)),
         "overhead_p50_ms": ms(pct(gateway, .5) - pct(direct, .5)),
         "overhead_p95_ms": ms(pct(gateway, .95) - pct(direct, .95)),
         "overhead_p99_ms": ms(pct(gateway, .99) - pct(direct, .99)),
@@ -200,10 +226,11 @@ def main() -> None:
 
     token = prepare_agent()
     port = free_port()
-    procs = start_processes(args, workdir, port)
+    bare_port = free_port()
+    procs = start_processes(args, workdir, port, bare_port)
     try:
-        wait_up(port)
-        figures = asyncio.run(measure(args, f"http://127.0.0.1:{port}/mcp/", token))
+        wait_up(port, bare_port)
+        figures = asyncio.run(measure(args, f"http://127.0.0.1:{port}/mcp/", token, f"http://127.0.0.1:{bare_port}/mcp"))
     finally:
         stop(procs)
     figures["stack"] = f"{connection.vendor} + {settings.CELERY_BROKER_URL.split('://')[0]}"
@@ -218,6 +245,8 @@ def main() -> None:
               f"  p99 {figures['tools_call_p99_ms']} ms  ({args.calls} calls)\n"
               f"  direct function call      p50 {figures['direct_p50_ms']} ms  p95 {figures['direct_p95_ms']} ms"
               f"  p99 {figures['direct_p99_ms']} ms\n"
+              f"  the MCP SDK alone         p50 {figures['bare_sdk_p50_ms']} ms  p95 {figures['bare_sdk_p95_ms']} ms"
+              f"  p99 {figures['bare_sdk_p99_ms']} ms  (bench/bare_mcp.py: no token, run, database or worker)\n"
               f"  gateway overhead          p50 {figures['overhead_p50_ms']} ms  p95 {figures['overhead_p95_ms']} ms"
               f"  p99 {figures['overhead_p99_ms']} ms\n"
               f"  {args.sessions} sessions at once     {figures['calls_per_s']} calls/s  p50 "
