@@ -66,12 +66,8 @@ class CommitProxy:
 
     def _relay_replies(self, link: _Link) -> None:
         while True:
-            try:
-                data = link.server.recv(65536)
-            except OSError:
-                data = b""
+            data = link.received(link.server)
             if not data:
-                link.close()
                 return
             if link.muted:
                 # The server's answer to the cut COMMIT (ReadyForQuery ends it) is dropped, then both go.
@@ -89,12 +85,8 @@ class CommitProxy:
     def _relay_requests(self, link: _Link) -> None:
         buffer, startup, marked, in_transaction = b"", True, False, False
         while True:
-            try:
-                data = link.client.recv(65536)
-            except OSError:
-                data = b""
+            data = link.received(link.client)
             if not data:
-                link.close()
                 return
             buffer += data
             while True:
@@ -150,6 +142,16 @@ def _next_message(buffer: bytes, startup: bool) -> tuple[bytes | None, bytes, bo
 class _Link:
     def __init__(self, client: socket.socket, server: socket.socket) -> None:
         self.client, self.server, self.muted = client, server, False
+
+    def received(self, end: socket.socket) -> bytes:
+        """What `end` sent next; b"" once it is closed or fails, and then the link is closed."""
+        try:
+            data = end.recv(65536)
+        except OSError:
+            data = b""
+        if not data:
+            self.close()
+        return data
 
     def close(self) -> None:
         for end in (self.client, self.server):
