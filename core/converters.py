@@ -1,6 +1,6 @@
 """The path converter for object ids: `<id:pk>`.
 
-Django's `<id:>` takes any run of digits, and an id past the database's integers made SQLite
+Django's `<int:>` takes any run of digits, and an id past the database's integers made SQLite
 raise OverflowError (a 500) in some lookups. Ids here are 64-bit at most, so an address with a
 longer number names nothing: a 404, like any missing object.
 """
