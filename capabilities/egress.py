@@ -81,7 +81,8 @@ def forget_registry_secret_names() -> None:
 
 
 def _registry_secret_names(registry_version: Any = None) -> list[str]:
-    """Every variable a registered capability or MCP server reads a secret from (one query each).
+    """Every variable a registered capability or MCP server of any project reads a secret from (one
+    query each): the same for every run whatever project it is in, so kept once per version.
 
     Kept for one registry version: a capability's config moving moves the version, and MCP
     servers are never edited (a new one's variables arrive with the tools imported from it)."""
@@ -90,10 +91,10 @@ def _registry_secret_names(registry_version: Any = None) -> list[str]:
     if registry_version is not None and cached is not None and cached[0] == registry_version:
         return cached[1]
     names: list[str] = []
-    for config in Capability.objects.exclude(current_version=None).values_list("current_version__config", flat=True):
+    for config in Capability._base_manager.exclude(current_version=None).values_list("current_version__config", flat=True):
         if isinstance(config, dict):
             names.extend(secret_env_names(config))
-    for env_vars in McpServer.objects.values_list("env_vars", flat=True):
+    for env_vars in McpServer._base_manager.values_list("env_vars", flat=True):
         names.extend(str(v) for v in env_vars or [])
     if registry_version is not None:
         _names_at = (registry_version, names)

@@ -16,6 +16,7 @@ from capabilities.models import Capability
 from capabilities.wiring import capability_executor
 from core.choices import ApprovalState
 from core.db_sessions import SESSION_CHECK_AFTER_S, check_session
+from core.projects import active_project_id
 from runs.models import Approval, PlanSubmission, Run
 from runs.planners import planner_for
 from runs.quotas import ProjectQuotas
@@ -94,55 +95,65 @@ class OwnerAuthorizer:
 
 
 class SharedSpecs:
-    """The registry's specs at one version, shared by every run a worker process advances.
+    """One project's registry specs at one version, shared by every run of that project a worker
+    process advances.
 
     The version is the registry's latest change (every edit, new version or disable goes
     through capabilities.policy, which moves it), read with each claim and each pass's
     commit; so the 64 runs a worker starts at once read the registry once, not 64 times.
-    Only the latest version is kept.
+    Kept per project: capability names are unique within a project only, so two projects may
+    each have a `send_refund` with its own endpoint, approval and side-effect class, and a
+    run must never be handed the other project's. Only each project's latest version is kept.
     """
 
-    def __init__(self, version) -> None:
+    def __init__(self, version, project_id: int | None = None) -> None:
         self.version = version
+        self.project_id = project_id
         self.specs: dict[str, CapabilitySpec | None] = {}
         self.enabled: list[CapabilitySpec] | None = None
 
-    _latest: SharedSpecs | None = None
+    _latest: dict[int | None, SharedSpecs] = {}
 
     @classmethod
     def forget(cls) -> None:
-        cls._latest = None
+        cls._latest = {}
 
     @classmethod
-    def at(cls, version) -> SharedSpecs:
-        latest = cls._latest
+    def at(cls, version, project_id: int | None) -> SharedSpecs:
+        latest = cls._latest.get(project_id)
         if latest is None or latest.version != version:
-            latest = cls._latest = cls(version)
+            latest = cls._latest[project_id] = cls(version, project_id)
         return latest
 
 
 class DjangoRegistry:
-    """The registry as the runtime sees it: current versions as CapabilitySpecs.
+    """The registry as the runtime sees it: the current versions of the capabilities of the
+    project in scope (core.projects), as CapabilitySpecs.
 
     Specs are read at the registry's version (its latest change, returned with the claim and
-    every pass's commit) and shared by all runs in the process at that version; when the
-    version moves, an edit or a disable takes effect at the next pass. Without a version
-    (a database that cannot return it) the specs are cached for this object's life only.
+    every pass's commit) and shared by all runs of the project in the process at that version;
+    when the version moves, an edit or a disable takes effect at the next pass. Without a
+    version (a database that cannot return it) the specs are cached for this object's life only.
     """
 
     def __init__(self):
-        self._shared = SharedSpecs(None)
+        self._shared = SharedSpecs(None, active_project_id())
         self.version = None
 
     def observe_version(self, version) -> None:
         if version is not None and version != self.version:
-            self._shared = SharedSpecs.at(version)
+            self._shared = SharedSpecs.at(version, self._shared.project_id)
             self.version = version
+
+    def _capabilities(self):
+        """The project's capabilities, the one this registry was made in (whatever is in scope now)."""
+        project_id = self._shared.project_id
+        return Capability.objects.all() if project_id is None else Capability._base_manager.filter(project_id=project_id)
 
     def get(self, name: str) -> CapabilitySpec | None:
         specs = self._shared.specs
         if name not in specs:
-            capability = (Capability.objects.select_related("current_version", "mcp_server")
+            capability = (self._capabilities().select_related("current_version", "mcp_server")
                           .filter(name=name, current_version__isnull=False).first())
             specs[name] = _spec_of(capability) if capability else None
         return specs[name]
@@ -155,7 +166,7 @@ class DjangoRegistry:
     def visible(self, authorizer) -> list[CapabilitySpec]:
         shared = self._shared
         if shared.enabled is None:
-            shared.enabled = [_spec_of(c) for c in Capability.objects.select_related("current_version", "mcp_server")
+            shared.enabled = [_spec_of(c) for c in self._capabilities().select_related("current_version", "mcp_server")
                               .filter(enabled=True, current_version__isnull=False).order_by("name")]
             # The plan's steps are looked up next: they find the specs read here.
             for spec in shared.enabled:

@@ -134,6 +134,71 @@ def test_the_registry_s_secret_names_are_read_once_per_version(demo_capabilities
     assert len(first) == 2 and len(again) == 0 and len(moved) == 2
 
 
+@pytest.fixture
+def two_projects_one_name(db, roles, registry_admin, settings):
+    """The default project and another, each with its own `probe_refund`: the default's needs no approval
+    and calls one host; the other's needs an approval, calls another host with a secret header, and is
+    read-only. Registered in that order, so the registry's version is the same for both afterwards."""
+    from django.contrib.auth.models import User
+
+    from capabilities.policy import capability_create
+    from core.models import Project
+    from core.project_access import grant_role
+    from core.projects import project_scope
+
+    settings.AGENTOPS_HTTP_ALLOWED_HOSTS = ["a.example.com", "b.example.com"]
+    other = Project.objects.create(slug="other", name="Other team")
+    grant_role(registry_admin, "registry admin", other)
+    admin = User.objects.get(pk=registry_admin.pk)
+    schema = {"type": "object"}
+    capability_create(user=admin, name="probe_refund", kind="http", config={"url": "https://a.example.com/refund"},
+                      policy={"description": "default's", "schema": schema, "side_effect": "write"})
+    with project_scope(other):
+        capability_create(user=admin, name="probe_refund", kind="http",
+                          config={"url": "https://b.example.com/refund", "secret_headers": {"X-Key": "OTHER_TEAM_KEY"}},
+                          policy={"description": "other's", "schema": schema, "side_effect": "write",
+                                  "requires_approval": True})
+    return other
+
+
+@pytest.mark.django_db
+def test_each_project_s_runs_see_its_own_capability_of_a_shared_name_at_one_version(two_projects_one_name):
+    """Capability names are unique within a project only: one process's registry specs at a version are
+    kept per project, or the first project to read `probe_refund` hands its endpoint, approval and
+    side-effect class to every other project's runs (and its tool list to their planners)."""
+    from core.projects import project_scope
+
+    other = two_projects_one_name
+    default = Capability._base_manager.exclude(project=other).get(name="probe_refund").project_id
+    version = Capability._base_manager.order_by("-updated_at").values_list("updated_at", flat=True).first()
+    read = []
+    for project in (default, other.pk, default):
+        with project_scope(project):
+            registry = DjangoRegistry()
+            registry.observe_version(version)
+            spec = registry.get("probe_refund")
+            listed = [s.description for s in registry.visible(_Everything()) if s.name == "probe_refund"]
+        read.append((spec.description, spec.requires_approval, listed))
+    assert read == [("default's", False, ["default's"]), ("other's", True, ["other's"]),
+                    ("default's", False, ["default's"])]
+
+
+class _Everything:
+    def permits(self, permission):
+        return True
+
+
+@pytest.mark.django_db
+def test_the_server_redacts_the_secrets_every_project_s_capabilities_read(two_projects_one_name, monkeypatch):
+    """Read in the default project first, at a version: the other project's secret variable is redacted too."""
+    from core.projects import project_scope
+
+    monkeypatch.setenv("OTHER_TEAM_KEY", "other-team-key-7f3c9a")
+    default = Capability._base_manager.exclude(project=two_projects_one_name).get(name="probe_refund").project_id
+    with project_scope(default):
+        redact = egress.server_redactor("one version")
+    assert "other-team-key-7f3c9a" not in redact("upstream said: bad key other-team-key-7f3c9a")
+
 def _first_pass(run, lease):
     """The run's first pass (its plan), as a worker's slice makes it, and the writer it goes through."""
     from runs.worker.adapters import build_controller
