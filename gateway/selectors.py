@@ -12,6 +12,7 @@ from capabilities.models import Capability
 from gateway.models import Agent, AgentToken, GatewaySession
 from runs.models import Approval, Attempt, PlanRevision, Run
 from runs.worker.adapters import DjangoRegistry, OwnerAuthorizer
+from runs.worker.leases import registry_version
 from runtime.capability import CapabilitySpec
 
 
@@ -53,7 +54,10 @@ def capability_names() -> list[str]:
 def tools_for(agent: Agent) -> list[CapabilitySpec]:
     """Exactly the agent's capabilities that are enabled and its owner may use (as a planner sees them)."""
     wanted = set(agent.capabilities)
-    visible = DjangoRegistry().visible(OwnerAuthorizer(agent.owner_id))
+    registry = DjangoRegistry()
+    # The specs the process holds at the registry's version (a worker's too): one small read, not the registry.
+    registry.observe_version(registry_version())
+    visible = registry.visible(OwnerAuthorizer(agent.owner_id))
     return [spec for spec in visible if spec.name in wanted]
 
 

@@ -107,6 +107,13 @@ def registry_version_sql() -> str:
     return f"(SELECT MAX({qn('updated_at')}) FROM {qn(Capability._meta.db_table)})"
 
 
+def registry_version():
+    """The registry's version, read on its own (for a reader that holds no lease: the gateway's tool list)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {registry_version_sql()}")
+        return cursor.fetchone()[0]
+
+
 def can_return_from_update() -> bool:
     if connection.vendor == "postgresql":
         return True

@@ -172,6 +172,47 @@ class TestToolsList:
         assert "approval" in tools["gw_approved"].description
         assert tools["gw_echo"].annotations.read_only_hint is True
 
+    def test_a_second_listing_at_one_registry_version_reads_no_capability(self, agent_token):
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        from gateway.selectors import tools_for
+
+        agent, _ = agent_token(capabilities=("gw_echo", "gw_flaky"))
+        first = tools_for(agent)
+        with CaptureQueriesContext(connection) as queries:
+            again = tools_for(agent)
+        assert [s.name for s in again] == [s.name for s in first] == ["gw_echo", "gw_flaky"]
+        reads = [q["sql"] for q in queries if "capabilities_capability" in q["sql"]]
+        assert len(reads) == 1 and "MAX(" in reads[0]   # the version; the specs are the process's
+
+    def test_a_capability_disabled_between_two_listings_is_gone_from_the_next_and_refused(self, agent_token,
+                                                                                        registry_admin, no_worker):
+        """The tool list is the process's specs at the registry's version (shared with a worker's runs): a
+        change through the registry moves the version, so the next listing and call read it."""
+        from asgiref.sync import sync_to_async
+
+        from capabilities.models import Capability
+        from capabilities.policy import capability_set_enabled
+
+        agent, token = agent_token(capabilities=("gw_echo", "gw_flaky"))
+        flaky = Capability.objects.get(name="gw_flaky").pk
+
+        async def go(http_for):
+            async with mcp_client(http_for, token) as c:
+                before = sorted(t.name for t in (await c.list_tools()).tools)
+                await sync_to_async(capability_set_enabled)(user=registry_admin, capability_id=flaky, enabled=False)
+                after = sorted(t.name for t in (await c.list_tools()).tools)
+                try:
+                    await c.call_tool("gw_flaky", {})
+                except MCPError as refused:
+                    return before, after, str(refused)
+                return before, after, "called"
+
+        before, after, call = serve(go)
+        assert before == ["gw_echo", "gw_flaky"] and after == ["gw_echo"]
+        assert "Unknown tool: 'gw_flaky'" in call
+
 
 class TestCalls:
     def test_an_ok_result_is_structured_content_and_a_failure_an_is_error_result(self, agent_token, inline_worker):
