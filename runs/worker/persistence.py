@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from django.utils import timezone
 from capabilities.models import Capability, CapabilityVersion
 from capabilities.outputs import store_json, stored_output_for
 from core.choices import FINISHED_STATUSES, ApprovalState, RunStatus, StepStatus
+from core.outages import DATABASE_ERRORS
 from runs import checkpoint, failures
 from runs.models import Approval, Attempt, Decision, PlanRevision, PlanSubmission, Run, Step
 from runs.services import LOST_CALL_MESSAGE, run_close_open_records
@@ -38,6 +40,9 @@ from runtime.observation import ErrorCategory, ErrorCode
 from runtime.signatures import arguments_hash
 from runtime.state import RunState
 from runtime.stop import StopKind, status_for_stop, stop_kind
+
+
+log = logging.getLogger(__name__)
 
 
 def _at(epoch: float) -> datetime:
@@ -105,6 +110,14 @@ class PassWriter(PlannerCallIntents):
         """
         now = timezone.now()
         until = now + timedelta(seconds=intent.timeout_s + settings.AGENTOPS_RUN_LEASE_SECONDS)
+        try:
+            row = self._begin(intent, until)
+        except DATABASE_ERRORS:
+            self._withdraw(intent)
+            raise
+        self._intents[intent.attempt_id] = row.pk
+
+    def _begin(self, intent: CallIntent, until: datetime) -> Attempt:
         with transaction.atomic():
             if self.lease is not None and not fenced_update(
                     self.run.pk, self.lease, {"lease_expires_at": Greatest(F("lease_expires_at"), Value(until))}):
@@ -123,7 +136,29 @@ class PassWriter(PlannerCallIntents):
                 worker=(self.lease.worker if self.lease else "")[:100],
                 lease_token=self.lease.token if self.lease else None,
                 trace_id=self.run.trace_id[:32], span_id=intent.span_id[:16])
-        self._intents[intent.attempt_id] = row.pk
+        return row
+
+    def _withdraw(self, intent: CallIntent) -> None:
+        """The intent's commit failed, so the call is never sent; yet the intent may be stored all the
+        same (the commit's acknowledgement lost). Removed while the lease is still this worker's, on a
+        fresh connection: otherwise whoever advances the run next finds a call "in flight" that never
+        happened, and stops the run outcome_unknown for a non-idempotent one. If the database still
+        fails, it stays, and is resolved as in flight (never sent twice, at worst stopped unsure)."""
+        if self.lease is None:
+            return
+        try:
+            connection.close()   # the connection whose answer was lost
+            with transaction.atomic():
+                if Run.objects.select_for_update().filter(pk=self.run.pk, lease_owner=self.lease.worker,
+                                                          lease_token=self.lease.token).exists():
+                    withdrawn, _ = Attempt.objects.filter(run_id=self.run.pk, uid=intent.attempt_id,
+                                                          in_flight=True).delete()
+                    if withdrawn:
+                        log.warning("run %s: the intent of %s was stored though its commit failed; the call "
+                                    "was never sent, so the intent is withdrawn", self.run.pk, intent.capability)
+        except DATABASE_ERRORS as exc:
+            log.warning("run %s: could not withdraw the intent of %s, which was never sent (%s); it will be "
+                        "resolved as a call in flight", self.run.pk, intent.capability, type(exc).__name__)
 
     def interrupted(self) -> CallIntent | None:
         found, self._interrupted = self._interrupted, None

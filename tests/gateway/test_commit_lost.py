@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.slow,
 PROPOSAL = rb'INSERT INTO "runs_plansubmission"'   # call_submit's transaction (the web process)
 HOLD = rb'UPDATE "gateway_gatewaysession" SET "held_revision" = \d'   # call_hold, in autocommit (the web process)
 OUTCOME = rb'UPDATE "runs_attempt" SET "in_flight" = false'   # a write's outcome (the worker)
+INTENT = rb'INSERT INTO "runs_attempt"'   # a write's intent, committed before it is sent (the worker)
 
 
 @pytest.fixture(scope="module")
@@ -134,4 +135,17 @@ def test_a_write_whose_outcome_the_worker_could_not_record_is_never_sent_twice(p
         result = answer["result"]
         assert result["isError"] and result["_meta"]["agentops/stop_reason"] == "terminal_failure:outcome_unknown"
         assert result["structuredContent"]["error"]["retryable"] is False
+    assert effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1
+
+
+@pytest.mark.parametrize("mode", ["ack_lost", "commit_lost"])
+def test_a_write_whose_intent_the_worker_could_not_record_is_sent_once(product, mode):
+    """The worker's write-ahead intent, committed before a write is sent, is cut: the worker is told the
+    database failed, so it never sends the write. Not stored (commit_lost): nothing is in flight, and the
+    call is made afresh. Stored all the same (ack_lost): the worker, which knows it sent nothing, clears its
+    intent once the database answers again; otherwise whoever took the run over would find a write "in
+    flight", and stop the run outcome_unknown for a write that never happened."""
+    item = f"intent-{mode}-{uuid.uuid4().hex[:8]}"
+    [(answer, _sends)] = _calls(product, ((mode, INTENT), write(item, 0.1, 1)))
+    assert _succeeded(answer, item)["agentops/attempt"] == 1
     assert effects_by_item(product["env"]["CHAOS_LEDGER"], "gw_slow_write").get(item) == 1

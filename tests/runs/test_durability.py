@@ -230,6 +230,57 @@ class TestWriteAheadIntents:
         assert Run.objects.get(pk=run.pk).status == "cancelled"
         assert not attempt.in_flight and attempt.side_effect_status == "unknown"
 
+    def test_an_intent_stored_though_its_commit_failed_is_withdrawn_and_the_call_made_once(
+            self, operator, second_operator, demo_capabilities, monkeypatch):
+        """The worker is told the intent's commit failed (it was stored: the acknowledgement was lost), so it
+        never sends the call; it withdraws the intent, and the run's next slice makes the call afresh instead
+        of resolving a call in flight that never happened. tests/gateway/test_commit_lost.py cuts the real
+        commit on the wire."""
+        from django.db import OperationalError
+
+        run = self.approved_ticket_run(operator, second_operator)
+        stored = PassWriter._begin
+
+        def stored_then_failed(writer, intent, until):
+            stored(writer, intent, until)
+            raise OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(PassWriter, "_begin", stored_then_failed)
+        with pytest.raises(OperationalError):
+            engine.run_advance(run_id=run.pk, worker="w")
+        assert not Attempt.objects.filter(run=run).exists() and Ticket.objects.count() == 0
+        monkeypatch.setattr(PassWriter, "_begin", stored)
+        expire_lease(run.pk)
+        engine.run_advance(run_id=run.pk, worker="next")
+        attempt = Attempt.objects.get(run=run)
+        assert Run.objects.get(pk=run.pk).status == "completed"
+        assert attempt.number == 1 and attempt.status == "ok" and Ticket.objects.count() == 1
+
+    def test_an_intent_the_worker_could_not_withdraw_stays_in_flight(self, operator, second_operator,
+                                                                   demo_capabilities, monkeypatch):
+        """The database still fails when the worker tries to withdraw it: the intent stays, resolved as a call
+        in flight (never sent twice)."""
+        from django.db import OperationalError
+
+        run = self.approved_ticket_run(operator, second_operator)
+        stored = PassWriter._begin
+
+        def stored_then_failed(writer, intent, until):
+            stored(writer, intent, until)
+            monkeypatch.setattr(Run.objects, "select_for_update", _failing)
+            raise OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(PassWriter, "_begin", stored_then_failed)
+        with pytest.raises(OperationalError):
+            engine.run_advance(run_id=run.pk, worker="w")
+        assert Attempt.objects.get(run=run).in_flight
+
+
+def _failing(*args, **kwargs):
+    from django.db import OperationalError
+
+    raise OperationalError("the database is still down")
+
 
 class TestNothingStranded:
     @pytest.fixture(autouse=True)
