@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -105,6 +105,30 @@ def registry_version_sql() -> str:
     """The registry's version (its latest change), read with every pass's commit."""
     qn = connection.ops.quote_name
     return f"(SELECT MAX({qn('updated_at')}) FROM {qn(Capability._meta.db_table)})"
+
+
+def withdraw_unsent(lease: Lease | None, run_id: int, rows, what: str) -> None:
+    """An intent whose commit failed: its call is never made, yet the intent may be stored all the same
+    (the commit went through, its acknowledgement was lost). Its `rows` are deleted while the lease is
+    still this worker's, on a fresh connection, so whoever advances the run next does not take a call
+    that never happened for one that was made (a write that may have landed, a planner call to count
+    at its ceiling). If the database still fails, the intent stays and is taken as made: never sent
+    twice, at worst counted or stopped unsure."""
+    if lease is None:
+        return
+    try:
+        if not connection.in_atomic_block:
+            connection.close()   # the connection whose answer was lost
+        with transaction.atomic():
+            if Run.objects.select_for_update().filter(pk=run_id, lease_owner=lease.worker,
+                                                      lease_token=lease.token).exists():
+                withdrawn, _ = rows.delete()
+                if withdrawn:
+                    log.warning("run %s: the intent of %s was stored though its commit failed; it was never "
+                                "made, so the intent is withdrawn", run_id, what)
+    except DATABASE_ERRORS as exc:
+        log.warning("run %s: could not withdraw the intent of %s, never made (%s); it is taken as made",
+                    run_id, what, type(exc).__name__)
 
 
 def registry_version():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,7 +28,7 @@ from core.outages import DATABASE_ERRORS
 from runs import checkpoint, failures
 from runs.models import Approval, Attempt, Decision, PlanRevision, PlanSubmission, Run, Step
 from runs.services import LOST_CALL_MESSAGE, run_close_open_records
-from runs.worker.leases import Lease, can_return_from_update, fenced_update
+from runs.worker.leases import Lease, can_return_from_update, fenced_update, withdraw_unsent
 from runs.worker.pass_write import PassWrite, StepWrites, write_in_one_statement
 from runs.worker.planner_intents import PlannerCallIntents
 from runs.worker.sql import insert_rows
@@ -40,9 +39,6 @@ from runtime.observation import ErrorCategory, ErrorCode
 from runtime.signatures import arguments_hash
 from runtime.state import RunState
 from runtime.stop import StopKind, status_for_stop, stop_kind
-
-
-log = logging.getLogger(__name__)
 
 
 def _at(epoch: float) -> datetime:
@@ -113,7 +109,8 @@ class PassWriter(PlannerCallIntents):
         try:
             row = self._begin(intent, until)
         except DATABASE_ERRORS:
-            self._withdraw(intent)
+            withdraw_unsent(self.lease, self.run.pk, Attempt.objects.filter(
+                run_id=self.run.pk, uid=intent.attempt_id, in_flight=True), intent.capability)
             raise
         self._intents[intent.attempt_id] = row.pk
 
@@ -137,28 +134,6 @@ class PassWriter(PlannerCallIntents):
                 lease_token=self.lease.token if self.lease else None,
                 trace_id=self.run.trace_id[:32], span_id=intent.span_id[:16])
         return row
-
-    def _withdraw(self, intent: CallIntent) -> None:
-        """The intent's commit failed, so the call is never sent; yet the intent may be stored all the
-        same (the commit's acknowledgement lost). Removed while the lease is still this worker's, on a
-        fresh connection: otherwise whoever advances the run next finds a call "in flight" that never
-        happened, and stops the run outcome_unknown for a non-idempotent one. If the database still
-        fails, it stays, and is resolved as in flight (never sent twice, at worst stopped unsure)."""
-        if self.lease is None:
-            return
-        try:
-            connection.close()   # the connection whose answer was lost
-            with transaction.atomic():
-                if Run.objects.select_for_update().filter(pk=self.run.pk, lease_owner=self.lease.worker,
-                                                          lease_token=self.lease.token).exists():
-                    withdrawn, _ = Attempt.objects.filter(run_id=self.run.pk, uid=intent.attempt_id,
-                                                          in_flight=True).delete()
-                    if withdrawn:
-                        log.warning("run %s: the intent of %s was stored though its commit failed; the call "
-                                    "was never sent, so the intent is withdrawn", self.run.pk, intent.capability)
-        except DATABASE_ERRORS as exc:
-            log.warning("run %s: could not withdraw the intent of %s, which was never sent (%s); it will be "
-                        "resolved as a call in flight", self.run.pk, intent.capability, type(exc).__name__)
 
     def interrupted(self) -> CallIntent | None:
         found, self._interrupted = self._interrupted, None

@@ -16,8 +16,9 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from core.outages import DATABASE_ERRORS
 from runs.models import PlannerCall, Run
-from runs.worker.leases import fenced_update
+from runs.worker.leases import fenced_update, withdraw_unsent
 from runtime import events as ev
 from runtime.budgets import Usage
 from runtime.intents import LeaseLost, PlannerCallIntent
@@ -38,6 +39,15 @@ class PlannerCallIntents:
 
         The lease is renewed, not stretched to the call's timeout: a planner call lands no side
         effect, so a dead worker's run should be resumed as soon as any other."""
+        try:
+            self._begin_planner_call(intent)
+        except DATABASE_ERRORS:
+            withdraw_unsent(self.lease, self.run.pk, PlannerCall.objects.filter(uid=intent.call_id, in_flight=True),
+                            "a planner call")
+            raise
+        self._open_planner_calls = self._open_planner_calls | {intent.call_id}
+
+    def _begin_planner_call(self, intent: PlannerCallIntent) -> None:
         lease = self.lease
         with transaction.atomic():
             until = timezone.now() + timedelta(seconds=settings.AGENTOPS_RUN_LEASE_SECONDS)
@@ -48,7 +58,6 @@ class PlannerCallIntents:
                                        started_at=_at(intent.started_at), max_tokens=intent.max_tokens,
                                        max_cost=intent.max_cost, worker=(lease.worker if lease else "")[:100],
                                        lease_token=lease.token if lease else None)
-        self._open_planner_calls = self._open_planner_calls | {intent.call_id}
 
     def planner_call_answered(self, intent: PlannerCallIntent, tokens: int, cost: float) -> None:
         # Not fenced by the lease: what a call spent is a fact whoever holds the run now. Only a row

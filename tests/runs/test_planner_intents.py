@@ -79,3 +79,27 @@ def test_the_trace_download_and_the_api_say_which_tokens_are_estimated(llm_run, 
     answer = api_for(operator).get(f"/api/runs/{llm_run.pk}/").json()
     assert answer["status"] == "completed" and answer["tokens"] == 2_150 and answer["tokens_estimated"] == 2_000
     assert {row["name"]: row.get("estimated") for row in answer["budget_usage"]}["tokens"] == 2_000
+
+
+def test_a_planner_call_whose_intent_was_stored_though_its_commit_failed_is_never_counted(llm_run, monkeypatch):
+    """The worker is told the call's row failed to commit (it was stored: the acknowledgement was lost), so it
+    never asks the model; it withdraws the row, and the run is not charged the call's ceiling for it."""
+    from django.db import OperationalError
+
+    stored = PlannerCallIntents._begin_planner_call
+
+    def stored_then_failed(self, intent):
+        stored(self, intent)
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(PlannerCallIntents, "_begin_planner_call", stored_then_failed)
+    with pytest.raises(OperationalError):
+        engine.run_advance(run_id=llm_run.pk, worker="w1")
+    assert not PlannerCall.objects.filter(run=llm_run).exists()
+    monkeypatch.setattr(PlannerCallIntents, "_begin_planner_call", stored)
+    Run.objects.filter(pk=llm_run.pk).update(lease_expires_at=timezone.now())
+    engine.run_advance(run_id=llm_run.pk, worker="w2")
+    run = Run.objects.get(pk=llm_run.pk)
+    (call,) = PlannerCall.objects.filter(run=run)
+    assert run.status == "completed" and run.tokens == 150 and run.tokens_estimated == 0
+    assert (call.lost, call.in_flight, call.tokens) == (False, False, 150)
