@@ -456,14 +456,25 @@ class TestUnexpectedFailures:
         assert error.message == "The database is unavailable; try again shortly."
         assert "gw_echo" in tools
 
-    def test_a_bug_is_logged_and_answered_without_its_text(self, agent_token, no_worker, monkeypatch, caplog):
-        _agent, token = agent_token()
-        error, _tools = self.failing_call(token, monkeypatch, RuntimeError("internal detail: /srv/secret.py"))
+    def test_a_bug_is_logged_and_answered_without_its_text(self, agent_token, no_worker, monkeypatch):
+        import logging
+
+        # A handler on the gateway's own logger: caplog's, on the root logger, once missed this record in the
+        # full suite (it reached stderr all the same).
+        records: list[logging.LogRecord] = []
+        handler = logging.Handler()
+        handler.emit = records.append
+        logger = logging.getLogger("gateway.mcp_server")
+        logger.addHandler(handler)
+        try:
+            _agent, token = agent_token()
+            error, _tools = self.failing_call(token, monkeypatch, RuntimeError("internal detail: /srv/secret.py"))
+        finally:
+            logger.removeHandler(handler)
         assert error.code == -32603
         assert "tools/call" in error.message and "log" in error.message
         assert "internal detail" not in error.message
-        assert any("internal detail" in (r.exc_text or "") or (r.exc_info and "internal detail" in str(r.exc_info[1]))
-                   for r in caplog.records if r.name == "gateway.mcp_server")
+        assert any(r.exc_info and "internal detail" in str(r.exc_info[1]) for r in records)
 
 
     def test_a_background_round_logs_an_outage_once_and_its_end_and_a_bug_with_its_traceback(self, caplog):
