@@ -741,6 +741,44 @@ class _CountingHandler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
+class _LedgerHandler(BaseHTTPRequestHandler):
+    """Each POST's body's `n` appended to the server's `ledger`, its path and `n` to `requests` (the
+    effects, counted outside the product); answers {"n": n}. A fault set for an n in `faults`: "late"
+    lands and answers after `late_s` (after its caller gave up), "lost" never lands."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        fault = self.server.faults.pop(body.get("n"), None)
+        if fault != "lost":
+            with self.server.lock:
+                self.server.ledger.append(body.get("n"))
+                self.server.requests.append((urlsplit(self.path).path, body.get("n")))
+        if fault is not None:
+            time.sleep(self.server.late_s)
+        answer = json.dumps({"n": body.get("n")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+
+@pytest.fixture
+def ledger_service():
+    """A loopback HTTP service counting the writes it receives (_LedgerHandler)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _LedgerHandler)
+    httpd.daemon_threads = True
+    httpd.ledger, httpd.requests, httpd.faults, httpd.lock, httpd.late_s = [], [], {}, threading.Lock(), 2.0
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
 @pytest.fixture
 def counting_http_service():
     """A loopback HTTP service; `.connections` lists the TCP connections it accepted."""

@@ -3,14 +3,11 @@
 Capability names are unique within a project only. A worker keeps the registry's specs at its
 latest version for every run it advances (runs.worker.adapters.SharedSpecs); kept per version alone,
 the first project to read a name handed its spec to the other's runs: the other's approval skipped,
-its call sent to the first project's endpoint. Effects are counted by the HTTP service on loopback.
+its call sent to the first project's endpoint. Effects are counted by the HTTP service on loopback
+(tests/conftest.py's ledger_service).
 Runs on whichever stack the environment selects.
 """
 from __future__ import annotations
-
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.contrib.auth.models import User
@@ -26,51 +23,25 @@ from tests.binding import bound_hash
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-class _Ledger(BaseHTTPRequestHandler):
-    """Records each POST's path and body; answers {"refunded": <the body's order>}."""
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-        self.server.effects.append((self.path, body.get("order")))
-        answer = json.dumps({"refunded": body.get("order")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-
-@pytest.fixture
-def ledger():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Ledger)
-    server.effects = []
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
 def _register(admin, ledger, path: str, *, approval: bool) -> None:
     capability_create(user=admin, name="issue_refund", kind="http",
                       config={"url": f"http://127.0.0.1:{ledger.server_address[1]}{path}", "method": "POST"},
                       policy={"side_effect": "write", "requires_approval": approval, "retry_max_attempts": 1,
-                              "timeout_s": 10, "schema": {"type": "object", "properties": {"order": {"type": "string"}},
-                                                          "required": ["order"]}})
+                              "timeout_s": 10, "schema": {"type": "object", "properties": {"n": {"type": "string"}},
+                                                          "required": ["n"]}})
 
 
 def _start(owner, order: str):
     return services.run_start(owner=owner, goal=f"Refund order {order}", planner="scripted",
                               planner_config={"plans": [[{"capability": "issue_refund",
-                                                          "arguments": {"order": order}}]]},
+                                                          "arguments": {"n": order}}]]},
                               budgets={"deadline_s": 90},
-                              completion={"capability": "issue_refund", "path": "refunded", "equals": order})
+                              completion={"capability": "issue_refund", "path": "n", "equals": order})
 
 
 def test_a_worker_gives_each_project_s_run_its_own_capability_of_a_shared_name(
-        celery_worker, settings, registry_admin, operator, second_operator, ledger, wait_until):
+        celery_worker, settings, registry_admin, operator, ledger_service, wait_until):
+    ledger = ledger_service   # the effects, counted outside the product
     settings.AGENTOPS_HTTP_ALLOWED_HOSTS = ["127.0.0.1"]
     other = Project.objects.create(slug="payments", name="Payments team")
     for role in ("registry admin", "operator", "lead operator"):
@@ -87,7 +58,7 @@ def test_a_worker_gives_each_project_s_run_its_own_capability_of_a_shared_name(
     waiting = wait_until(lambda: Run._base_manager.filter(pk=second.pk, status__in=["awaiting_approval", "completed",
                                                                                  "stopped"]).first(),
                          timeout=60, message="the payments run to ask for its approval (or to finish)")
-    assert ledger.effects == [("/default", "A-1")]   # nothing sent for the payments run before its approval
+    assert ledger.requests == [("/default", "A-1")]   # nothing sent for the payments run before its approval
     assert waiting.status == "awaiting_approval"
     approval = Approval._base_manager.get(run_id=second.pk, state="pending")
 
@@ -97,5 +68,5 @@ def test_a_worker_gives_each_project_s_run_its_own_capability_of_a_shared_name(
     wait_until(lambda: Run._base_manager.get(pk=second.pk).is_finished, timeout=60,
                message="the payments run to finish")
     assert Run._base_manager.get(pk=second.pk).status == "completed"
-    assert ledger.effects == [("/default", "A-1"), ("/payments", "B-2")]
+    assert ledger.requests == [("/default", "A-1"), ("/payments", "B-2")]
     assert Attempt._base_manager.filter(run_id__in=[first.pk, second.pk], status="ok").count() == 2

@@ -10,11 +10,7 @@ CELERY_BROKER_URL for PostgreSQL + Redis).
 """
 from __future__ import annotations
 
-import json
-import threading
-import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -28,41 +24,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 TIMEOUT_S = 1.0
 
 
-class _LedgerHandler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-        fault = self.server.faults.pop(body.get("n"), None)
-        if fault != "lost":
-            with self.server.lock:
-                self.server.ledger.append(body.get("n"))
-        if fault is not None:   # "late": landed, answered after the caller gave up; "lost": never landed
-            time.sleep(TIMEOUT_S * 2)
-        answer = json.dumps({"n": body.get("n")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-
-@pytest.fixture
-def ledger_service():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _LedgerHandler)
-    httpd.daemon_threads = True
-    httpd.ledger, httpd.faults, httpd.lock = [], {}, threading.Lock()
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-
-
 @pytest.fixture
 def record_item(settings, registry_admin, ledger_service):
     settings.AGENTOPS_HTTP_ALLOWED_HOSTS = ["127.0.0.1"]
+    ledger_service.late_s = TIMEOUT_S * 2   # a faulty write answers after the caller gave up
     url = f"http://127.0.0.1:{ledger_service.server_address[1]}/items"
     # Not idempotent, no status lookup: an unknown outcome stops the run for a person to reconcile.
     capability_create(user=registry_admin, name="record_item", kind="http", config={"url": url, "method": "POST"},
