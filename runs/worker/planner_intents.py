@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from core.outages import DATABASE_ERRORS
 from runs.models import PlannerCall, Run
-from runs.worker.leases import fenced_update, withdraw_unsent
+from runs.worker.leases import Lease, fenced_update, withdraw_unsent
 from runtime import events as ev
 from runtime.budgets import Usage
 from runtime.intents import LeaseLost, PlannerCallIntent
@@ -31,6 +31,8 @@ def _at(epoch: float) -> datetime:
 class PlannerCallIntents:
     """Mixed into PassWriter, which holds `run` and `lease`."""
 
+    run: Run
+    lease: Lease | None
     _lost_planner_calls: list[PlannerCallIntent] | None = None
     _open_planner_calls: frozenset[str] = frozenset()   # begun by this writer and not yet closed
 
