@@ -365,11 +365,20 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
     # The API speaks for external runs; the gateway (planner="gateway") for its sessions' runs.
     if run.planner != planner:
         raise Conflict(f"Run {run.pk} uses the {run.planner} planner, not the {planner} one.")
+    plan = [] if no_further_plan else list(steps or [])
+    existing = PlanSubmission.objects.filter(run=run, revision=revision).first()
+    if existing is not None and (existing.submitted_by_id, existing.plan, existing.no_further_plan, existing.tokens,
+                                 existing.cost, existing.reason_code, existing.reason) == (
+            user.pk, plan, no_further_plan, tokens, cost, reason_code or "", reason or ""):
+        # The same submission again: a retry after its answer was lost (and with it, maybe, the commit's
+        # wake-up). Answered as the first was, once; the run is woken in case it still waits for it.
+        if not run.is_finished:
+            _enqueue_advance(run.pk)
+        return existing
     if run.is_finished:
         raise Conflict(f"Run {run.pk} has already finished ({run.stop_reason}).")
-    existing = PlanSubmission.objects.filter(run=run, revision=revision).first()
     if existing is not None:
-        raise Conflict(f"Revision {revision} of run {run.pk} already has a plan "
+        raise Conflict(f"Revision {revision} of run {run.pk} already has another plan "
                        f"(submitted {existing.submitted_at:%Y-%m-%d %H:%M:%S} UTC).")
     awaited = awaited_revision(run)
     if awaited != revision and not (ahead and no_further_plan and revision == next_plan_revision(run)):
@@ -378,7 +387,7 @@ def plan_submit(*, run_id: int, user, revision: int, steps: list | None = None, 
     try:
         with transaction.atomic():
             submission = PlanSubmission.objects.create(
-                run=run, revision=revision, plan=[] if no_further_plan else list(steps or []), tokens=tokens,
+                run=run, revision=revision, plan=plan, tokens=tokens,
                 cost=cost, reason_code=reason_code or "", reason=reason or "", no_further_plan=no_further_plan,
                 submitted_by=user)
     except IntegrityError:

@@ -138,13 +138,32 @@ class TestPlanningApi:
 
 
 class TestSubmissionRules:
-    def test_a_second_submission_for_the_same_revision_is_a_conflict(self, api_for, operator, demo_capabilities):
+    def test_another_plan_for_a_revision_that_has_one_is_a_conflict(self, api_for, operator, demo_capabilities):
         api = api_for(operator)
         run = start(operator)
         assert submit(api, run, 1, [SEARCH_STEP]).status_code == 202
-        response = submit(api, run, 1, [SEARCH_STEP])
-        assert response.status_code == 409 and "already has a plan" in response.json()["error"]["message"]
+        for other in ({"steps": [{**SEARCH_STEP, "arguments": {"q": "holiday"}}]}, {"steps": [SEARCH_STEP], "tokens": 5},
+                      {"no_further_plan": True}):
+            response = api.post(f"/api/runs/{run.pk}/plans/", {"revision": 1, **other}, format="json")
+            assert response.status_code == 409 and "already has another plan" in response.json()["error"]["message"]
         assert PlanSubmission.objects.filter(run=run).count() == 1
+
+    def test_the_same_submission_again_is_answered_as_the_first_and_stored_once(self, api_for, operator,
+                                                                                 demo_capabilities, monkeypatch):
+        """A retry after its answer was lost (the commit went through): answered as the first was, the run
+        woken again (the commit's wake-up may have been lost with the answer), nothing stored twice; so
+        also once the run has moved on or finished."""
+        api = api_for(operator)
+        run = start(operator)
+        first = submit(api, run, 1, [SEARCH_STEP], tokens=10, reason="search first")
+        woken = []
+        monkeypatch.setattr(services, "_enqueue_advance", lambda run_id, countdown=None: woken.append(run_id))
+        again = submit(api, run, 1, [SEARCH_STEP], tokens=10, reason="search first")
+        assert (first.status_code, again.status_code) == (202, 202) and again.json() == first.json()
+        assert woken == [run.pk] and PlanSubmission.objects.filter(run=run).count() == 1
+        services.run_cancel(run_id=run.pk, user=operator)
+        late = submit(api, run, 1, [SEARCH_STEP], tokens=10, reason="search first")
+        assert late.status_code == 202 and late.json() == first.json() and woken == [run.pk]
 
     def test_a_revision_the_run_does_not_wait_for_is_a_conflict(self, api_for, operator, demo_capabilities):
         response = submit(api_for(operator), start(operator), 2, [SEARCH_STEP])
