@@ -276,6 +276,8 @@ class TestWithAWorker:
         assert {e["code"] for e in need["validation_errors"]} == {"invalid_arguments"}
         assert submit(api, run, 1, [SEARCH_STEP]).status_code == 409
         assert submit(api, run, 2, [SEARCH_STEP], tokens=200, reason="use q").status_code == 202
+        # The same again, as a client retries a submission whose answer it lost: counted once.
+        assert submit(api, run, 2, [SEARCH_STEP], tokens=200, reason="use q").status_code == 202
         wait_until(lambda: status_of(run.pk) == "completed", message="completion")
         run.refresh_from_db()
         assert run.stop_reason == "completed" and run.revisions == 2 and run.tokens == 500
