@@ -54,7 +54,7 @@ def test_a_worker_gives_each_project_s_run_its_own_capability_of_a_shared_name(
     first = _start(operator, "A-1")   # the default project's, read first by the worker
     wait_until(lambda: Run.objects.get(pk=first.pk).status == "completed", timeout=60, message="the first run")
     with project_scope(other):
-        second = _start(rita, "B-2")   # read by this test process from here on with _base_manager: it is in no scope
+        second = _start(rita, "B-2")   # the payments project's: read below past the test's default scope
     waiting = wait_until(lambda: Run._base_manager.filter(pk=second.pk, status__in=["awaiting_approval", "completed",
                                                                                  "stopped"]).first(),
                          timeout=60, message="the payments run to ask for its approval (or to finish)")

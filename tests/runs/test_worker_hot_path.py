@@ -137,8 +137,8 @@ def test_the_registry_s_secret_names_are_read_once_per_version(demo_capabilities
 @pytest.fixture
 def two_projects_one_name(db, roles, registry_admin, settings):
     """The default project and another, each with its own `probe_refund`: the default's needs no approval
-    and calls one host; the other's needs an approval, calls another host with a secret header, and is
-    read-only. Registered in that order, so the registry's version is the same for both afterwards."""
+    and calls one host; the other's needs an approval and calls another host with a secret header.
+    Registered in that order, so the registry's version is the same for both afterwards."""
     from django.contrib.auth.models import User
 
     from capabilities.policy import capability_create
@@ -198,6 +198,7 @@ def test_the_server_redacts_the_secrets_every_project_s_capabilities_read(two_pr
     with project_scope(default):
         redact = egress.server_redactor("one version")
     assert "other-team-key-7f3c9a" not in redact("upstream said: bad key other-team-key-7f3c9a")
+
 
 def _first_pass(run, lease):
     """The run's first pass (its plan), as a worker's slice makes it, and the writer it goes through."""
