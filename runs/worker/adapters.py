@@ -146,9 +146,11 @@ class DjangoRegistry:
             self.version = version
 
     def _capabilities(self):
-        """The project's capabilities, the one this registry was made in (whatever is in scope now)."""
+        """The capabilities of the project this registry was made in (every project's, made in none),
+        whatever is in scope when they are read: the specs are kept under that project."""
+        rows = Capability._base_manager.all()
         project_id = self._shared.project_id
-        return Capability.objects.all() if project_id is None else Capability._base_manager.filter(project_id=project_id)
+        return rows if project_id is None else rows.filter(project_id=project_id)
 
     def get(self, name: str) -> CapabilitySpec | None:
         specs = self._shared.specs

@@ -120,8 +120,9 @@ def withdraw_unsent(lease: Lease | None, run_id: int, rows, what: str) -> None:
         if not connection.in_atomic_block:
             connection.close()   # the connection whose answer was lost
         with transaction.atomic():
-            if Run.objects.select_for_update().filter(pk=run_id, lease_owner=lease.worker,
-                                                      lease_token=lease.token).exists():
+            # The fence every write of the run goes through, as a write that changes nothing: it holds
+            # the run row until the delete commits, so no claim can take the run over in between.
+            if fenced_update(run_id, lease, {"lease_owner": lease.worker}):
                 withdrawn, _ = rows.delete()
                 if withdrawn:
                     log.warning("run %s: the intent of %s was stored though its commit failed; it was never "

@@ -267,7 +267,7 @@ class TestWriteAheadIntents:
 
         def stored_then_failed(writer, intent, until):
             stored(writer, intent, until)
-            monkeypatch.setattr(Run.objects, "select_for_update", _failing)
+            monkeypatch.setattr(leases, "fenced_update", _failing)   # the withdrawal's fence fails too
             raise OperationalError("server closed the connection unexpectedly")
 
         monkeypatch.setattr(PassWriter, "_begin", stored_then_failed)
