@@ -612,7 +612,9 @@ def manual_advance(monkeypatch):
     """
     from runs import services
 
-    monkeypatch.setattr(services, "_enqueue_advance", lambda run_id, countdown=None: None)
+    # The send itself, not _enqueue_advance: runs.forks holds its own name for that one, so a fork's
+    # task was sent all the same and the session's worker took the fork from the test (seen once in CI).
+    monkeypatch.setattr(services, "_send_advance", lambda run_id, countdown=None: None)
 
 
 @pytest.fixture
