@@ -625,6 +625,8 @@ AGENTOPS_NOTIFY_EXTRA_SCHEMES = [s.lower() for s in env_list("AGENTOPS_NOTIFY_EX
 AGENTOPS_NOTIFY_SECRET_BINDINGS = env_secret_bindings("AGENTOPS_NOTIFY_SECRET_BINDINGS")
 # Retention: finished runs older than this many days are purged daily (0: keep forever).
 AGENTOPS_RETENTION_DAYS = env_int("AGENTOPS_RETENTION_DAYS", 0, minimum=0)
+# How long a run-starting request's Idempotency-Key answers its retries with the same run (runs.request_keys).
+AGENTOPS_REQUEST_KEY_HOURS = env_int("AGENTOPS_REQUEST_KEY_HOURS", 24, minimum=1)
 # PostgreSQL: the attempts table's monthly partitions are created this many months ahead (runs.partitions).
 AGENTOPS_ATTEMPT_PARTITIONS_AHEAD = env_int("AGENTOPS_ATTEMPT_PARTITIONS_AHEAD", 3, minimum=1)
 # Approvals from Slack and e-mail (docs/integrations.md "Approvals from Slack and e-mail").
@@ -639,6 +641,7 @@ AGENTOPS_EMAIL_LINK_TTL_S = env_int("AGENTOPS_EMAIL_LINK_TTL_S", 86_400, minimum
 CELERY_BEAT_SCHEDULE["notifications-tick"] = {"task": "notifications.tick",
                                               "schedule": float(AGENTOPS_NOTIFY_INTERVAL_S)}
 CELERY_BEAT_SCHEDULE["purge-old-runs"] = {"task": "runs.purge_old_runs", "schedule": 86_400.0}
+CELERY_BEAT_SCHEDULE["forget-request-keys"] = {"task": "runs.forget_request_keys", "schedule": 3_600.0}
 CELERY_BEAT_SCHEDULE["attempt-partitions"] = {"task": "runs.ensure_attempt_partitions", "schedule": 21_600.0}
 
 LOGGING = {

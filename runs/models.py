@@ -592,6 +592,29 @@ class OpenLongPoll(models.Model):
         return f"{self.user_id} on run {self.run_id} until {self.expires_at:%H:%M:%S}"
 
 
+class RunRequestKey(models.Model):
+    """The Idempotency-Key a client sent with a request that started a run (runs.request_keys): a
+    retry with the same key gets that run back instead of a second one."""
+
+    project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+",
+                                db_index=False)   # the unique constraint leads with it
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    # sha256 of the request it came with (the endpoint and its validated input): a retry must match.
+    digest = models.CharField(max_length=64)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField()
+
+    objects = ProjectScopedManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user", "key"], name="run_request_key_once")]
+        indexes = [models.Index(fields=["created_at"], name="run_request_key_created_idx")]
+
+    def __str__(self):
+        return f"{self.key} -> run {self.run_id}"
+
+
 from runs.models_bulk import BulkAction  # noqa: E402,F401  (bulk actions by filter, runs.bulk)
 from runs.models_failures import FailureGroup, FailureGroupDay  # noqa: E402,F401  (runs.failures)
 from runs.models_rollup import (  # noqa: E402,F401  (dashboard rollups, runs.dashboard.rollup and .usage)

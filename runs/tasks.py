@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import OperationalError
 
 from core.outages import outage_of
-from runs import bulk, partitions
+from runs import bulk, partitions, request_keys
 from runs.retention import purge_by_setting
 from runs.worker import engine, queue, sweeps
 from runs.worker.leases import INFRASTRUCTURE_ERRORS
@@ -52,6 +52,12 @@ def purge_old_runs() -> int:
     """Daily, from the scheduler: AGENTOPS_RETENTION_DAYS (0 keeps everything)."""
     report = purge_by_setting()
     return report.runs if report else 0
+
+
+@shared_task(name="runs.forget_request_keys", ignore_result=True)
+def forget_request_keys() -> int:
+    """Hourly, from the scheduler: Idempotency-Keys past AGENTOPS_REQUEST_KEY_HOURS (runs.request_keys)."""
+    return request_keys.forget_expired()
 
 
 @shared_task(name="runs.ensure_attempt_partitions", ignore_result=True)

@@ -75,6 +75,9 @@ class RunStartForm(forms.Form):
     labels = LabelsField(required=False, max_length=5000, label="Labels",
                          widget=forms.TextInput(attrs={"placeholder": "team=payments, agent=triage"}),
                          help_text="key=value pairs, separated by commas; filter the runs list and dashboard.")
+    # Drawn once per form shown: a second submit of the same form (a double click, a resend after a
+    # lost answer) gets the run the first one started (runs.request_keys).
+    request_key = forms.CharField(required=False, max_length=255, widget=forms.HiddenInput)
 
     def __init__(self, *args, capabilities=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -92,7 +95,7 @@ class RunStartForm(forms.Form):
         return [self[name] for name in self.fields if name.startswith("budget_")]
 
     def main_fields(self):
-        return [self[name] for name in self.fields if not name.startswith("budget_")]
+        return [self[name] for name in self.fields if not name.startswith("budget_") and name != "request_key"]
 
     def clean_planner_config(self):
         raw = self.cleaned_data["planner_config"].strip()

@@ -27,7 +27,7 @@ from core.errors import InvalidInput, NotAllowed, ServiceError
 from core.pagination import COUNT_CAP, InvalidCursor, keyset_page
 from core.permissions import allowed, bad_request, forbidden, permission_needed
 from core.replica import reads_from_replica
-from runs import explorer, forks, search, selectors, services
+from runs import explorer, forks, request_keys, search, selectors, services
 from runs.dashboard import periods as dashboard_data
 from runs.dashboard.page import dashboard_page
 from runs.filters import SORT_CHOICES, RunFilterForm  # noqa: F401  (SORT_CHOICES: tests import it here)
@@ -39,6 +39,7 @@ from runs.trace import review as trace_review
 from runs.trace.page import trace_page
 from runs.trace.review import TraceFilters
 from runs.web.forms import RunStartForm, initial_from_run
+from runtime.ids import random_hex
 
 APPROVALS_CHANGED_EVENT = "approvals-changed"
 
@@ -117,11 +118,13 @@ def run_start_page(request):
         except (ValueError, Run.DoesNotExist):
             return forbidden(request, "There is no run to copy the settings from.", status=404)
         initial = initial_from_run(source)
-    form = RunStartForm(request.POST or None, capabilities=capabilities, initial=initial)
+    form = RunStartForm(request.POST or None, capabilities=capabilities,
+                        initial={**(initial or {}), "request_key": random_hex(16)})
     if request.method == "POST":
         if form.is_valid():
+            arguments = form.run_start_arguments()
             try:
-                run = services.run_start(owner=request.user, **form.run_start_arguments())
+                run = _started_once(request, form.cleaned_data["request_key"] or None, arguments)
             except ServiceError as exc:
                 form.add_service_errors(exc.fields or {"goal": exc.message})
             else:
@@ -131,6 +134,21 @@ def run_start_page(request):
             # Every error in one round: the budget checks run_start would make, beside the form's own.
             form.add_budget_errors_now()
     return render(request, "runs/start.html", {"form": form, "source": source}, status=400 if form.errors else 200)
+
+
+def _started_once(request, key: str | None, arguments: dict) -> Run:
+    """The form's run, once per form shown. The same form sent again with other settings (back, edit,
+    start) is a new run the person asked for, not a reused key: it starts with none."""
+    def start():
+        return services.run_start(owner=request.user, **arguments)
+
+    if key is not None and request_keys.key_errors(key):
+        key = None   # not one the form drew
+    try:
+        return request_keys.start_once(user=request.user, key=key, endpoint="runs.start", data=arguments,
+                                       start=start)[0]
+    except request_keys.KeyReused:
+        return start()
 
 
 # --- Run trace -------------------------------------------------------------------------

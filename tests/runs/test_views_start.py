@@ -85,3 +85,26 @@ class TestStartWithTheSameSettings:
     def test_budget_labels_read_as_words(self, operator, client_for, registry):
         body = client_for(operator).get("/runs/start/").content.decode()
         assert ">Max. plan steps<" in body and ">Deadline (s)<" in body and "(s)teps" not in body
+
+
+@pytest.mark.django_db
+class TestTheFormStartsOnce:
+    def test_the_same_form_sent_twice_opens_the_run_the_first_started(self, operator, client_for, registry):
+        client = client_for(operator)
+        page = client.get("/runs/start/").content.decode()
+        key = page.split('name="request_key" value="', 1)[1].split('"', 1)[0]
+        assert len(key) == 32 and key not in client.get("/runs/start/").content.decode()   # one per form shown
+        first = client.post("/runs/start/", form_data(request_key=key))
+        again = client.post("/runs/start/", form_data(request_key=key))   # a double click, a resend
+        run = Run.objects.get()
+        assert first["Location"] == again["Location"] == f"/runs/{run.pk}/"
+
+    def test_the_form_sent_again_with_other_settings_starts_another_run(self, operator, client_for, registry):
+        client = client_for(operator)
+        client.post("/runs/start/", form_data(request_key="k" * 32))
+        client.post("/runs/start/", form_data(request_key="k" * 32, goal="Find the refund policy"))   # back, edit
+        assert sorted(Run.objects.values_list("goal", flat=True)) == ["Find the refund policy", "Find the travel policy"]
+
+    def test_a_key_the_form_did_not_draw_starts_the_run_without_one(self, operator, client_for, registry):
+        response = client_for(operator).post("/runs/start/", form_data(request_key="naïve\n"))
+        assert response.status_code == 302 and Run.objects.count() == 1
