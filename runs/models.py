@@ -593,8 +593,9 @@ class OpenLongPoll(models.Model):
 
 
 class RunRequestKey(models.Model):
-    """The Idempotency-Key a client sent with a request that started a run (runs.request_keys): a
-    retry with the same key gets that run back instead of a second one."""
+    """The Idempotency-Key a client sent with a request that starts runs (runs.request_keys): a run
+    (POST /api/runs/start/, .../fork/) or a bulk job (POST /api/runs/bulk/). A retry with the same key
+    gets that run or job back instead of a second one."""
 
     project = models.ForeignKey("agentops.Project", on_delete=models.CASCADE, related_name="+",
                                 db_index=False)   # the unique constraint leads with it
@@ -602,18 +603,29 @@ class RunRequestKey(models.Model):
     key = models.CharField(max_length=255)
     # sha256 of the request it came with (the endpoint and its validated input): a retry must match.
     digest = models.CharField(max_length=64)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    # What the request started: one of the two.
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    bulk_action = models.ForeignKey("runs.BulkAction", null=True, blank=True, on_delete=models.CASCADE,
+                                    related_name="+")
     created_at = models.DateTimeField()
 
     objects = ProjectScopedManager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["project", "user", "key"], name="run_request_key_once")]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user", "key"], name="run_request_key_once"),
+            models.CheckConstraint(condition=Q(run__isnull=False, bulk_action__isnull=True)
+                                   | Q(run__isnull=True, bulk_action__isnull=False), name="run_request_key_one_target"),
+        ]
         indexes = [models.Index(fields=["created_at"], name="run_request_key_created_idx")]
 
     def __str__(self):
-        return f"{self.key} -> run {self.run_id}"
+        return f"{self.key} -> {'run' if self.run_id is not None else 'bulk action'} " \
+               f"{self.run_id or self.bulk_action_id}"
 
+    @property
+    def started(self):
+        return self.run if self.run_id is not None else self.bulk_action
 
 from runs.models_bulk import BulkAction  # noqa: E402,F401  (bulk actions by filter, runs.bulk)
 from runs.models_failures import FailureGroup, FailureGroupDay  # noqa: E402,F401  (runs.failures)

@@ -10,6 +10,7 @@ from core.api import ApiView, validated
 from core.choices import DecisionChannel
 from core.permissions import require_perm
 from runs import bulk
+from runs.api.idempotency import IDEMPOTENCY_KEY, started
 from runs.models_bulk import BulkAction, BulkActionKind
 
 QUERY_HELP = ("The runs list's query string, as on /runs/ (e.g. `status=active&label=team=payments`); "
@@ -79,11 +80,12 @@ class BulkStartApi(ApiView):
         expected_hashes = serializers.DictField(child=serializers.CharField(max_length=64), required=False, help_text=(
             "approve/reject (required): the preview's `approvals`, request id to the hash you reviewed."))
 
-    @extend_schema(request=BulkStartInput, responses={201: BulkActionOutput})
+    @extend_schema(request=BulkStartInput, parameters=[IDEMPOTENCY_KEY], responses={201: BulkActionOutput})
     def post(self, request):
         data = validated(self.BulkStartInput, request.data)
-        job = bulk.bulk_start(user=request.user, channel=DecisionChannel.API, **data)
-        return Response(BulkActionOutput(job).data, status=201)
+        return started(request, "runs.bulk", data,
+                       lambda: bulk.bulk_start(user=request.user, channel=DecisionChannel.API, **data),
+                       lambda job: BulkActionOutput(job).data)
 
 
 class BulkDetailApi(ApiView):

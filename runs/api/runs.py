@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.db.models import Exists, OuterRef
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -11,30 +11,13 @@ from capabilities.models import StoredOutput
 from core.api import PAGE_PARAMETERS, ApiView, Pagination, paginated, validated
 from core.choices import DecisionChannel, ErrorCategory, ErrorCode, RunStatus, SideEffectStatus, StopReason
 from core.permissions import require_perm
-from runs import forks, request_keys, search, selectors, services
+from runs import forks, search, selectors, services
 from runs.api.fields import LabelFiltersField, SearchQueryField
+from runs.api.idempotency import IDEMPOTENCY_KEY, started
 from runs.models import Approval, Attempt, Decision, Planner, PlanRevision, Run
 from runs.selectors import RunFilters
 from runs.trace import reconciliation
 from runs.trace.as_json import approval_dict, attempt_values, revision_dict, run_dict
-
-IDEMPOTENCY_KEY = OpenApiParameter(
-    "Idempotency-Key", str, location=OpenApiParameter.HEADER, required=False,
-    description="A key of the client's own (1-255 visible ASCII characters): a retry of the same request "
-                "with it answers the run the first one started (header Idempotent-Replayed: true), "
-                "never a second run, for AGENTOPS_REQUEST_KEY_HOURS (24 by default). The same key with "
-                "another request is refused (422).")
-
-
-def started(request, endpoint: str, data: dict, start) -> Response:
-    """The run a request starts, once per Idempotency-Key (runs.request_keys)."""
-    run, replayed = request_keys.start_once(user=request.user, key=request.headers.get("Idempotency-Key"),
-                                            endpoint=endpoint, data=data, start=start)
-    response = Response(run_dict(run), status=201)
-    if replayed:
-        response["Idempotent-Replayed"] = "true"
-    return response
-
 
 # The answers' shapes, for OpenAPI: runs.trace.as_json makes them (the trace download writes the
 # same items), these only document them, as the model has a field where it can;
@@ -213,7 +196,7 @@ class RunStartApi(ApiView):
     @extend_schema(request=RunStartInput, parameters=[IDEMPOTENCY_KEY], responses={201: RunOutput})
     def post(self, request):
         data = validated(self.RunStartInput, request.data)
-        return started(request, "runs.start", data, lambda: services.run_start(owner=request.user, **data))
+        return started(request, "runs.start", data, lambda: services.run_start(owner=request.user, **data), run_dict)
 
 
 class RunDetailApi(ApiView):
@@ -283,7 +266,7 @@ class RunForkApi(ApiView):
         get_object_or_404(Run, pk=run_id)
         data = validated(self.ForkInput, request.data)
         return started(request, f"runs.fork:{run_id}", data,
-                       lambda: forks.run_fork(run_id=run_id, user=request.user, **data))
+                       lambda: forks.run_fork(run_id=run_id, user=request.user, **data), run_dict)
 
 
 class RunRevisionsApi(ApiView):

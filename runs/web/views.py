@@ -124,7 +124,9 @@ def run_start_page(request):
         if form.is_valid():
             arguments = form.run_start_arguments()
             try:
-                run = _started_once(request, form.cleaned_data["request_key"] or None, arguments)
+                run = request_keys.form_once(
+                    user=request.user, key=form.cleaned_data["request_key"] or None, endpoint="runs.start",
+                    data=arguments, start=lambda: services.run_start(owner=request.user, **arguments))
             except ServiceError as exc:
                 form.add_service_errors(exc.fields or {"goal": exc.message})
             else:
@@ -134,21 +136,6 @@ def run_start_page(request):
             # Every error in one round: the budget checks run_start would make, beside the form's own.
             form.add_budget_errors_now()
     return render(request, "runs/start.html", {"form": form, "source": source}, status=400 if form.errors else 200)
-
-
-def _started_once(request, key: str | None, arguments: dict) -> Run:
-    """The form's run, once per form shown. The same form sent again with other settings (back, edit,
-    start) is a new run the person asked for, not a reused key: it starts with none."""
-    def start():
-        return services.run_start(owner=request.user, **arguments)
-
-    if key is not None and request_keys.key_errors(key):
-        key = None   # not one the form drew
-    try:
-        return request_keys.start_once(user=request.user, key=key, endpoint="runs.start", data=arguments,
-                                       start=start)[0]
-    except request_keys.KeyReused:
-        return start()
 
 
 # --- Run trace -------------------------------------------------------------------------

@@ -11,9 +11,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from core.errors import ServiceError
 from core.permissions import permission_needed
-from runs import bulk
+from runs import bulk, request_keys
 from runs.labels import KEY_RULE, LabelsField
 from runs.models_bulk import BulkAction, BulkActionKind
+from runtime.ids import random_hex
 
 
 class BulkForm(forms.Form):
@@ -39,6 +40,8 @@ class BulkForm(forms.Form):
                            help_text="For “add to an evaluation suite”: kept with each task.")
     # The hashes the preview showed (approve/reject), carried by the confirmation form.
     expected = forms.CharField(required=False, widget=forms.HiddenInput)
+    # Drawn per confirmation shown: a double submit opens the job the first one started (runs.request_keys).
+    request_key = forms.CharField(required=False, max_length=255, widget=forms.HiddenInput)
 
     def clean_remove(self):
         keys = [k.strip() for k in self.cleaned_data["remove"].split(",") if k.strip()]
@@ -60,7 +63,8 @@ class BulkForm(forms.Form):
 def _context(form, *, preview=None, error=None) -> dict:
     return {"form": form, "preview": preview, "error": error, "key_rule": KEY_RULE,
             "action_label": BulkActionKind(preview.action).label if preview else "",
-            "expected_json": json.dumps(preview.approvals) if preview and preview.approvals else ""}
+            "expected_json": json.dumps(preview.approvals) if preview and preview.approvals else "",
+            "request_key": random_hex(16)}
 
 
 @permission_needed("runs.view_run", "view runs")
@@ -89,9 +93,10 @@ def bulk_start(request):
         data = form.cleaned_data
         try:
             expected = json.loads(data["expected"]) if data["expected"] else None
-            job = bulk.bulk_start(user=request.user, action=data["action"], query=data["query"],
-                                  parameters=form.parameters(),
-                                  expected_hashes=expected if data["action"] in bulk.DECIDE else None)
+            arguments = {"action": data["action"], "query": data["query"], "parameters": form.parameters(),
+                         "expected_hashes": expected if data["action"] in bulk.DECIDE else None}
+            job = request_keys.form_once(user=request.user, key=data["request_key"] or None, endpoint="runs.bulk",
+                                         data=arguments, start=lambda: bulk.bulk_start(user=request.user, **arguments))
         except ValueError:
             error, status = "The confirmation was damaged: preview again.", 400
         except ServiceError as exc:

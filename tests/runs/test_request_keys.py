@@ -13,8 +13,8 @@ from core.models import Project
 from core.project_access import grant_role
 from core.projects import project_scope
 from core.tokens import token_create
-from runs import request_keys
-from runs.models import Run, RunRequestKey
+from runs import bulk, request_keys
+from runs.models import BulkAction, Run, RunRequestKey
 
 START = {"goal": "Find the refund policy",
          "completion": {"capability": "search_documents", "path": "documents.0.id", "exists": True}}
@@ -136,9 +136,41 @@ class TestFork:
         assert response.status_code == 422 and not Run.objects.filter(forked_from=source).exists()
 
 
+@pytest.mark.django_db
+class TestBulk:
+    """A retried bulk POST would act on every selected run again (a bulk re-run: each run forked twice)."""
+
+    @pytest.fixture(autouse=True)
+    def _no_send(self, monkeypatch):
+        monkeypatch.setattr(bulk, "_send", lambda job_id, countdown=None: None)
+
+    def test_a_retried_bulk_start_answers_the_first_job(self, api_for, operator, make_run):
+        make_run(owner=operator, goal="mine a")
+        api = api_for(operator)
+        body = {"action": "cancel", "query": "status=active"}
+        first = api.post("/api/runs/bulk/", body, format="json", HTTP_IDEMPOTENCY_KEY="cancel-all")
+        again = api.post("/api/runs/bulk/", body, format="json", HTTP_IDEMPOTENCY_KEY="cancel-all")
+        assert first.status_code == again.status_code == 201, again.json()
+        assert again.json()["id"] == first.json()["id"] and again["Idempotent-Replayed"] == "true"
+        assert BulkAction.objects.count() == 1
+        other = api.post("/api/runs/bulk/", {**body, "query": "status=queued"}, format="json",
+                         HTTP_IDEMPOTENCY_KEY="cancel-all")
+        assert other.status_code == 422 and "bulk action" in other.json()["error"]["message"]
+
+    def test_the_confirmation_sent_twice_opens_the_job_the_first_started(self, client_for, operator, make_run):
+        make_run(owner=operator, goal="mine a")
+        client = client_for(operator)
+        page = client.get("/runs/bulk/", {"query": "status=active", "action": "cancel"}).content.decode()
+        key = page.split('name="request_key" value="', 1)[1].split('"', 1)[0]
+        confirm = {"query": "status=active", "action": "cancel", "request_key": key}
+        first, again = client.post("/runs/bulk/start/", confirm), client.post("/runs/bulk/start/", confirm)
+        job = BulkAction.objects.get()
+        assert first["Location"] == again["Location"] == f"/runs/bulk/{job.pk}/"
+
+
 def test_the_schema_documents_the_header(viewer, client_for, db):
     schema = client_for(viewer).get("/api/schema/", HTTP_ACCEPT="application/json").json()
-    for path in ("/api/runs/start/", "/api/runs/{run_id}/fork/"):
+    for path in ("/api/runs/start/", "/api/runs/{run_id}/fork/", "/api/runs/bulk/"):
         names = [p["name"] for p in schema["paths"][path]["post"].get("parameters", [])]
         assert "Idempotency-Key" in names, path
 
