@@ -18,6 +18,7 @@ from core.audit import audit
 from core.errors import InvalidInput, NotAllowed, ServiceError
 from core.models import AuditAction
 from core.permissions import allowed, require
+from core.projects import project_scope
 from runtime.observation import Observation
 from runtime.validation import argument_problems
 
@@ -95,6 +96,9 @@ def capability_try_execute(*, version_id: int, arguments: dict, idempotency_key:
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
     spec = version.to_spec()
     executor = capability_executor(actor=actor, context={"try_it": True})
-    observation = as_observation(executor.execute(spec, arguments, idempotency_key=idempotency_key,
-                                                  timeout_s=spec.timeout_s, trace_id=trace_id, span_id=span_id))
+    # A worker takes the call in no project's scope: act in the capability's, as a run's pass acts in its
+    # run's, so the rate limit taken is this project's (names are unique within a project only).
+    with project_scope(version.capability.project_id):
+        observation = as_observation(executor.execute(spec, arguments, idempotency_key=idempotency_key,
+                                                      timeout_s=spec.timeout_s, trace_id=trace_id, span_id=span_id))
     return observation.to_dict()

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core.projects import project_scope
 from notifications import outbox, rules
 from notifications.models import BurnState, Rule, RuleEvent
 from notifications.tasks import send_due
@@ -37,16 +38,21 @@ def on_run_finished(sender, *, run_id: int, **kwargs) -> None:
                   if any(c.enabled for c in r.channels.all())]
     if not burn_rules:
         return
-    run = Run.objects.filter(pk=run_id, evaluation__isnull=True).values("owner_id", "owner__username", "labels").first()
+    run = Run.objects.filter(pk=run_id, evaluation__isnull=True).values("project_id", "owner_id", "owner__username",
+                                                                         "labels").first()
     if run is None:
         return
     fired = 0
     now = timezone.now()
-    for rule in burn_rules:
-        try:
-            fired += check(rule, run, now)
-        except Exception:  # one broken rule must not stop the others, nor the worker
-            log.exception("usage burn rule %s could not be evaluated for run %s", rule.pk, run_id)
+    # A sweep finishes runs in no project's scope: the run's project's rules only, over its usage alone.
+    with project_scope(run["project_id"]):
+        for rule in burn_rules:
+            if rule.project_id != run["project_id"]:
+                continue
+            try:
+                fired += check(rule, run, now)
+            except Exception:  # one broken rule must not stop the others, nor the worker
+                log.exception("usage burn rule %s could not be evaluated for run %s", rule.pk, run_id)
     if fired:
         try:
             send_due.delay()
