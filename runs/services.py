@@ -15,7 +15,7 @@ from core.choices import ApprovalState, DecisionChannel, RunStatus
 from core.errors import Conflict, InvalidInput, NotAllowed
 from core.models import AuditAction, Project
 from core.permissions import require
-from core.projects import active_project_id
+from core.projects import active_project_id, project_scope
 from core.roles import MANAGE_ALL_RUNS
 from runs import checkpoint, failures, otel
 from runs.dashboard import rollup, usage
@@ -144,8 +144,15 @@ def run_close_open_records(*, run_id: int, now, newly_finished: bool = True, app
         rollup.record_run_finished(run_id=run_id)
         usage.record_run_finished(run_id=run_id)
         failures.record_run_finished(run_id=run_id)
-        # The apps above (notifications' burn rules) learn of it once it has committed.
-        transaction.on_commit(lambda: run_finished.send_robust(sender=Run, run_id=run_id))
+        # The apps above (notifications' burn rules, review's scores and queues) learn of it once it has
+        # committed, in the run's project: a sweep finishes runs in no project's scope.
+        project_id = Run._base_manager.filter(pk=run_id).values_list("project_id", flat=True)[0]
+        transaction.on_commit(lambda: _announce_finished(run_id, project_id))
+
+
+def _announce_finished(run_id: int, project_id: int) -> None:
+    with project_scope(project_id):
+        run_finished.send_robust(sender=Run, run_id=run_id)
 
 
 @transaction.atomic

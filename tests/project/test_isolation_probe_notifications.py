@@ -104,3 +104,26 @@ def lead_operator_channel(roles, settings):
     lead = User.objects.get(pk=lead.pk)
     channel = notify.channel_save(user=lead, name="our-hook", url="json://hooks.example.com/ours")
     return SimpleNamespace(user=lead, channel=channel)
+
+
+def test_every_app_hears_of_a_swept_run_in_the_run_s_project(zebra, operator, django_capture_on_commit_callbacks):
+    """runs.signals.run_finished is sent in the run's project, whoever finished it: a receiver reads
+    through the scoped managers without a scope of its own."""
+    from core.projects import active_project_id
+    from runs.signals import run_finished
+
+    project, bert, _rule = zebra
+    heard = []
+
+    def receiver(sender, *, run_id, **kwargs):
+        heard.append((run_id, active_project_id()))
+
+    run_finished.connect(receiver, dispatch_uid="test.heard")
+    try:
+        with project_scope(project):
+            theirs = _overdue(bert, tokens=1)
+        mine = _overdue(operator, tokens=1)
+        _swept(django_capture_on_commit_callbacks)
+    finally:
+        run_finished.disconnect(dispatch_uid="test.heard")
+    assert sorted(heard) == sorted([(mine.pk, mine.project_id), (theirs.pk, project.pk)])
