@@ -351,6 +351,21 @@ def _make_user(username, group=None, **extra):
     return user
 
 
+def zebra_member(*roles: str, username: str = "bert", **extra):
+    """(the "zebra" project, a user holding `roles` there and nowhere else): the other team of the
+    isolation tests. The user is read again, so no permission cache of the grant's is left on it."""
+    from django.contrib.auth.models import User
+
+    from core.models import Project
+    from core.project_access import grant_role
+
+    project = Project.objects.create(slug="zebra", name="Zebra team")
+    user = User.objects.create_user(username=username, password="pw-" + username, **extra)
+    for role in roles:
+        grant_role(user, role, project)
+    return project, User.objects.get(pk=user.pk)
+
+
 @pytest.fixture
 def viewer(roles):
     return _make_user("vera", "viewer")

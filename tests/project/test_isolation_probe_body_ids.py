@@ -12,7 +12,6 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from capabilities.kinds.python.sync import python_capabilities_sync
-from core.models import Project
 from core.project_access import grant_role
 from core.projects import project_scope
 from core.tokens import token_create
@@ -20,6 +19,7 @@ from evaluation.models import EvaluationSuite
 from runs import services
 from runs.models import Approval, Run
 from runs.worker import engine
+from tests.conftest import zebra_member
 
 pytestmark = pytest.mark.django_db
 
@@ -46,10 +46,7 @@ def _finished(owner, goal: str) -> Run:
 @pytest.fixture
 def two(roles):
     """Zebra's finished run and run awaiting its plan's approval; ours, and a token of ours holding every role."""
-    zebra = Project.objects.create(slug="zebra", name="Zebra team")
-    bert = User.objects.create_user("bert", password="pw-bert")
-    grant_role(bert, "operator", zebra)
-    bert = User.objects.get(pk=bert.pk)
+    zebra, bert = zebra_member("operator")
     with project_scope(zebra):
         python_capabilities_sync()
         theirs = _finished(bert, f"{MARKER} finished")

@@ -9,11 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.contrib.auth.models import User
 
 from capabilities.kinds.python.sync import python_capabilities_sync
-from core.models import Project
-from core.project_access import grant_role
 from core.projects import project_scope
 from notifications import email_links
 from notifications.models import SlackLink
@@ -21,6 +18,7 @@ from notifications.slack import blocks, interactions
 from runs import services
 from runs.models import Approval
 from runs.worker import engine
+from tests.conftest import zebra_member
 
 pytestmark = pytest.mark.django_db
 
@@ -40,10 +38,7 @@ def ours_waiting(operator):
 @pytest.fixture
 def zebra_operator(roles):
     """An operator of zebra only."""
-    zebra = Project.objects.create(slug="zebra", name="Zebra team")
-    bert = User.objects.create_user("bert", password="pw-bert", email="bert@example.com")
-    grant_role(bert, "operator", zebra)
-    return User.objects.get(pk=bert.pk)
+    return zebra_member("operator", email="bert@example.com")[1]
 
 
 def _state(approval) -> str:

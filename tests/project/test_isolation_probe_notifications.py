@@ -24,6 +24,7 @@ from notifications.models import Delivery
 from runs.dashboard import usage
 from runs.models import Run, RunLabel
 from runs.worker import sweeps
+from tests.conftest import zebra_member
 
 pytestmark = pytest.mark.django_db
 
@@ -54,11 +55,7 @@ def _swept(capture) -> None:
 def zebra(roles, settings, monkeypatch):
     settings.AGENTOPS_HTTP_ALLOWED_HOSTS = ["hooks.example.com"]
     monkeypatch.setattr(burn.send_due, "delay", lambda: None)   # written is what counts; not sent here
-    project = Project.objects.create(slug="zebra", name="Zebra team")
-    bert = User.objects.create_user("bert", password="pw-bert")
-    for role in ("operator", "lead operator"):
-        grant_role(bert, role, project)
-    bert = User.objects.get(pk=bert.pk)
+    project, bert = zebra_member("operator", "lead operator")
     with project_scope(project):
         channel = notify.channel_save(user=bert, name="zebra-hook", url="json://hooks.example.com/zebra")
         rule = notify.rule_save(user=bert, name="zebra burn", event="usage_burn", channel_ids=[channel.pk],

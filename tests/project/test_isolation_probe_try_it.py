@@ -8,16 +8,14 @@ other's, and must not fail for want of a project. The task is called here as a w
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 
 from capabilities import policy
 from capabilities.kinds.python.sync import python_capabilities_sync
 from capabilities.models import Capability, RateLimitWindow
 from capabilities.ratelimit import admit
 from capabilities.tasks import try_capability
-from core.models import Project
-from core.project_access import grant_role
 from core.projects import project_scope
+from tests.conftest import zebra_member
 
 pytestmark = pytest.mark.django_db
 
@@ -40,10 +38,7 @@ def _try_in_a_worker(capability: Capability, user) -> dict:
 
 @pytest.fixture
 def two_limited(registry_admin):
-    other = Project.objects.create(slug="zebra", name="Zebra team")
-    bert = User.objects.create_user("bert", password="pw-bert")
-    grant_role(bert, "registry admin", other)
-    bert = User.objects.get(pk=bert.pk)
+    other, bert = zebra_member("registry admin")
     mine = _limited(registry_admin)
     with project_scope(other):
         theirs = _limited(bert)
@@ -76,12 +71,10 @@ def test_another_project_s_full_window_of_the_same_name_neither_refuses_nor_coun
 def test_on_a_real_worker_a_try_takes_its_own_project_s_slot(celery_worker, registry_admin, api_for):
     """Through the API and a worker process: the other project's full window neither refuses the try
     nor is counted by it, and the second try in the hour is refused by this project's own limit."""
-    other = Project.objects.create(slug="zebra", name="Zebra team")
-    bert = User.objects.create_user("bert", password="pw-bert")
-    grant_role(bert, "registry admin", other)
+    other, bert = zebra_member("registry admin")
     mine = _limited(registry_admin)
     with project_scope(other):
-        theirs = _limited(User.objects.get(pk=bert.pk))
+        theirs = _limited(bert)
         assert admit(theirs.current_version.to_spec()) is None   # the other project's one slot, taken
     api = api_for(registry_admin)
     tried = [api.post(f"/api/capabilities/{mine.name}/try/", {"arguments": {"q": "travel"}}, format="json")

@@ -25,7 +25,7 @@ from review.models import Annotation, QueueItem, QueueReview, ReviewQueue, RootC
 from runs import services
 from runs.models import Approval, Run
 from runs.worker import engine
-from tests.conftest import url_patterns
+from tests.conftest import url_patterns, zebra_member
 
 pytestmark = pytest.mark.django_db
 
@@ -59,11 +59,7 @@ def zebra(roles, operator, settings):
     from runs.search import saved_view_save
 
     settings.AGENTOPS_HTTP_ALLOWED_HOSTS = ["api.example.com", "hooks.example.com"]
-    project = Project.objects.create(slug="zebra", name="Zebra team")
-    bert = User.objects.create_user("bert", password="pw-bert")
-    for role in ("operator", "lead operator", "registry admin", "auditor", "reviewer"):
-        grant_role(bert, role, project)
-    bert = User.objects.get(pk=bert.pk)
+    project, bert = zebra_member("operator", "lead operator", "registry admin", "auditor", "reviewer")
     with project_scope(project):
         python_capabilities_sync()
         waiting = services.run_start(owner=bert, goal=f"{MARKER} needs approval ZEBRA", planner="scripted",
