@@ -6,10 +6,12 @@ in jsonschema or in the database adapter) or a huge text is refused with one cle
 message instead of a 500. Non-finite numbers (NaN, Infinity, 1e309) are refused too:
 they are not JSON (RFC 8259), and PostgreSQL and SQLite's JSON_VALID reject them. So is
 text with a NUL character (\u0000) or a lone surrogate (runtime.storable): no database keeps it.
+And so is an integer past a float's range (10**400): math.isfinite, every check of a number, raises on it.
 """
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from django.conf import settings
@@ -36,6 +38,14 @@ def _refuse_constant(name: str):
 def _finite_float(text: str) -> float:
     value = float(text)
     if value in (float("inf"), float("-inf")):
+        raise JSONLimitError(f"The number {text[:40]} is too large.")
+    return value
+
+
+def _finite_int(text: str) -> int:
+    value = int(text)
+    # Past a float's range an integer breaks every check for a finite number (math.isfinite raises).
+    if len(text) > 308 and abs(value) > sys.float_info.max:
         raise JSONLimitError(f"The number {text[:40]} is too large.")
     return value
 
@@ -67,7 +77,8 @@ def loads(text: str | bytes, *, max_bytes: int | None = None) -> Any:
         if isinstance(text, bytes):
             # Strict UTF-8 (json.loads would let the bytes of a lone surrogate through as one).
             text = text.decode("utf-8-sig")
-        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+                           parse_int=_finite_int)
     except RecursionError:
         raise JSONTooLarge(f"JSON nested more than {max_depth()} levels deep is refused.") from None
     except JSONLimitError:

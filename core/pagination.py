@@ -17,13 +17,15 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import F, QuerySet
 from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, TupleLessThan
+
+from core import jsonlimits
 
 COUNT_CAP = 10_000
 
@@ -133,18 +135,24 @@ def encode_cursor(value: Any, pk: int) -> str:
 def decode_cursor(cursor: str, model, ordering: Ordering) -> tuple[Any, int]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        value, pk = json.loads(raw)
-        if not isinstance(pk, int) or isinstance(pk, bool):
-            raise ValueError("the id is not an integer")
+        value, pk = jsonlimits.loads(raw)
+        if not isinstance(pk, int) or isinstance(pk, bool) or not 0 < pk < 2**63:
+            raise ValueError("the id is not a row's id")
         if value is None:
             if not ordering.nullable:
                 raise ValueError("this ordering has no empty values")
             return None, pk
-        parsed = model._meta.get_field(ordering.field).to_python(value)
+        field = model._meta.get_field(ordering.field)
+        # A generated column's values are its output field's (GeneratedField.to_python takes anything).
+        parsed = getattr(field, "output_field", field).to_python(value)
         if parsed is None:
             raise ValueError("no value")
+        if isinstance(parsed, int) and not -2**63 <= parsed < 2**63:
+            raise ValueError("the value is past any database integer")
+        if isinstance(parsed, datetime) and parsed.tzinfo is not None:
+            parsed = parsed.astimezone(UTC)   # year 1 at +05:00 is before year 1 in UTC: OverflowError
         return parsed, pk
-    except (ValueError, TypeError, ValidationError, UnicodeDecodeError) as exc:
+    except (ValueError, TypeError, ValidationError, UnicodeDecodeError, OverflowError) as exc:
         raise InvalidCursor(f"Invalid page cursor ({exc}). Start again from the first page.") from None
 
 

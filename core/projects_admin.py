@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 from core.audit import audit
 from core.errors import Conflict, InvalidInput, NotAllowed
 from core.models import AuditAction, Project
+from runtime.storable import UNSTORABLE, text_unstorable
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,49}$")
 
@@ -21,6 +22,8 @@ def project_create(*, actor, slug: str, name: str, description: str = "") -> Pro
         errors["slug"] = "A slug is 1 to 50 lowercase letters, digits and hyphens, starting with a letter or digit."
     if not name or len(name) > 100:
         errors["name"] = "Give the project a name of 1 to 100 characters."
+    elif text_unstorable(name):
+        errors["name"] = f"The project's name: {UNSTORABLE}."
     if errors:
         raise InvalidInput("The project could not be created: " + "; ".join(errors.values()), fields=errors)
     try:

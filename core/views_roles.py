@@ -15,8 +15,12 @@ from core.permissions import permission_needed
 def role_list(request):
     if request.method == "POST":
         try:
+            user_id = int(request.POST.get("user", 0) or 0)
+        except ValueError:
+            user_id = 0   # names nobody: roles_set says so
+        try:
             changed = role_grants.roles_set(actor=request.user, project_id=request.agentops_project_id or 0,
-                                            user_id=int(request.POST.get("user", 0) or 0),
+                                            user_id=user_id,
                                             roles=set(request.POST.getlist("roles")))
         except ServiceError as exc:
             messages.error(request, exc.message)

@@ -33,8 +33,8 @@ class SuiteExpectationInput(serializers.Serializer):
 
 
 class AddRunsInput(SuiteExpectationInput):
-    runs = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=MAX_TASKS,
-                                 help_text="Finished runs of this project.")
+    runs = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), min_length=1,
+                                 max_length=MAX_TASKS, help_text="Finished runs of this project.")
 
 
 AddRunsOutput = inline_serializer("SuiteRunsAdded", {

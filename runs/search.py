@@ -15,6 +15,7 @@ from core.errors import InvalidInput
 from runs.explorer import run_text_search
 from runs.labels import runs_with_labels
 from runs.models import Run, SavedView
+from runtime.storable import UNSTORABLE, text_unstorable
 
 MAX_SAVED_VIEWS = 50
 # Query parameters a saved view keeps (paging is not a view).
@@ -70,6 +71,8 @@ def saved_view_save(*, user, name: str, query: str) -> SavedView:
     name = (name or "").strip()
     if not name or len(name) > 80:
         raise InvalidInput("Name the view (1-80 characters).", fields={"name": "1-80 characters"})
+    if text_unstorable(name):
+        raise InvalidInput(f"The view's name: {UNSTORABLE}.", fields={"name": "no NUL characters"})
     if len(query) > 2000:
         raise InvalidInput("These filters are too long to save.", fields={"query": "at most 2,000 characters"})
     query = view_query(query)

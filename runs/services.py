@@ -32,6 +32,7 @@ from runtime.completion import completion_errors
 from runtime.ids import random_hex
 from runtime.state import RunState
 from runtime.stop import StopKind
+from runtime.storable import UNSTORABLE, text_unstorable
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,8 @@ def approval_decide(*, approval_id: int, user, approve: bool, expected_hash: str
     if not isinstance(expected_hash, str) or not expected_hash:
         raise InvalidInput("expected_hash is required: send the arguments (or plan) hash you reviewed.",
                            fields={"expected_hash": "required"})
+    if not isinstance(comment, str) or text_unstorable(comment):
+        raise InvalidInput(f"The comment must be text: {UNSTORABLE}.", fields={"comment": "no NUL characters"})
     try:
         approval = Approval.objects.select_related("run", "decided_by", "revision").get(pk=approval_id)
     except Approval.DoesNotExist:

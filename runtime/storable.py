@@ -37,6 +37,11 @@ def text_storable(text: str) -> str:
     return _UNSTORABLE_CHAR.sub(REPLACEMENT, text)
 
 
+def text_unstorable(text: str) -> bool:
+    """Whether the text holds a NUL character or a lone surrogate (a person's text is refused then)."""
+    return _UNSTORABLE_CHAR.search(text) is not None
+
+
 def json_storable(text: str) -> str:
     """JSON text (as json.dumps writes it with ensure_ascii=False: NUL escaped, surrogates raw) with
     each NUL character and lone surrogate as U+FFFD."""

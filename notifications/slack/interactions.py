@@ -6,12 +6,12 @@ only if that user may decide. Everything else gets an ephemeral refusal, visible
 """
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from django.conf import settings
 
+from core import jsonlimits
 from core.choices import DecisionChannel
 from core.errors import ServiceError
 from core.permissions import allowed
@@ -29,7 +29,7 @@ DECIDED, UNLINKED, NOT_ALLOWED, REFUSED, IGNORED = "decided", "unlinked", "not_a
 
 def _binding(value: Any) -> tuple[int, str, int] | None:
     try:
-        found = json.loads(value)
+        found = jsonlimits.loads(value)
         approval_id, bound_hash, revision = found["a"], found["h"], found["r"]
     except (TypeError, ValueError, KeyError):
         return None
@@ -38,9 +38,14 @@ def _binding(value: Any) -> tuple[int, str, int] | None:
     return approval_id, bound_hash, revision
 
 
+def _object(value: Any) -> dict:
+    """A part of the payload that should be an object, as one ({} when it is anything else)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _comment(payload: dict) -> str:
-    values = (payload.get("state") or {}).get("values") or {}
-    value = ((values.get(blocks.COMMENT_BLOCK) or {}).get(blocks.COMMENT_INPUT) or {}).get("value")
+    values = _object(_object(payload.get("state")).get("values"))
+    value = _object(_object(values.get(blocks.COMMENT_BLOCK)).get(blocks.COMMENT_INPUT)).get("value")
     return value[:5000] if isinstance(value, str) else ""
 
 
@@ -65,17 +70,18 @@ def _refresh(channel: str, ts: str) -> None:
 
 def handle(payload: dict) -> str:
     """Take one block_actions interaction; returns what happened (for logs and tests)."""
-    actions = payload.get("actions") or []
-    if payload.get("type") != "block_actions" or not actions or not isinstance(actions[0], dict):
+    actions = payload.get("actions")
+    if payload.get("type") != "block_actions" or not isinstance(actions, list) or not actions \
+            or not isinstance(actions[0], dict):
         return IGNORED
     action = actions[0]
     if action.get("action_id") not in (blocks.APPROVE, blocks.REJECT):
         return IGNORED
-    slack_user = payload.get("user") or {}
-    team = (payload.get("team") or {}).get("id") or slack_user.get("team_id") or ""
+    slack_user, container = _object(payload.get("user")), _object(payload.get("container"))
+    team = str(_object(payload.get("team")).get("id") or slack_user.get("team_id") or "")
     user_id = str(slack_user.get("id") or "")
-    channel = str((payload.get("channel") or {}).get("id") or (payload.get("container") or {}).get("channel_id") or "")
-    ts = str((payload.get("container") or {}).get("message_ts") or (payload.get("message") or {}).get("ts") or "")
+    channel = str(_object(payload.get("channel")).get("id") or container.get("channel_id") or "")
+    ts = str(container.get("message_ts") or _object(payload.get("message")).get("ts") or "")
     binding = _binding(action.get("value"))
     if binding is None:
         ephemeral(channel=channel, user=user_id, text="This button is not an AgentOps approval request.")

@@ -6,6 +6,7 @@ our clock. A signed request is taken once: the same signature again is a replay.
 """
 from __future__ import annotations
 
+import re
 import time
 from datetime import timedelta
 
@@ -27,7 +28,8 @@ def verify(*, body: bytes, timestamp: str | None, signature: str | None, now: fl
     secret = settings.AGENTOPS_SLACK_SIGNING_SECRET
     if not secret:
         raise Refused("Slack is not set up here (AGENTOPS_SLACK_SIGNING_SECRET)")
-    if not timestamp or not timestamp.isdigit() or not signature:
+    # ASCII digits, a few of them: str.isdigit() also takes "²", and int() no number of 5,000 digits.
+    if not timestamp or not re.fullmatch(r"[0-9]{1,15}", timestamp) or not signature:
         raise Refused("missing or malformed X-Slack-Request-Timestamp / X-Slack-Signature")
     now = time.time() if now is None else now
     if abs(now - int(timestamp)) > MAX_AGE_S:

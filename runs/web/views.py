@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from capabilities.models import Capability
+from core import jsonlimits
 from core.choices import LIVE_STATUSES, DecisionChannel, ErrorCode, ObservationStatus
 from core.downloads import as_download
 from core.errors import InvalidInput, NotAllowed, ServiceError
@@ -271,9 +272,9 @@ def _json_field(request, name: str):
     if not text:
         return None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{name}: not valid JSON ({exc.msg}).", fields={name: "not valid JSON"}) from None
+        return jsonlimits.loads(text)
+    except jsonlimits.JSONLimitError as exc:
+        raise InvalidInput(f"{name}: {exc}", fields={name: "not valid JSON"}) from None
 
 
 @permission_needed("runs.start_run", "start runs")
