@@ -6,6 +6,9 @@ Rules, in order, for every URL (the first request and every redirect hop):
 2. The host must match `allowed_hosts`: an exact name (`api.example.com`), a
    wildcard for subdomains (`*.example.com`, which does not match
    `example.com` itself), an IP literal (`127.0.0.1`) or a network (`10.0.0.0/8`).
+   A host that is an address in any spelling the OS reads as one (`2130706433`,
+   `0x7f.1`, `10.0.0.5%.x.example.com`: a zone id is cut off) is that address,
+   admitted only by an address or network entry, never by a name.
 3. The host is resolved and EVERY address is checked (an attacker's DNS can
    mix a public and a private record). Loopback, private, link-local, CGNAT,
    multicast, unspecified, reserved and cloud-metadata addresses are refused
@@ -30,6 +33,7 @@ LLM planner all go through it (JSON Schema `$ref`s never leave the server).
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -52,6 +56,9 @@ CREDENTIAL_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
 CGNAT = ipaddress.ip_network("100.64.0.0/10")
 NAT64_NETWORKS = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# What inet_aton (so getaddrinfo, without asking DNS) reads as an IPv4 address: one to four parts, each
+# decimal, octal (0...) or hex (0x...); 2130706433, 0x7f.1 and 017700000001 are all 127.0.0.1.
+INET_ATON = re.compile(r"(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}", re.IGNORECASE)
 
 Resolver = Callable[[str, int], list[str]]
 
@@ -114,7 +121,9 @@ class NetGuard:
             raise URLRefused(url or "(empty)", "the URL has no host")
         literal = _as_ip(host)
         if literal is not None:
-            if not self._address_listed(literal) and not self._host_listed(host):
+            # Only by its address: a name entry never admits one (10.0.0.5%.x.example.com is 10.0.0.5,
+            # whatever *.example.com admits).
+            if not self._address_listed(literal):
                 raise URLRefused(host, "the address is not on the allowlist")
             addresses = [literal]
         else:
@@ -182,6 +191,8 @@ def _private_kind(address: IPAddress) -> str:
         return "a loopback"
     if address.is_link_local:
         return "a link-local"
+    if address.version == 6 and address.is_site_local:
+        return "a site-local"  # fec0::/10: deprecated, still routed inside some networks; Python calls it global
     if address.version == 4 and address in CGNAT:
         return "a carrier-grade NAT"
     if address.is_private:
@@ -190,11 +201,22 @@ def _private_kind(address: IPAddress) -> str:
 
 
 def _as_ip(value: str) -> IPAddress | None:
+    value = value.strip("[]").split("%")[0]
     try:
-        address = ipaddress.ip_address(value.strip("[]").split("%")[0])
+        address: IPAddress = ipaddress.ip_address(value)
     except ValueError:
-        return None
+        if not INET_ATON.fullmatch(value):
+            return None
+        try:
+            address = ipaddress.IPv4Address(socket.inet_aton(value))
+        except OSError:
+            return None
     return unwrap(address)
+
+
+def is_address(host: str) -> bool:
+    """Whether the guard reads `host` as an IP address (in any spelling), not as a name to resolve."""
+    return _as_ip(host.strip().lower().rstrip(".")) is not None
 
 
 def unwrap(address: IPAddress) -> IPAddress:
@@ -235,7 +257,7 @@ def validate_host(host: str, guard: NetGuard) -> None:
         raise URLRefused("(empty)", "the URL has no host")
     literal = _as_ip(host)
     if literal is not None:
-        if not guard._address_listed(literal) and not guard._host_listed(host):
+        if not guard._address_listed(literal):
             raise URLRefused(host, "the address is not on the allowlist")
         reason = guard._forbidden(literal)
         if reason:

@@ -8,7 +8,6 @@ loopback address only with AGENTOPS_OIDC_ALLOW_PRIVATE (an address configured as
 the operator, as on AGENTOPS_HTTP_ALLOWED_HOSTS), cloud credential ranges never."""
 from __future__ import annotations
 
-import ipaddress
 import threading
 import time
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ import httpx
 from django.conf import settings
 
 from capabilities.egress import guarded_client
-from capabilities.netguard import NetGuard, URLRefused
+from capabilities.netguard import NetGuard, URLRefused, is_address
 
 # How long a discovery document is kept before it is fetched again (providers rotate endpoints rarely).
 DISCOVERY_TTL_S = 3600
@@ -48,11 +47,7 @@ class Provider:
 
 
 def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
+    return is_address(host)  # as the guard reads it: 2130706433 and 10.0.0.5%x are addresses too
 
 
 def guard(hosts: list[str]) -> NetGuard:
