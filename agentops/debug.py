@@ -12,8 +12,9 @@ import re
 
 from django.views.debug import SafeExceptionReporterFilter
 
-# scheme://user:password@host or scheme://token@host: the userinfo part goes.
-URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)[^/\s@]+@", re.IGNORECASE)
+# scheme://user:password@host or scheme://token@host: the userinfo part goes, up to the last @ before the
+# path (a password written with an unencoded @ is read so by urllib, redis-py and kombu).
+URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)[^/\s]+@", re.IGNORECASE)
 
 
 def cleanse_urls(value, substitute: str, _depth: int = 0):

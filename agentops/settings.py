@@ -142,7 +142,9 @@ def oidc_check_config(issuer: str, client_id: str, client_secret: str, endpoints
             (f"AGENTOPS_OIDC_{key.upper()}", value) for key, value in endpoints.items() if value]:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
-            raise ImproperlyConfigured(f"{label} must be an http(s) URL with a host and no credentials, got {url!r}")
+            # Not the URL itself: its credentials are what is refused.
+            raise ImproperlyConfigured(f"{label} must be an http(s) URL with a host and no credentials, "
+                                       f"got scheme {parts.scheme!r} and host {parts.hostname!r}")
     if not client_id or not client_secret:
         raise ImproperlyConfigured("single sign-on needs AGENTOPS_OIDC_CLIENT_ID and AGENTOPS_OIDC_CLIENT_SECRET "
                                    "beside AGENTOPS_OIDC_ISSUER (docs/sso.md)")
@@ -520,7 +522,8 @@ BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or "embedded://localhost/"
 if urlsplit(CELERY_BROKER_URL).scheme not in ("embedded", "redis", "rediss", "amqp", "amqps", "pyamqp"):
     raise ImproperlyConfigured(
-        f"CELERY_BROKER_URL must be redis://, amqp:// or empty for the embedded broker, got {CELERY_BROKER_URL!r}"
+        "CELERY_BROKER_URL must be redis://, amqp:// or empty for the embedded broker, "
+        f"got scheme {urlsplit(CELERY_BROKER_URL).scheme!r}"  # not the URL: it may carry the broker's password
     )
 if CELERY_BROKER_URL.startswith("embedded://"):
     for sub in ("queue", "control"):

@@ -11,7 +11,7 @@ import os
 import socket
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
 
@@ -62,10 +62,12 @@ def server_redactor(registry_version: Any = None) -> Redactor:
     values = [settings.SECRET_KEY]
     if settings.AGENTOPS_OIDC_CLIENT_SECRET:
         values.append(settings.AGENTOPS_OIDC_CLIENT_SECRET)  # single sign-on's client secret (identity/)
-    for name in ("DATABASE_URL", "CELERY_BROKER_URL"):
+    # The Slack app's (notifications.slack): a token or signing secret is no less one for living elsewhere.
+    values.extend(v for v in (settings.AGENTOPS_SLACK_BOT_TOKEN, settings.AGENTOPS_SLACK_SIGNING_SECRET) if v)
+    for name in ("DATABASE_URL", "DATABASE_REPLICA_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
         password = urlsplit(os.environ.get(name, "")).password
         if password:
-            values.append(password)
+            values.append(unquote(password))  # as the server sends it (its quoted form is one of the forms)
     names = [endpoint.get("api_key_env") for endpoint in settings.AGENTOPS_LLM_ENDPOINTS.values()]
     names.extend(_registry_secret_names(registry_version))
     values.extend(os.environ[name] for name in names if name and os.environ.get(name))

@@ -204,7 +204,7 @@ class BaseExecutor(ABC):
                                               side_effect=SideEffectStatus.COMMITTED)
         else:
             observation = Observation.success(None, side_effect=SideEffectStatus.NOT_COMMITTED)
-        return self._storable(spec, observation)
+        return self._storable(spec, self._redacted(spec, observation))
 
     # For subclasses -------------------------------------------------------------
 
@@ -261,9 +261,8 @@ class BaseExecutor(ABC):
         return None
 
     def _redacted(self, spec: CapabilitySpec, observation: Observation) -> Observation:
-        """No secret value survives in an error text (stored, shown in try it, sent to the planner)."""
-        if observation.status.value == "ok":
-            return observation
+        """No secret value survives in an error text or an output (stored, shown in try it, sent to the
+        planner): a callee that answers ok quoting the request (httpbin's /anything) quotes its secret headers."""
         environ = getattr(self, "environ", None)
         redact = self.redactor.plus(redactor_for(secret_env_names(spec.config),
                                                  os.environ if environ is None else environ).forms)

@@ -11,7 +11,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from capabilities.egress import capability_guard, registration_refusal, stdio_policy
+from capabilities.egress import capability_guard, registration_refusal, server_redactor, stdio_policy
 from capabilities.executors.base import CapabilityError
 from capabilities.executors.secrets import ENV_VAR_NAME
 from capabilities.kinds.mcp.executor import list_tools, suggested_policy
@@ -104,7 +104,8 @@ def mcp_server_tools(*, user, server_id: int, timeout_s: float = LIST_TIMEOUT_S)
         tools = list_tools(server.client_config(), timeout_s, guard=capability_guard(),
                            stdio=stdio_policy(actor=user, context={"import": True}))
     except CapabilityError as exc:
-        raise UpstreamError(f"Cannot list the tools of {server.name}: {exc.message}") from None
+        # The server's stderr tail may quote the secrets it was started with (its env_vars are the registry's).
+        raise UpstreamError(f"Cannot list the tools of {server.name}: {server_redactor()(exc.message)}") from None
     imported = dict(Capability.objects.filter(mcp_server=server).values_list("current_version__config__tool", "name"))
     result = []
     for tool in tools:
