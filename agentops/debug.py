@@ -12,16 +12,14 @@ import re
 
 from django.views.debug import SafeExceptionReporterFilter
 
-# scheme://user:password@host or scheme://token@host: the userinfo part goes, up to the last @ before the
-# path (a password written with an unencoded @ is read so by urllib, redis-py and kombu).
-URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)[^/\s]+@", re.IGNORECASE)
+from core.userinfo import without_userinfo
 
 
 def cleanse_urls(value, substitute: str, _depth: int = 0):
     """The value with URL userinfo replaced, looking into dicts, lists and tuples."""
     if isinstance(value, str):
         # str(): lazy strings pass isinstance() but the regex needs the real text.
-        return URL_USERINFO.sub(lambda m: m.group("scheme") + substitute + "@", str(value))
+        return without_userinfo(str(value), substitute)
     if _depth < 8 and isinstance(value, dict):
         return {k: cleanse_urls(v, substitute, _depth + 1) for k, v in value.items()}
     if _depth < 8 and isinstance(value, (list, tuple)):

@@ -28,6 +28,7 @@ from rest_framework import serializers
 
 from core.models import AuditAction, AuditEvent
 from core.pagination import KeysetPage, Ordering, keyset_page
+from core.userinfo import without_userinfo
 
 PER_PAGE = 50
 MAX_PER_PAGE = 500
@@ -36,7 +37,6 @@ REDACTED = "[redacted]"
 # Keys whose string value would be a credential (a "prefix" or an "idempotency_key" is not one).
 _SECRET_KEY = re.compile(r"password|passwd|secret|authorization|cookie|credential|api[-_]?key|private[-_]?key"
                          r"|(?:^|[-_])token$|^token$", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^/@:\s]*:)(?P<password>[^/@\s]+)(?=@)", re.IGNORECASE)
 # Spreadsheets run a cell that starts with one of these as a formula (CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -178,7 +178,7 @@ def masked(value: Any, key: str = "") -> Any:
     if isinstance(value, str):
         if value and _SECRET_KEY.search(key):
             return REDACTED
-        return _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, value)
+        return without_userinfo(value, REDACTED, keep_user=True)
     return value
 
 

@@ -7,6 +7,8 @@ import sys
 from django.test import RequestFactory
 from django.views.debug import ExceptionReporter
 
+from core.audit_log import masked
+
 CANARY = f"S3CRET-canary-{secrets.token_hex(6)}"
 
 
@@ -22,3 +24,9 @@ def test_a_password_with_an_at_sign_is_cleansed_whole_from_the_debug_page(settin
     page = reporter.get_traceback_html() + reporter.get_traceback_text()
     assert CANARY not in page
     assert "redis.internal" in page and "db.internal" in page
+
+
+def test_the_audit_log_masks_a_password_holding_an_at_sign_whole():
+    """The audit log keeps the user and hides the password, read as the debug page reads it."""
+    assert masked(f"redis://bob:p@{CANARY}@redis.internal:6379/0?to=x@example.com", "url") == \
+        "redis://bob:[redacted]@redis.internal:6379/0?to=x@example.com"
