@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import requests
 from django.conf import settings
 
 from capabilities.executors.secrets import Redactor, secret_env_names
@@ -51,6 +52,71 @@ def guarded_client(guard: NetGuard | None = None, **kw: Any):
 
     return httpx.Client(transport=GuardedTransport(guard or capability_guard()), follow_redirects=False,
                         trust_env=False, **kw)
+
+
+def guarded_session(guard: NetGuard) -> requests.Session:
+    """A requests.Session for a library that takes one (the OTLP exporter): each request is sent as by
+    guarded_client, so it is checked and goes to the checked address, no redirects, no environment proxies."""
+    class NoRedirects(requests.Session):
+        def send(self, request, **kwargs):
+            return super().send(request, **{**kwargs, "allow_redirects": False})
+
+    session = NoRedirects()
+    session.trust_env = False
+    adapter = _GuardedAdapter(guard)
+    for prefix in ("http://", "https://"):
+        session.mount(prefix, adapter)
+    return session
+
+
+class _GuardedAdapter(requests.adapters.BaseAdapter):
+    """requests' transport adapter over the guarded transport; a refusal or a network failure is
+    requests' ConnectionError, as the library expects of any adapter."""
+
+    def __init__(self, guard: NetGuard) -> None:
+        super().__init__()
+        self.guard = guard
+        self.clients: dict[Any, Any] = {}
+
+    def _client(self, verify: Any, cert: Any):
+        """One client per TLS setting the library asks for (a CA file, a client certificate)."""
+        import ssl
+
+        import httpx
+
+        key = (verify, cert if not isinstance(cert, list) else tuple(cert))
+        if key not in self.clients:
+            context = ssl.create_default_context(cafile=verify if isinstance(verify, str) else None)
+            if verify is False:
+                context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+            if cert:
+                context.load_cert_chain(*([cert] if isinstance(cert, str) else cert))
+            inner = httpx.HTTPTransport(verify=context, trust_env=False)
+            self.clients[key] = httpx.Client(transport=GuardedTransport(self.guard, inner), follow_redirects=False,
+                                             trust_env=False)
+        return self.clients[key]
+
+    def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+        import httpx
+
+        connect, read = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+        try:
+            answer = self._client(verify, cert).request(
+                request.method, request.url, headers=dict(request.headers), content=request.body,
+                timeout=httpx.Timeout(read, connect=connect))
+        except (URLRefused, httpx.HTTPError, OSError) as exc:
+            raise requests.exceptions.ConnectionError(str(exc), request=request) from None
+        response = requests.Response()
+        response.status_code, response.reason = answer.status_code, answer.reason_phrase
+        response.headers = requests.structures.CaseInsensitiveDict(answer.headers)
+        response._content = answer.content
+        response.url, response.request, response.encoding = request.url, request, answer.encoding
+        return response
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+        self.clients.clear()
 
 
 def server_redactor(registry_version: Any = None) -> Redactor:

@@ -32,10 +32,13 @@ import os
 import threading
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db import transaction
 
+from capabilities.egress import guarded_session
 from capabilities.executors.base import traceparent
+from capabilities.netguard import NetGuard
 from runs.models import Decision, Run
 from runtime import events as ev
 from runtime.stop import StopKind
@@ -88,19 +91,21 @@ def _derived_id(trace_id: str, what: str) -> str:
 def _exporter():
     protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
                 or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip().lower()
-    if protocol == "grpc":
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-                OTLPSpanExporter,
-            )
-        except ImportError:
-            log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc; "
-                        "exporting over http/protobuf instead")
-        else:
-            return OTLPSpanExporter()
+    if protocol != "http/protobuf":
+        # gRPC's channel resolves and connects by itself, past the egress guard.
+        log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=%s: spans are exported over http/protobuf only (through the "
+                    "egress guard); point OTEL_EXPORTER_OTLP_ENDPOINT at the collector's OTLP/HTTP port (4318)",
+                    protocol)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter()
+    return OTLPSpanExporter(session=guarded_session(collector_guard()))
+
+
+def collector_guard() -> NetGuard:
+    """The egress guard of the export: the collector's host the operator named, and no other; a loopback or
+    private address allowed (a collector beside the server), a cloud credential range never."""
+    url = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or ""
+    return NetGuard([urlsplit(url.strip()).hostname or ""], allow_private=True, credential_entries=False)
 
 
 def _tracer():
