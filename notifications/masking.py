@@ -2,7 +2,8 @@
 
 Apprise URLs carry secrets in the password, in the "host" of services that take none
 (Telegram's bot token, Slack's and Discord's first token), in the path (webhook tokens)
-and in the query (?token=, +Authorization headers). Shown are the scheme, the user, a real
+and in the query (?token=, +Authorization headers), and in a user with no password beside
+it (rockets://WEBHOOK@host, matrix://token@host). Shown are the scheme, a user beside a password, a real
 host, the non-secret query (to=, from=, mode=) and `${AGENTOPS_NOTIFY_...}` names.
 """
 from __future__ import annotations
@@ -32,7 +33,8 @@ def masked(url: str) -> str:
     user, colon, password = userinfo.partition(":")
     shown = ""
     if at:
-        shown = (user if "@" not in user else _hide(user)) + (":" + _hide(password) if colon else "") + "@"
+        # A user beside a password is an account's name; alone it is often the token (rockets://WEBHOOK@host).
+        shown = (user if colon and "@" not in user else _hide(user)) + (":" + _hide(password) if colon else "") + "@"
     takes_host = scheme.lower() in host_taking_schemes()
     shown += hostport if takes_host else _hide(hostport)
     if slash:

@@ -294,6 +294,9 @@ class TestChannelUrls:
         ("mailtos://bob:hunter2@smtp.example.com?to=x@example.com", "mailtos://bob:***@smtp.example.com?to=x@example.com"),
         ("mailtos://bob:${AGENTOPS_NOTIFY_PW}@smtp.example.com", "mailtos://bob:${AGENTOPS_NOTIFY_PW}@smtp.example.com"),
         ("mailto://127.0.0.1:18025?from=a@example.com", "mailto://127.0.0.1:18025?from=a@example.com"),
+        ("rockets://WEBHOOKTOKEN@chat.example.com", "rockets://***@chat.example.com"),
+        ("matrixs://SYT0KEN@matrix.example.com/!room", "matrixs://***@matrix.example.com/***"),
+        ("ntfys://${AGENTOPS_NOTIFY_NTFY}@ntfy.example.com/alerts", "ntfys://${AGENTOPS_NOTIFY_NTFY}@ntfy.example.com/***"),
     ])
     def test_an_inline_password_is_never_shown(self, url, shown):
         from notifications.channels import masked
