@@ -12,7 +12,7 @@ from capabilities.egress import capability_guard
 from capabilities.netguard import URLRefused, validate_host
 from notifications import secrets, targets
 from notifications.errors import ChannelError
-from notifications.masking import masked
+from notifications.masking import masked, scrubbed
 from notifications.senders import sender_for
 from notifications.senders.base import ApprovalSender
 
@@ -42,7 +42,9 @@ def send(url: str, *, title: str, body: str, channel: str = "", approval=None) -
         else:
             sender.send(plugin, title=title, body=body, guard=guard)
     except ChannelError as exc:
-        raise ChannelError(secrets.scrub(str(exc), url), permanent=exc.permanent) from None
+        raise ChannelError(scrubbed(str(exc), url), permanent=exc.permanent) from None
+    except Exception as exc:  # a library's own error, which may quote the URL it was given (its tokens)
+        raise ChannelError(scrubbed(f"{type(exc).__name__}: {exc}", url)) from None
 
 
 def url_problems(url: str, *, channel: str = "") -> list[str]:

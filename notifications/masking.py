@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
+from notifications import secrets
+from notifications.errors import ChannelError
 from notifications.secrets import PLACEHOLDER
 from notifications.targets import host_taking_schemes
 
@@ -45,3 +47,23 @@ def masked(url: str) -> str:
         shown += "?" + "&".join(k + eq + (_hide(unquote(v)) if _SECRET_PARAM.search(k) or k[:1] in "+-" else v)
                                 for k, eq, v in pairs)
     return f"{scheme}://{shown}"
+
+
+# A piece of a URL between its delimiters; one this long that the masked form hides is a secret's.
+_PIECE = re.compile(r"[^/:@?&=#+]{6,}")
+
+
+def scrubbed(text: str, url: str) -> str:
+    """`text` (an error a send raised) without any secret of the channel's URL: the values of its
+    ${AGENTOPS_NOTIFY_...} secrets, and every piece the masked URL hides (a token in the path, the
+    password, a token for a user or a host), as written and percent-decoded."""
+    text = secrets.scrub(text, url)
+    try:
+        expanded = secrets.expand(url)
+    except ChannelError:   # a secret not set: nothing of it can be in the text
+        expanded = url
+    shown = masked(expanded)
+    for piece in sorted(set(_PIECE.findall(expanded)) | set(_PIECE.findall(unquote(expanded))), key=len, reverse=True):
+        if piece not in shown:
+            text = text.replace(piece, HIDDEN)
+    return text
