@@ -590,6 +590,10 @@ AGENTOPS_FOUR_EYES = env_bool("AGENTOPS_FOUR_EYES", False)
 AGENTOPS_CAPABILITY_MODULES = env_list("AGENTOPS_CAPABILITY_MODULES", "capabilities.demo.functions")
 # Outbound HTTP capabilities may reach only these hosts (comma separated; *.example.com).
 AGENTOPS_HTTP_ALLOWED_HOSTS = env_list("AGENTOPS_HTTP_ALLOWED_HOSTS")
+for _entry in AGENTOPS_HTTP_ALLOWED_HOSTS:   # host:port, [v6]:port, net/len:port admit that port only
+    _port = re.fullmatch(r"(?:\[[^\]]*\]|[^:]*):([0-9]+)", _entry)
+    if _port and not 0 < int(_port[1]) < 65536:
+        raise ImproperlyConfigured(f"AGENTOPS_HTTP_ALLOWED_HOSTS: {_entry}: a port is 1 to 65535")
 # Loopback/private addresses are refused unless explicitly allowed (tests, on-prem).
 AGENTOPS_HTTP_ALLOW_PRIVATE = env_bool("AGENTOPS_HTTP_ALLOW_PRIVATE", False)
 # The model endpoints an LLM planner may use, by name: base URL + the env var holding its key.

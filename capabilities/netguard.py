@@ -5,7 +5,9 @@ Rules, in order, for every URL (the first request and every redirect hop):
 1. Only http and https.
 2. The host must match `allowed_hosts`: an exact name (`api.example.com`), a
    wildcard for subdomains (`*.example.com`, which does not match
-   `example.com` itself), an IP literal (`127.0.0.1`) or a network (`10.0.0.0/8`).
+   `example.com` itself), an IP literal (`127.0.0.1`) or a network (`10.0.0.0/8`);
+   any of them with a port (`api.example.com:443`, `[::1]:8080`, `10.0.0.0/8:443`)
+   admits that port only, without one every port.
    A host that is an address in any spelling the OS reads as one (`2130706433`,
    `0x7f.1`, `10.0.0.5%.x.example.com`: a zone id is cut off) is that address,
    admitted only by an address or network entry, never by a name.
@@ -93,20 +95,23 @@ class NetGuard:
         self.allow_private = allow_private
         self.credential_entries = credential_entries
         self.resolver = resolver
-        self.names: set[str] = set()
-        self.suffixes: list[str] = []
+        # Each entry with the port it admits (None: every port).
+        self.names: dict[str, set[int | None]] = {}
+        self.suffixes: list[tuple[str, int | None]] = []
         self.networks: list[IPNetwork] = []
-        for entry in allowed_hosts:
-            entry = entry.strip().lower().rstrip(".")
+        self.network_ports: list[int | None] = []
+        for raw in allowed_hosts:
+            entry, port = entry_port(raw)
             if not entry:
                 continue
             if entry.startswith("*."):
-                self.suffixes.append(entry[1:])  # ".example.com"
+                self.suffixes.append((entry[1:], port))  # ".example.com"
                 continue
             try:
                 self.networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
+                self.network_ports.append(port)
             except ValueError:
-                self.names.add(entry)
+                self.names.setdefault(entry, set()).add(port)
 
     def check(self, url: str) -> Resolution:
         """Allow the URL or raise URLRefused; resolves the host (DNS) to check its addresses."""
@@ -123,12 +128,14 @@ class NetGuard:
         if literal is not None:
             # Only by its address: a name entry never admits one (10.0.0.5%.x.example.com is 10.0.0.5,
             # whatever *.example.com admits).
-            if not self._address_listed(literal):
-                raise URLRefused(host, "the address is not on the allowlist")
+            if not self._address_listed(literal, port):
+                where = f" at port {port}" if self._address_listed(literal) else ""
+                raise URLRefused(host, f"the address is not on the allowlist{where}")
             addresses = [literal]
         else:
-            if not self._host_listed(host):
-                raise URLRefused(host, "the host is not on the allowlist")
+            if not self._host_listed(host, port):
+                where = f" at port {port}" if self._host_listed(host) else ""
+                raise URLRefused(host, f"the host is not on the allowlist{where}")
             try:
                 answers = self.resolver(host, port)
             except (OSError, UnicodeError) as exc:
@@ -157,11 +164,14 @@ class NetGuard:
             raise URLRefused(url, "the URL has no host")
         return parts.scheme, host, port or (443 if parts.scheme == "https" else 80)
 
-    def _host_listed(self, host: str) -> bool:
-        return host in self.names or any(host.endswith(suffix) for suffix in self.suffixes)
+    def _host_listed(self, host: str, port: int | None = None) -> bool:
+        """Whether an entry admits the host, at `port` (None: at some port, as a form checks a bare host)."""
+        return (any(_admits(p, port) for p in self.names.get(host, ()))
+                or any(host.endswith(suffix) and _admits(p, port) for suffix, p in self.suffixes))
 
-    def _address_listed(self, address: IPAddress) -> bool:
-        return any(address.version == net.version and address in net for net in self.networks)
+    def _address_listed(self, address: IPAddress, port: int | None = None) -> bool:
+        return any(address.version == net.version and address in net and _admits(p, port)
+                   for net, p in zip(self.networks, self.network_ports, strict=True))
 
     def _forbidden(self, address: IPAddress) -> str:
         """Why this address may not be contacted ('' when it may)."""
@@ -184,6 +194,22 @@ class NetGuard:
         if address.is_reserved or not address.is_global:
             return "a reserved, non-global address"
         return ""
+
+
+def entry_port(raw: str) -> tuple[str, int | None]:
+    """An allowlist entry and the port it names: api.example.com:443, [::1]:8080, 10.0.0.0/8:443 (None: none).
+    A bare IPv6 address or network (::1, fd00::/8) has colons but no port."""
+    entry = raw.strip().lower()
+    head, colon, tail = entry.rpartition(":")
+    if colon and tail.isdigit() and (head.endswith("]") or ":" not in head):
+        port, entry = int(tail), head   # out of 1-65535 it admits nothing (the settings refuse it first)
+    else:
+        port = None
+    return entry.strip("[]" if port is not None else "").rstrip("."), port
+
+
+def _admits(listed: int | None, port: int | None) -> bool:
+    return listed is None or port is None or listed == port
 
 
 def _private_kind(address: IPAddress) -> str:
@@ -246,23 +272,24 @@ def validate_url(url: str, guard: NetGuard, *, resolve: bool = True) -> None:
     if resolve:
         guard.check(url)
         return
-    _scheme, host, _port = guard._parse(url)
-    validate_host(host, guard)
+    _scheme, host, port = guard._parse(url)
+    validate_host(host, guard, port)
 
 
-def validate_host(host: str, guard: NetGuard) -> None:
-    """validate_url(resolve=False) for a bare host (an SMTP server): the allowlist, and a literal's range."""
+def validate_host(host: str, guard: NetGuard, port: int | None = None) -> None:
+    """validate_url(resolve=False) for a bare host (an SMTP server): the allowlist, and a literal's range;
+    at `port` when it is known."""
     host = host.strip().strip("[]").lower().rstrip(".")
     if not host:
         raise URLRefused("(empty)", "the URL has no host")
     literal = _as_ip(host)
     if literal is not None:
-        if not guard._address_listed(literal):
+        if not guard._address_listed(literal, port):
             raise URLRefused(host, "the address is not on the allowlist")
         reason = guard._forbidden(literal)
         if reason:
             raise URLRefused(host, f"{literal} is {reason}")
-    elif not guard._host_listed(host):
+    elif not guard._host_listed(host, port):
         raise URLRefused(host, "the host is not on the allowlist")
 
 

@@ -1,6 +1,10 @@
 """The outbound allowlist, judged on resolved addresses."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from capabilities.netguard import NetGuard, URLRefused, validate_url
@@ -102,3 +106,40 @@ def test_validate_url_gives_a_clear_error_at_registration():
     with pytest.raises(ValueError, match="metadata"):
         validate_url("http://169.254.169.254/", NetGuard(["169.254.0.0/16"]), resolve=False)
     validate_url("http://169.254.169.254/", NetGuard(["169.254.169.254"]), resolve=False)
+
+
+@pytest.mark.parametrize("entry, allowed, refused", [
+    ("api.example.com:8443", ["https://api.example.com:8443/x"], ["https://api.example.com/x", "http://api.example.com:6379/"]),
+    ("*.example.com:443", ["https://a.example.com/x"], ["http://a.example.com/x", "https://a.example.com:8443/"]),
+    ("api.example.com", ["https://api.example.com/x", "http://api.example.com:6379/"], []),
+    ("93.184.216.34:443", ["https://93.184.216.34/"], ["http://93.184.216.34/", "https://93.184.216.34:6379/"]),
+    ("93.184.216.0/24:80", ["http://93.184.216.34/"], ["https://93.184.216.34/"]),
+    ("[2606:2800:220:1::]:443", ["https://[2606:2800:220:1::]/"], ["http://[2606:2800:220:1::]/"]),
+    ("2606:2800:220:1::", ["https://[2606:2800:220:1::]/", "http://[2606:2800:220:1::]:8080/"], []),
+])
+def test_an_entry_with_a_port_admits_that_port_only(entry, allowed, refused):
+    guard = NetGuard([entry], resolver=resolving_to("93.184.216.34"))
+    for url in allowed:
+        assert guard.check(url).address in ("93.184.216.34", "2606:2800:220:1::"), url
+    for url in refused:
+        with pytest.raises(URLRefused, match="not on the allowlist"):
+            guard.check(url)
+
+
+def test_a_host_listed_at_another_port_is_refused_naming_the_port():
+    guard = NetGuard(["api.example.com:443", "127.0.0.1:8080"], allow_private=True,
+                     resolver=resolving_to("93.184.216.34"))
+    with pytest.raises(URLRefused, match="at port 6379"):
+        guard.check("http://api.example.com:6379/")
+    with pytest.raises(URLRefused, match="at port 6379"):
+        guard.check("http://127.0.0.1:6379/")
+    validate_url("https://api.example.com/hook", guard, resolve=False)   # registration knows the port too
+    with pytest.raises(URLRefused):
+        validate_url("http://api.example.com:6379/", guard, resolve=False)
+
+
+def test_a_port_out_of_range_is_refused_when_the_settings_load():
+    env = {**os.environ, "AGENTOPS_HTTP_ALLOWED_HOSTS": "api.example.com:99999", "DEBUG": "true"}
+    done = subprocess.run([sys.executable, "-c", "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', "
+                           "'agentops.settings'); django.setup()"], env=env, capture_output=True, text=True)
+    assert done.returncode != 0 and "AGENTOPS_HTTP_ALLOWED_HOSTS" in done.stderr and "65535" in done.stderr
