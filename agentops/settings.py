@@ -632,6 +632,8 @@ AGENTOPS_NOTIFY_EXTRA_SCHEMES = [s.lower() for s in env_list("AGENTOPS_NOTIFY_EX
 AGENTOPS_NOTIFY_SECRET_BINDINGS = env_secret_bindings("AGENTOPS_NOTIFY_SECRET_BINDINGS")
 # Retention: finished runs older than this many days are purged daily (0: keep forever).
 AGENTOPS_RETENTION_DAYS = env_int("AGENTOPS_RETENTION_DAYS", 0, minimum=0)
+if AGENTOPS_RETENTION_DAYS > 36_500:   # a cutoff before year 1 is no date: the daily purge would fail every day
+    raise ImproperlyConfigured("AGENTOPS_RETENTION_DAYS is at most 36500 (100 years); 0 keeps everything")
 # How long a run-starting request's Idempotency-Key answers its retries with the same run (runs.request_keys).
 AGENTOPS_REQUEST_KEY_HOURS = env_int("AGENTOPS_REQUEST_KEY_HOURS", 24, minimum=1)
 # PostgreSQL: the attempts table's monthly partitions are created this many months ahead (runs.partitions).

@@ -168,7 +168,8 @@ def config_errors(*, kind: str, config: Any, policy: dict[str, Any], mcp_server:
 
 def _normalized_config(kind: str, config: dict) -> dict:
     entry = kind_entry(kind)
-    return entry.normalized(config) if entry is not None else config
+    # A config that is no object is left as sent: version_errors refuses it by name.
+    return entry.normalized(config) if entry is not None and isinstance(config, dict) else config
 
 
 def name_errors(name: Any, *, exclude_pk: int | None = None) -> list[str]:

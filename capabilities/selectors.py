@@ -7,7 +7,7 @@ from django.urls import reverse
 from capabilities.models import Capability, CapabilityVersion, McpServer
 from capabilities.policy import capability_version_diff
 from core.models import AuditEvent
-from runtime.storable import text_storable
+from runtime.storable import text_storable, text_unstorable
 
 # -- the registry list ---------------------------------------------------------------------
 
@@ -43,6 +43,8 @@ def _as_bool(value: str | bool | None) -> bool | None:
 
 def capability_get(*, name: str) -> Capability:
     """The capability by name (Capability.DoesNotExist when unknown)."""
+    if text_unstorable(name):   # no capability is so named, and PostgreSQL refuses the query (a %00 in an address)
+        raise Capability.DoesNotExist(f"No capability named {name!r}.")
     return Capability.objects.select_related("current_version", "mcp_server").get(name=name)
 
 

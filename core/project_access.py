@@ -13,6 +13,7 @@ from django.core.management.base import CommandError
 
 from core.models import Project, ProjectMembership
 from core.projects import DEFAULT_SLUG, DEMO_SLUG, enter_project, project_scope
+from runtime.storable import text_unstorable
 
 SESSION_KEY = "agentops_project"
 # No project has this id: a user who holds none acts in it, and sees and may do nothing.
@@ -58,7 +59,8 @@ def add_project_argument(parser) -> None:
 @contextmanager
 def command_project(slug: str):
     """A management command acts in the project named by --project, as a request acts in its own."""
-    project = Project.objects.filter(slug=slug).first()
+    # A lone surrogate (undecodable bytes on the command line) is no slug, and no database takes it.
+    project = None if text_unstorable(slug) else Project.objects.filter(slug=slug).first()
     if project is None:
         names = ", ".join(Project.objects.values_list("slug", flat=True))
         raise CommandError(f"No project {slug!r} (there are: {names or 'none'}).")

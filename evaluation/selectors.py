@@ -21,7 +21,7 @@ def suite_list() -> list[EvaluationSuite]:
 def suite_get(ref: Any) -> EvaluationSuite | None:
     """A suite by id, or by name."""
     text = str(ref).strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():   # isdigit() alone takes "²", which int() refuses
         return EvaluationSuite.objects.filter(pk=int(text)).first()
     return EvaluationSuite.objects.filter(name=text).first()
 

@@ -143,7 +143,10 @@ class McpEndpoint:
                 return
         # Whether this request's answer reached the client (a tools/call's handler reads it: gateway.delivery).
         delivery = Delivery()
-        scope = {**scope, "user": AuthenticatedUser(principal), "agentops.bearer": bearer,
+        # No stream is resumable here (the SDK has no event store): given a Last-Event-ID, the SDK's GET
+        # would answer nothing at all (a 500), so the GET opens the session's stream as without one.
+        headers = [(k, v) for k, v in scope["headers"] if k != b"last-event-id"]
+        scope = {**scope, "headers": headers, "user": AuthenticatedUser(principal), "agentops.bearer": bearer,
                  "agentops.delivery": delivery}
         receive, send = delivery.wrap(receive, send)
         try:

@@ -64,7 +64,7 @@ def _agent_errors(*, name, owner, capabilities, budgets, completion, description
         if unknown:
             errors["capabilities"] = f"not in the registry: {', '.join(unknown[:10])}"
     errors.update(run_services.budget_errors(budgets))
-    if completion and completion_errors(completion):
+    if completion != {} and completion_errors(completion):   # [], 0, "": no criteria either, but no object
         errors["completion"] = "; ".join(completion_errors(completion))
     if not isinstance(description, str) or len(description) > 2000:
         errors["description"] = "At most 2,000 characters."

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
@@ -34,8 +35,21 @@ def sign_in_refused(request, reason: str, status: int = 403):
     return render(request, "registration/login.html", {**sign_in_context(), "sso_error": reason}, status=status)
 
 
+class SignInForm(AuthenticationForm):
+    """Django's form, refusing a username longer than any account's before authenticate(): django-axes records
+    each failed sign-in, and PostgreSQL refuses such a username in its column (255 characters): a 500."""
+
+    def clean_username(self):
+        username = self.cleaned_data["username"]
+        if len(username) > (self.username_field.max_length or 254):   # Django's own bound for the field
+            raise self.get_invalid_login_error()
+        return username
+
+
 class LoginView(auth_views.LoginView):
     """The login form when local passwords are on; the provider's button when single sign-on is configured."""
+
+    authentication_form = SignInForm
 
     def get_context_data(self, **kwargs):
         return {**super().get_context_data(**kwargs), **sign_in_context()}

@@ -30,10 +30,22 @@ class ChannelForm(forms.Form):
                                     "secrets as ${AGENTOPS_NOTIFY_...} from the environment")
 
 
+class ChannelChoices(forms.ModelMultipleChoiceField):
+    """Channels by id. An id longer than any the database holds (core.converters) names none: a list lookup with
+    it overflows SQLite's integers."""
+
+    def clean(self, value):
+        too_long = next((pk for pk in value or () if len(str(pk)) > 18), None)
+        if too_long is not None:
+            raise forms.ValidationError(self.error_messages["invalid_choice"], code="invalid_choice",
+                                        params={"value": too_long})
+        return super().clean(value)
+
+
 class RuleForm(forms.Form):
     name = forms.CharField(max_length=120)
     event = forms.ChoiceField(label="When", choices=RuleEvent.choices)
-    channels = forms.ModelMultipleChoiceField(queryset=Channel.objects.none(), widget=forms.CheckboxSelectMultiple)
+    channels = ChannelChoices(queryset=Channel.objects.none(), widget=forms.CheckboxSelectMultiple)
     labels = LabelsField(required=False, label="Only runs labelled", max_length=1000,
                          widget=forms.TextInput(attrs={"placeholder": "team=payments"}))
     within_s = forms.IntegerField(required=False, label="Expiring within (s)", min_value=1, initial=900)

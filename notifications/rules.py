@@ -89,7 +89,7 @@ def params_errors(event: str, params: Any) -> dict[str, str]:
     if event == RuleEvent.RUN_STOPPED:
         reasons = p["stop_reasons"]
         known = {str(r) for r in StopReason.every()} | {k.value for k in StopKind}
-        if not isinstance(reasons, list) or any(r not in known for r in reasons):
+        if not isinstance(reasons, list) or any(not isinstance(r, str) or r not in known for r in reasons):
             errors["params.stop_reasons"] = STOP_REASONS_HELP
     if event == RuleEvent.BUDGET_THRESHOLD:
         if not (_number(p["percent"]) and 0 < p["percent"] <= 100):

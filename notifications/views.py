@@ -72,8 +72,13 @@ def rule_toggle(request, rule_id: int):
     if rule is None:
         messages.error(request, f"Rule {rule_id} does not exist.")
         return redirect("notifications:rules")
-    services.rule_save(user=request.user, name=rule.name, event=rule.event, params=rule.params, labels=rule.labels,
-                       channel_ids=[c.pk for c in rule.channels.all()], enabled=not rule.enabled, rule_id=rule.pk)
+    try:   # re-saved, so checked again: its only channel may have been deleted since
+        services.rule_save(user=request.user, name=rule.name, event=rule.event, params=rule.params,
+                           labels=rule.labels, channel_ids=[c.pk for c in rule.channels.all()],
+                           enabled=not rule.enabled, rule_id=rule.pk)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        return redirect("notifications:rules")
     messages.success(request, f"{'Paused' if rule.enabled else 'Enabled'} the rule “{rule.name}”.")
     return redirect("notifications:rules")
 

@@ -66,7 +66,10 @@ def purge_runs(*, older_than_days: int, dry_run: bool = False, batch_size: int =
 
     if not isinstance(older_than_days, int) or older_than_days < 1:
         raise InvalidInput("--older-than must be a whole number of days, at least 1.")
-    cutoff = (now or timezone.now()) - timedelta(days=older_than_days)
+    try:
+        cutoff = (now or timezone.now()) - timedelta(days=older_than_days)
+    except OverflowError:   # a cutoff before year 1 is no date
+        raise InvalidInput(f"--older-than {older_than_days} days goes back past year 1.") from None
     report = PurgeReport(cutoff=cutoff, dry_run=dry_run)
     candidates = purgeable_runs(cutoff)
     total = candidates.count()

@@ -49,6 +49,7 @@ from runs.querytools import narrowed, one_of
 from runs.trace.review import with_review_fields
 from runtime.plan import step_changes
 from runtime.stop import StopReason
+from runtime.storable import text_unstorable
 
 RUNS_PER_PAGE = 50
 # A filter matching at most this many runs is resolved to their ids first (see _used_capability).
@@ -232,6 +233,8 @@ def run_approvals(*, run: Run) -> list[Approval]:
 
 
 def attempt_get(*, run_id: int, uid: str) -> Attempt:
+    if text_unstorable(uid):   # no attempt's id, and PostgreSQL refuses the query (a %00 in an address)
+        raise Attempt.DoesNotExist(f"No attempt {uid!r}.")
     return (with_review_fields(Attempt.objects.select_related("run", "step", "step__revision", "decision",
                                                               "output_ref", "capability_version__capability"))
             .defer("output_ref__content").get(run_id=run_id, uid=uid))

@@ -69,15 +69,18 @@ def resolve_path(value: Any, path: str) -> tuple[bool, Any]:
     for part in path.split("."):
         if isinstance(value, dict) and part in value:
             value = value[part]
-        elif isinstance(value, list) and _is_index(part) and -len(value) <= int(part) < len(value):
+        elif isinstance(value, list) and is_index(part) and -len(value) <= int(part) < len(value):
             value = value[int(part)]
         else:
             return False, None
     return True, value
 
 
-def _is_index(part: str) -> bool:
-    return part.lstrip("-").isdigit()
+def is_index(part: str) -> bool:
+    """A path part int() reads as a list index: str.isdigit() also takes "²" and "--1", which int() refuses, and
+    int() refuses 5,000 digits (a ValueError in the worker, on a path a person wrote)."""
+    digits = part[1:] if part.startswith("-") else part
+    return 0 < len(digits) <= 18 and digits.isascii() and digits.isdigit()
 
 
 @dataclass(frozen=True)

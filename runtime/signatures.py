@@ -9,6 +9,7 @@ import hashlib
 import json
 from typing import Any
 
+from .completion import is_index
 from .observation import Observation
 
 
@@ -65,7 +66,7 @@ def _drop(value: Any, parts: list[str]) -> Any:
     if isinstance(value, list) and rest:
         if head == "*":
             return [_drop(item, rest) for item in value]
-        if head.lstrip("-").isdigit() and -len(value) <= int(head) < len(value):
+        if is_index(head) and -len(value) <= int(head) < len(value):
             items = list(value)
             items[int(head)] = _drop(items[int(head)], rest)
             return items

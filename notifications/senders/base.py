@@ -74,7 +74,11 @@ class HttpSender(Sender):
 
     def destination(self, plugin: Any) -> Destination:
         parts = urlsplit(self.url(plugin))
-        return Destination(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+        try:
+            port = parts.port
+        except ValueError:   # Apprise keeps any number (:99999, :-1); urllib refuses it
+            raise ChannelError("the channel's port must be from 1 to 65535", permanent=True) from None
+        return Destination(parts.hostname or "", port or (443 if parts.scheme == "https" else 80))
 
     def send(self, plugin: Any, *, title: str, body: str, guard: NetGuard) -> None:
         out = self.outgoing(plugin, title=title, body=body)
@@ -94,6 +98,10 @@ class HttpSender(Sender):
 
 def same_host(url: str, apprise_host: str) -> str:
     """`url`, after making sure httpx will read the host Apprise read (else the guard would judge another)."""
-    if (urlsplit(url).hostname or "") != (apprise_host or "").lower().strip("[]"):
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:   # urllib refuses what Apprise took for a host (a bracketed text that is no IPv6 address)
+        host = None
+    if host != (apprise_host or "").lower().strip("[]"):
         raise ChannelError(f"the channel's host {apprise_host!r} is ambiguous", permanent=True)
     return url

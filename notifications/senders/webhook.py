@@ -21,7 +21,8 @@ class Webhook(HttpSender):
 
     def url(self, plugin: Any) -> str:
         scheme = "https" if plugin.secure else "http"
-        host = f"[{plugin.host}]" if ":" in (plugin.host or "") else plugin.host
+        bare = (plugin.host or "").strip("[]")   # Apprise keeps an IPv6 literal's brackets
+        host = f"[{bare}]" if ":" in bare else bare
         port = f":{plugin.port}" if isinstance(plugin.port, int) else ""
         return same_host(f"{scheme}://{host}{port}{plugin.fullpath or ''}", plugin.host)
 

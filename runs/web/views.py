@@ -41,6 +41,7 @@ from runs.trace.page import trace_page
 from runs.trace.review import TraceFilters
 from runs.web.forms import RunStartForm, initial_from_run
 from runtime.ids import random_hex
+from runtime.storable import text_unstorable
 
 APPROVALS_CHANGED_EVENT = "approvals-changed"
 
@@ -224,7 +225,8 @@ def attempt_detail(request, run_id: int, uid: str):
 @require_GET
 def attempt_output(request, run_id: int, uid: str):
     """The stored large output of one attempt, served as JSON (inline outputs too)."""
-    attempt = (Attempt.objects.select_related("output_ref").filter(run_id=run_id, uid=uid).first())
+    attempt = (Attempt.objects.select_related("output_ref").filter(run_id=run_id, uid=uid).first()
+               if not text_unstorable(uid) else None)   # a %00 in the address: PostgreSQL refuses the query
     if attempt is None:
         raise Http404("No such attempt in this run.")
     if attempt.output_ref is None:
@@ -284,7 +286,8 @@ def run_fork(request, run_id: int):
     try:
         at = request.POST.get("at", "").strip()
         run = forks.run_fork(run_id=run_id, user=request.user, attempt=request.POST.get("attempt") or None,
-                             at=int(at) if at.isdigit() else (None if not at else -1),
+                             # isdigit() alone takes "²" and 5,000 digits, which int() refuses
+                             at=int(at) if at.isascii() and at.isdigit() and len(at) <= 18 else (None if not at else -1),
                              budgets=_json_field(request, "budgets"),
                              planner_config=_json_field(request, "planner_config"))
     except NotAllowed as exc:

@@ -115,7 +115,7 @@ def load_scenario(path_or_dict: str | Path | dict[str, Any]) -> Scenario:
     source = str(path_or_dict)
     try:
         data = json.loads(Path(path_or_dict).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:   # ValueError: not JSON, or not UTF-8
         raise ScenarioError(source, [f"cannot read JSON: {exc}"]) from exc
     if not isinstance(data, dict):
         raise ScenarioError(source, ["a scenario is a JSON object"])

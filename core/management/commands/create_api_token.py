@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import ServiceError
 from core.tokens import token_create
+from runtime.storable import UNSTORABLE, text_unstorable
 
 
 class Command(BaseCommand):
@@ -17,6 +18,8 @@ class Command(BaseCommand):
                             help="the project the token acts in, one the user holds (default: the first they hold)")
 
     def handle(self, *args, username, name, days, project, **options):
+        if any(text_unstorable(text) for text in (username, name, project or "")):
+            raise CommandError(f"USERNAME, --name and --project must be text: {UNSTORABLE}.")
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user {username!r}.")

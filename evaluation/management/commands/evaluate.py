@@ -8,6 +8,7 @@ import json as jsonlib
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from core import jsonlimits
 from core.errors import ServiceError
 from core.project_access import add_project_argument, command_project
 from evaluation import export
@@ -15,6 +16,7 @@ from evaluation.models import Evaluation, EvaluationSuite
 from evaluation.selectors import task_rows
 from evaluation.services import evaluation_run_now, evaluation_suites_sync
 from evaluation.suites import SuiteError
+from runtime.storable import UNSTORABLE, text_unstorable
 
 SYSTEM_USER = "agentops-evaluation"
 
@@ -38,8 +40,10 @@ class Command(BaseCommand):
             self._evaluate(**options)
 
     def _evaluate(self, *, suite, label, user, planning_mode, planner_config, **options):
+        if any(text_unstorable(text) for text in (suite, label, user or "")):
+            raise CommandError(f"--suite, --label and --user must be text: {UNSTORABLE}.")
         try:
-            planner_config = jsonlib.loads(planner_config)
+            planner_config = jsonlimits.loads(planner_config)
         except ValueError as exc:
             raise CommandError(f"--planner-config is not valid JSON: {exc}") from None
         try:

@@ -2,14 +2,15 @@
 
 Creates (or updates) an agent and issues it a new token, printed on the last line.
 """
-import json
-
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
+from core import jsonlimits
 from core.errors import ServiceError
 from core.project_access import add_project_argument, command_project
 from gateway import services
+from runtime.storable import UNSTORABLE, text_unstorable
 
 
 class Command(BaseCommand):
@@ -29,14 +30,18 @@ class Command(BaseCommand):
             self._create(**options)
 
     def _create(self, *, name, owner, capability, budgets, completion, expires_in_days, **options):
+        if any(text_unstorable(text) for text in (name, owner, *capability)):
+            raise CommandError(f"NAME, --owner and --capability must be text: {UNSTORABLE}.")
         user = get_user_model().objects.filter(username=owner).first()
         if user is None:
             raise CommandError(f"No user {owner!r}.")
         try:
-            agent = services.agent_save(user=None, name=name, owner=user, capabilities=capability,
-                                        budgets=json.loads(budgets), completion=json.loads(completion))
-            token, key = services.agent_token_issue(user=None, agent=agent, name="create_agent",
-                                                    expires_in_days=expires_in_days)
+            with transaction.atomic():   # both or neither: a refused token leaves no agent behind
+                agent = services.agent_save(user=None, name=name, owner=user, capabilities=capability,
+                                            budgets=jsonlimits.loads(budgets),
+                                            completion=jsonlimits.loads(completion))
+                token, key = services.agent_token_issue(user=None, agent=agent, name="create_agent",
+                                                        expires_in_days=expires_in_days)
         except (ServiceError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"Agent {agent.name!r} (owner {user.get_username()}, capabilities: "

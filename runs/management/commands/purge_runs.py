@@ -14,8 +14,8 @@ class Command(BaseCommand):
         parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, metavar="N")
 
     def handle(self, *args, older_than, dry_run, batch_size, **options):
-        if batch_size < 1:
-            raise CommandError("--batch-size must be at least 1.")
+        if not 1 <= batch_size <= 100_000:
+            raise CommandError("--batch-size must be from 1 to 100,000.")
 
         def progress(report, total):
             self.stdout.write(f"  {report.runs}/{total} runs deleted ({report.attempts} attempts, "
