@@ -1,56 +1,26 @@
-"""Probes, the MCP gateway through a real server (uvicorn and a Celery worker): malformed JSON-RPC, hostile
+"""The MCP gateway through a real server (uvicorn and a Celery worker): malformed JSON-RPC, hostile
 arguments, odd headers. Each is a protocol error, a 4xx or an isError result, never a 500 or an
 internal_error run, and the session answers normally afterwards."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
 
-GATEWAY_TESTS = Path(__file__).resolve().parents[1] / "gateway"
-
-
-def _gateway_conftest():
-    module = sys.modules.get("gateway_conftest_for_probes")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("gateway_conftest_for_probes", GATEWAY_TESTS / "conftest.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)   # puts tests/gateway (and tests/chaos) on sys.path
-        sys.modules["gateway_conftest_for_probes"] = module
-    return module
-
-
-gw = _gateway_conftest()
 ACCEPT = "application/json, text/event-stream"
 PROTOCOL = "2025-06-18"
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(scope="module")
-def stack(django_db_setup, django_db_blocker):
-    with django_db_blocker.unblock():
-        env = gw.stack_env()
-    with gw.running_stack(gw.root_conftest().wait_until, env) as running:
-        yield running
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def token(transactional_db, operator):
-    from io import StringIO
+def stack(gateway_stack):
+    return gateway_stack
 
-    from django.core.management import call_command
 
-    from capabilities.kinds.python.sync import python_capabilities_sync
-
-    python_capabilities_sync(modules=("capabilities.demo.functions", "gw_capabilities"))
-    out = StringIO()
-    call_command("create_agent", "prober", "--owner", operator.username, "--capability", "gw_echo", stdout=out)
-    yield out.getvalue().strip().splitlines()[-1]
-    gw.sessions_settled()
+@pytest.fixture
+def token(agent_token, gateway_stack):
+    return agent_token("prober", capabilities=("gw_echo",))[1]
 
 
 def answer(response: httpx.Response) -> dict | None:
