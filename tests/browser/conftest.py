@@ -68,6 +68,10 @@ def shot(page):
 @pytest.fixture
 def login(page, live_server):
     def as_user(user):
+        """Sign in afresh as `user`. The page before is left first: a live page's poll landing after its
+        cookies were cleared would set a CSRF cookie of its own, and the login form's token would not match."""
+        page.goto("about:blank")
+        page.context.clear_cookies()
         page.goto(f"{live_server.url}/login/")
         page.get_by_label("Username").fill(user.username)
         page.get_by_label("Password").fill("pw-" + user.username)

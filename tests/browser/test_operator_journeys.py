@@ -32,7 +32,6 @@ def test_an_operator_approves_a_side_effect_and_watches_the_run_complete(
     expect(page.locator("body")).to_contain_text("awaiting approval", timeout=30_000)
     shot("run-awaiting-approval")
 
-    page.context.clear_cookies()
     login(second_operator)
     page.goto(f"{live_server.url}/runs/approvals/")
     expect(page.locator("#approval-badge")).to_have_text("1")
@@ -55,7 +54,6 @@ def test_a_rejection_stops_the_run_with_its_reason_shown(
     login(operator)
     run = start_ticket_run(page, live_server, "Open a ticket nobody wants")
     expect(page.locator("body")).to_contain_text("awaiting approval", timeout=30_000)
-    page.context.clear_cookies()
     login(second_operator)
     page.goto(f"{live_server.url}/runs/approvals/")
     card = page.locator("article", has_text="create_ticket").first
